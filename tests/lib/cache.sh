@@ -1,0 +1,23 @@
+# Shared paths for the test scripts. Everything slow to build lives under $BENCHRUN_CACHE,
+# outside the checkout, so a warm machine starts in seconds and a fresh one still builds it.
+# Sourced, not executed.
+BENCHRUN_CACHE=${BENCHRUN_CACHE:-$HOME/.cache/benchrun}
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
+K8S_BIN=$BENCHRUN_CACHE/k8s/$K8S_VERSION/bin
+STORAGE_BIN=$BENCHRUN_CACHE/storage/bin
+export GOPATH=$BENCHRUN_CACHE/go GOCACHE=$BENCHRUN_CACHE/go-build GOTOOLCHAIN=local
+export PATH=/usr/local/go/bin:$PATH
+# Repository root and the per-checkout state directory (kubeconfig, PIDs, endpoints).
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STATE_DIR=${BENCHRUN_STATE:-$REPO_ROOT/tests/.state}
+
+# apt_install PKG...: install Debian packages that are missing, running `apt-get update` once.
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo ">>> apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}

@@ -1,0 +1,60 @@
+//! Command-line options (clap). Doc comments are the help text.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::progress::ProgressMode;
+
+/// Storage benchmarks on local files and object storage, with exact latency statistics.
+#[derive(Debug, Parser)]
+#[command(name = "benchrun-worker", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the workload in FILE: prepare the dataset, run, print a result table, clean up.
+    Run(RunArgs),
+    /// Check workload files without running them.
+    Validate {
+        /// Workload files (YAML).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Merge summaries from several workers exactly (histograms are added, not averaged).
+    Merge {
+        /// Summary files written by `run --summary`.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Write the merged summary as JSON here (`-` for stdout).
+        #[arg(long, value_name = "OUT")]
+        summary: Option<PathBuf>,
+    },
+    /// Print the JSON schema of workload files.
+    Schema,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Workload file (YAML).
+    pub file: PathBuf,
+    /// Write the JSON summary here; `-` writes it to stdout and the table to stderr.
+    #[arg(long, value_name = "OUT")]
+    pub summary: Option<PathBuf>,
+    /// Serve Prometheus metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9090.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Live progress line on stderr.
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
+    /// Name of this worker in summaries and in the keys its PUTs write.
+    #[arg(long, env = "BENCHRUN_WORKER_ID", default_value = "local")]
+    pub worker_id: String,
+    /// Keep the dataset after the run, whatever the workload says.
+    #[arg(long)]
+    pub no_cleanup: bool,
+}

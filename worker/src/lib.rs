@@ -1,0 +1,31 @@
+//! benchrun's storage benchmark engine.
+//!
+//! The same library runs inside a worker pod scheduled by the operator and standalone from a
+//! YAML file (`benchrun-worker run workload.yaml`).
+//!
+//! # Layout
+//! - [`units`]: byte sizes (`4MiB`) and durations (`30s`) as users write them
+//! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
+//! - [`targets`]: the storage trait and one module per backend (`file`, `direct`, object stores)
+//! - [`datagen`]: the data PUT writes and verified GETs check
+//! - [`engine`]: prepare, the measured stage (op mix, scheduling, recording), cleanup
+//! - [`stats`]: histograms, the summary and its exact merge
+//! - [`metrics`] and [`server`]: live Prometheus metrics and the HTTP endpoint
+//! - [`report`] and [`progress`]: what a person sees on a terminal
+
+pub mod cli;
+pub mod datagen;
+pub mod engine;
+pub mod metrics;
+pub mod progress;
+pub mod report;
+pub mod server;
+pub mod spec;
+pub mod stats;
+pub mod targets;
+pub mod units;
+
+pub use engine::{Dataset, Engine, EngineError};
+pub use metrics::Metrics;
+pub use spec::{OpKind, SpecError, Workload};
+pub use stats::Summary;

@@ -1,0 +1,156 @@
+//! `benchrun-worker`: parse, run, map errors to exit codes.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use benchrun_worker::cli::{Cli, Command, RunArgs};
+use benchrun_worker::{progress, report, server, Engine, Metrics, Summary, Workload};
+
+/// Exit code when the workload file is invalid.
+const EXIT_INVALID: u8 = 2;
+/// Exit code when the error budget stopped the run.
+const EXIT_ERROR_BUDGET: u8 = 3;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BENCHRUN_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            progress::clear();
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<benchrun_worker::SpecError>().is_some() {
+                ExitCode::from(EXIT_INVALID)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+async fn dispatch(cmd: Command) -> Result<ExitCode> {
+    match cmd {
+        Command::Run(args) => run(args).await,
+        Command::Validate { files } => {
+            for f in &files {
+                load(f)?;
+                println!("{}: ok", f.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Merge { files, summary } => {
+            let mut parts = Vec::new();
+            for f in &files {
+                let text = std::fs::read_to_string(f)
+                    .with_context(|| format!("reading {}", f.display()))?;
+                let s: Summary = serde_json::from_str(&text)
+                    .with_context(|| format!("{} is not a benchrun summary", f.display()))?;
+                parts.push(s);
+            }
+            let merged = Summary::merge(&parts)?;
+            emit(&merged, summary.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Schema => {
+            let schema = schemars::schema_for!(Workload);
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn load(path: &std::path::Path) -> Result<Workload> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Workload::from_yaml(&text)
+        .with_context(|| format!("{} is not a valid workload", path.display()))
+}
+
+/// Print the table, and write the JSON summary where asked.
+fn emit(s: &Summary, summary: Option<&std::path::Path>) -> Result<()> {
+    let json = serde_json::to_string_pretty(s)?;
+    match summary {
+        Some(p) if p.as_os_str() == "-" => {
+            eprint!("{}", report::table(s));
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{json}")?;
+        }
+        Some(p) => {
+            print!("{}", report::table(s));
+            std::fs::write(p, json + "\n").with_context(|| format!("writing {}", p.display()))?;
+        }
+        None => print!("{}", report::table(s)),
+    }
+    Ok(())
+}
+
+async fn run(args: RunArgs) -> Result<ExitCode> {
+    let workload = load(&args.file)?;
+    let metrics = Arc::new(Metrics::new());
+    if let Some(addr) = args.metrics_addr {
+        let bound = server::spawn(addr, server::router(metrics.clone()))
+            .await
+            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        eprintln!("metrics on http://{bound}/metrics");
+    }
+    let (duration, total_ops, cleanup) = (
+        workload.duration.map(|d| d.0),
+        workload.total_ops,
+        workload.dataset.cleanup && !args.no_cleanup,
+    );
+    let engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
+    eprintln!("preparing dataset on {}", engine.workload().target);
+    let dataset = engine.prepare().await?;
+    let bar = progress::spawn(metrics.clone(), args.progress, duration, total_ops);
+    let run = engine.run(&dataset, None, shutdown_signal()).await;
+    if let Some(bar) = bar {
+        bar.abort();
+    }
+    progress::clear();
+    let mut summary = run?;
+    if cleanup {
+        match engine.cleanup().await {
+            Ok(st) => summary.cleanup = Some(st),
+            Err(e) => eprintln!("warning: cleanup failed: {e}"),
+        }
+    }
+    emit(&summary, args.summary.as_deref())?;
+    Ok(if summary.stopped_by.starts_with("errorBudget") {
+        ExitCode::from(EXIT_ERROR_BUDGET)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Ctrl-C or SIGTERM: end the measured stage early, still report and clean up.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

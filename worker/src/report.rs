@@ -1,0 +1,109 @@
+//! The result table printed at the end of a run.
+
+use std::fmt::Write;
+
+use crate::stats::Summary;
+
+/// A plain-text table: one row per op, then the process figures.
+pub fn table(s: &Summary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} on {} ({} worker{}, {:.2}s, stopped by {})",
+        if s.workers > 1 {
+            "merged result"
+        } else {
+            "result"
+        },
+        s.target,
+        s.workers,
+        if s.workers == 1 { "" } else { "s" },
+        s.elapsed_seconds,
+        s.stopped_by
+    );
+    let _ = writeln!(
+        out,
+        "{:<7} {:>10} {:>7} {:>10} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "op",
+        "count",
+        "errors",
+        "ops/s",
+        "MiB/s",
+        "req/op",
+        "mean ms",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "max ms"
+    );
+    for (op, r) in &s.report {
+        let _ = writeln!(
+            out,
+            "{:<7} {:>10} {:>7} {:>10.1} {:>9.1} {:>8.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            op.as_str(),
+            r.count,
+            r.errors,
+            r.ops_per_sec,
+            r.mib_per_sec,
+            r.requests_per_op,
+            r.mean_ms,
+            r.p50_ms,
+            r.p90_ms,
+            r.p99_ms,
+            r.p999_ms,
+            r.max_ms
+        );
+    }
+    for (op, st) in &s.ops {
+        if !st.errors_by_kind.is_empty() {
+            let kinds: Vec<String> = st
+                .errors_by_kind
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let _ = writeln!(out, "errors of {op}: {}", kinds.join(", "));
+        }
+    }
+    let p = &s.process;
+    let total = s.total();
+    let gib = total.bytes as f64 / (1u64 << 30) as f64;
+    let cpu = p.cpu_user_seconds + p.cpu_system_seconds;
+    let _ = write!(
+        out,
+        "cpu {:.2}s user + {:.2}s system",
+        p.cpu_user_seconds, p.cpu_system_seconds
+    );
+    if gib > 0.0 {
+        let _ = write!(out, " ({:.2} cpu-s/GiB)", cpu / gib);
+    }
+    let _ = writeln!(
+        out,
+        ", page faults {} minor / {} major",
+        p.minor_faults, p.major_faults
+    );
+    if let Some(st) = &s.prepare {
+        let _ = writeln!(
+            out,
+            "prepare: {} objects, {:.1} MiB in {:.2}s",
+            st.objects,
+            st.bytes as f64 / (1 << 20) as f64,
+            st.seconds
+        );
+    }
+    if let Some(st) = &s.pre_stat {
+        let _ = writeln!(
+            out,
+            "pre-stat: {} objects in {:.3}s ({} errors)",
+            st.objects, st.seconds, st.errors
+        );
+    }
+    if let Some(st) = &s.cleanup {
+        let _ = writeln!(
+            out,
+            "cleanup: {} objects in {:.2}s ({} errors)",
+            st.objects, st.seconds, st.errors
+        );
+    }
+    out
+}

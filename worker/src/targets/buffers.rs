@@ -1,0 +1,116 @@
+//! Aligned, pooled read buffers.
+//!
+//! A GET borrows a buffer, reads chunk after chunk into it, and gives it back: no allocation
+//! and no fresh page faults on the hot path once the pool is warm (the chunked-read report
+//! measured 81% fewer minor faults this way). O_DIRECT needs the alignment; buffered reads
+//! do not mind it.
+
+use std::alloc::{self, Layout};
+use std::sync::Mutex;
+
+use super::DIRECT_ALIGN;
+
+/// A heap buffer aligned to [`DIRECT_ALIGN`].
+pub struct AlignedBuf {
+    ptr: *mut u8,
+    cap: usize,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like a Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A zeroed buffer of at least `cap` bytes, rounded up to the alignment.
+    pub fn new(cap: usize) -> Self {
+        let cap = cap.max(1).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+        let layout = Layout::from_size_align(cap, DIRECT_ALIGN).expect("valid layout");
+        // SAFETY: layout has non-zero size.
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            alloc::handle_alloc_error(layout);
+        }
+        Self { ptr, cap }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for cap bytes, initialised by alloc_zeroed.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.cap) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and &mut self guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.cap) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.cap, DIRECT_ALIGN).expect("valid layout");
+        // SAFETY: allocated with this layout in `new`.
+        unsafe { alloc::dealloc(self.ptr, layout) }
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} bytes)", self.cap)
+    }
+}
+
+/// A pool of reusable aligned buffers. At most one buffer per operation in flight exists.
+#[derive(Debug, Default)]
+pub struct BufferPool {
+    free: Mutex<Vec<AlignedBuf>>,
+}
+
+impl BufferPool {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A buffer of at least `size` bytes: a pooled one if one is big enough, else a new one.
+    pub fn take(&self, size: usize) -> AlignedBuf {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = free.iter().position(|b| b.capacity() >= size) {
+            return free.swap_remove(i);
+        }
+        // Drop one too-small buffer so the pool does not keep dead weight as sizes grow.
+        free.pop();
+        drop(free);
+        AlignedBuf::new(size)
+    }
+
+    /// Return a buffer for reuse.
+    pub fn give(&self, buf: AlignedBuf) {
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_aligned_and_reused() {
+        let pool = BufferPool::new();
+        let b = pool.take(10_000);
+        assert_eq!(b.as_slice().as_ptr() as usize % DIRECT_ALIGN, 0);
+        assert_eq!(b.capacity(), 12_288);
+        let addr = b.as_slice().as_ptr();
+        pool.give(b);
+        let again = pool.take(4096);
+        assert_eq!(
+            again.as_slice().as_ptr(),
+            addr,
+            "a returned buffer is reused"
+        );
+    }
+}
