@@ -363,9 +363,20 @@ pub struct StorageSpec {
     /// `serviceAccountKey` (GCS JSON key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_dir: Option<String>,
-    /// Timeout of each request.
+    /// Timeout of each request, body included. Unset: no limit on the whole request, but a
+    /// connection silent for 30s fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_timeout: Option<HumanDuration>,
+    /// Retries of a failed request inside one operation. 0 (the default) makes every failure
+    /// count as an error of its kind (`http_503`, `timeout`, ...) and keeps requests per
+    /// operation exact; retries would hide both.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(max = 100))]
+    pub max_retries: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 mod defaults {
@@ -720,6 +731,15 @@ impl Workload {
                     );
                 }
             }
+        }
+        if self.storage.max_retries > 100 {
+            bad(
+                "storage.maxRetries",
+                format!("must be at most 100 (got {})", self.storage.max_retries),
+            );
+        }
+        if self.storage.request_timeout.is_some_and(|t| t.0.is_zero()) {
+            bad("storage.requestTimeout", "must be greater than 0".into());
         }
         if let Some(e) = &self.storage.endpoint {
             if !(e.starts_with("http://") || e.starts_with("https://")) {
