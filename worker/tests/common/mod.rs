@@ -1,0 +1,260 @@
+//! Helpers for the object storage tests: the servers' settings written by
+//! `tests/storage/up.sh`, workloads, credentials directories, seeding fake-gcs-server, and a
+//! loopback proxy that counts HTTP requests (and can be cut to simulate a server failure).
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use benchrun_worker::metrics::Metrics;
+use benchrun_worker::{Engine, Workload};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Settings of the running storage servers. Panics (fails the test) when they are not up:
+/// these tests must never pass without having talked to a server.
+pub fn storage_env() -> HashMap<String, String> {
+    let path = std::env::var_os("BENCHRUN_STATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/.state"))
+        .join("storage.env");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}: the storage servers are not running; run tests/storage/up.sh first",
+            path.display()
+        )
+    });
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A prefix no other test (or earlier run) uses.
+pub fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("tests/{name}-{}-{nanos}", std::process::id())
+}
+
+/// A directory of credential files, as a mounted Secret would be.
+pub fn creds_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    for (name, value) in files {
+        std::fs::write(d.path().join(name), value).expect("write credential file");
+    }
+    d
+}
+
+pub fn s3_creds(env: &HashMap<String, String>) -> tempfile::TempDir {
+    creds_dir(&[
+        ("accessKeyId", &env["AWS_ACCESS_KEY_ID"]),
+        ("secretAccessKey", &env["AWS_SECRET_ACCESS_KEY"]),
+    ])
+}
+
+pub fn azure_creds(env: &HashMap<String, String>) -> tempfile::TempDir {
+    creds_dir(&[
+        ("accountName", &env["AZURE_STORAGE_ACCOUNT_NAME"]),
+        ("accountKey", &env["AZURE_STORAGE_ACCOUNT_KEY"]),
+    ])
+}
+
+pub fn workload(yaml: &str) -> Workload {
+    Workload::from_yaml(yaml).unwrap_or_else(|e| panic!("bad test workload: {e}\n{yaml}"))
+}
+
+pub async fn engine(w: Workload) -> Engine {
+    Engine::open(w, Arc::new(Metrics::new()), "t1")
+        .await
+        .unwrap_or_else(|e| panic!("opening the target failed: {e}"))
+}
+
+/// `host:port` of an `http://host:port/...` endpoint.
+pub fn addr_of(endpoint: &str) -> SocketAddr {
+    let rest = endpoint.trim_start_matches("http://");
+    let hostport = rest.split('/').next().unwrap_or(rest);
+    hostport
+        .parse()
+        .unwrap_or_else(|e| panic!("endpoint {endpoint}: {e}"))
+}
+
+/// Upload `data` to fake-gcs-server through its JSON API (it refuses object_store's XML PUT).
+pub async fn gcs_seed(endpoint: &str, bucket: &str, name: &str, data: &[u8]) {
+    let addr = addr_of(endpoint);
+    let mut s = TcpStream::connect(addr)
+        .await
+        .expect("connect fake-gcs-server");
+    let head = format!(
+        "POST /upload/storage/v1/b/{bucket}/o?uploadType=media&name={} HTTP/1.1\r\nHost: {addr}\r\n\
+         Content-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        name.replace('/', "%2F"),
+        data.len()
+    );
+    s.write_all(head.as_bytes()).await.expect("send");
+    s.write_all(data).await.expect("send body");
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).await.expect("read response");
+    let status = String::from_utf8_lossy(&resp[..resp.len().min(12)]).to_string();
+    assert!(
+        status.starts_with("HTTP/1.1 200"),
+        "seeding gs://{bucket}/{name} failed: {}",
+        String::from_utf8_lossy(&resp[..resp.len().min(300)])
+    );
+}
+
+/// One HTTP request seen by the proxy.
+#[derive(Clone, Debug)]
+pub struct SeenRequest {
+    pub method: String,
+    pub target: String,
+    pub range: Option<String>,
+}
+
+/// A loopback TCP proxy in front of a server that records each HTTP/1.1 request line (with
+/// keep-alive, several per connection) and can be cut off at once with [`Proxy::stop`].
+pub struct Proxy {
+    pub addr: SocketAddr,
+    seen: Arc<Mutex<Vec<SeenRequest>>>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    pub async fn start(upstream: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let seen2 = seen.clone();
+        tokio::spawn(async move {
+            loop {
+                let mut st = stopped.clone();
+                let (client, _) = tokio::select! {
+                    r = listener.accept() => match r { Ok(c) => c, Err(_) => return },
+                    _ = st.changed() => return,
+                };
+                let seen = seen2.clone();
+                let mut st = stopped.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = forward(client, upstream, seen) => {}
+                        _ = st.changed() => {}
+                    }
+                });
+            }
+        });
+        Proxy { addr, seen, stop }
+    }
+
+    /// Endpoint URL of the proxy, with `path` appended (e.g. `/devstoreaccount1`).
+    pub fn endpoint(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn requests(&self) -> Vec<SeenRequest> {
+        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    pub fn count(&self, method: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == method)
+            .count()
+    }
+
+    pub fn reset(&self) {
+        if let Ok(mut s) = self.seen.lock() {
+            s.clear();
+        }
+    }
+
+    /// Close the listener and every connection, as a crashed server would.
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+async fn forward(client: TcpStream, upstream: SocketAddr, seen: Arc<Mutex<Vec<SeenRequest>>>) {
+    let Ok(server) = TcpStream::connect(upstream).await else {
+        return;
+    };
+    let (mut cr, mut cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    let up = async move {
+        let mut parser = Parser::default();
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match cr.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            for r in parser.feed(&buf[..n]) {
+                if let Ok(mut s) = seen.lock() {
+                    s.push(r);
+                }
+            }
+            if sw.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    let down = async move {
+        let _ = tokio::io::copy(&mut sr, &mut cw).await;
+    };
+    tokio::join!(up, down);
+}
+
+/// Finds request heads in a client's byte stream, skipping bodies by Content-Length.
+#[derive(Default)]
+struct Parser {
+    head: Vec<u8>,
+    body_left: u64,
+}
+
+impl Parser {
+    fn feed(&mut self, mut data: &[u8]) -> Vec<SeenRequest> {
+        let mut out = Vec::new();
+        while !data.is_empty() {
+            if self.body_left > 0 {
+                let skip = (self.body_left as usize).min(data.len());
+                self.body_left -= skip as u64;
+                data = &data[skip..];
+                continue;
+            }
+            self.head.push(data[0]);
+            data = &data[1..];
+            if self.head.ends_with(b"\r\n\r\n") {
+                let text = String::from_utf8_lossy(&self.head).to_string();
+                self.head.clear();
+                let mut lines = text.split("\r\n");
+                let mut first = lines.next().unwrap_or("").split(' ');
+                let method = first.next().unwrap_or("").to_string();
+                let target = first.next().unwrap_or("").to_string();
+                let mut range = None;
+                for l in lines {
+                    if let Some((k, v)) = l.split_once(':') {
+                        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+                        if k == "content-length" {
+                            self.body_left = v.parse().unwrap_or(0);
+                        } else if k == "range" {
+                            range = Some(v.to_string());
+                        } else if k == "transfer-encoding" && v.contains("chunked") {
+                            panic!("the counting proxy does not parse chunked request bodies");
+                        }
+                    }
+                }
+                out.push(SeenRequest {
+                    method,
+                    target,
+                    range,
+                });
+            }
+        }
+        out
+    }
+}
