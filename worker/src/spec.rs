@@ -126,7 +126,7 @@ pub struct OpWeight {
 }
 
 /// An object size: fixed (`1MiB`) or drawn from a distribution.
-#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, JsonSchema)]
 #[serde(untagged)]
 pub enum SizeSpec {
     /// Every object has this size.
@@ -151,6 +151,19 @@ pub enum SizeDistribution {
         #[serde(default = "defaults::lognormal_max")]
         max: ByteSize,
     },
+}
+
+impl Serialize for SizeSpec {
+    // Through a JSON value: serde_yaml would write an enum as a YAML tag (`!uniform`), which
+    // neither this parser nor Kubernetes reads back.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SizeSpec::Fixed(b) => b.serialize(s),
+            SizeSpec::Distribution(d) => serde_json::to_value(d)
+                .map_err(serde::ser::Error::custom)?
+                .serialize(s),
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for SizeSpec {

@@ -1,0 +1,52 @@
+# benchrun: `make test` is the one test command (CI runs it through .ci/run).
+#
+# Stages, in order, each failing loudly:
+#   lint          cargo fmt --check, clippy -D warnings
+#   unit          unit tests of every crate (no servers)
+#   local         the worker binary and engine on real files (file://, direct://, tmpfs refusal)
+#   storage       MinIO, Azurite, fake-gcs-server on 127.0.0.1, then the object storage tests
+#   cluster       a real 2-node Kubernetes cluster, worker/operator images, cluster tests
+# Slow builds (Kubernetes, etcd, storage servers, cargo target dirs) are cached under
+# ~/.cache/benchrun, outside the checkout.
+
+SHELL := /bin/bash
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/benchrun/target
+export CARGO_TERM_COLOR ?= never
+CARGO ?= cargo
+
+.PHONY: test lint unit local storage cluster build release bench-local clean-state
+
+test: lint unit local storage cluster
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace --lib --bins
+
+local:
+	$(CARGO) test -p benchrun-worker --test local_cli --test engine_local --test examples
+
+storage:
+	tests/storage/up.sh
+	$(CARGO) test -p benchrun-worker $(patsubst worker/tests/%.rs,--test %,$(wildcard worker/tests/object_*.rs))
+
+cluster:
+	tests/cluster/up.sh
+	tests/cluster/image.sh
+	$(CARGO) test $(CLUSTER_TEST_PACKAGES) --tests -- --test-threads=1
+
+build:
+	$(CARGO) build --workspace
+
+release:
+	$(CARGO) build --release -p benchrun-worker
+
+bench-local:
+	bench/local.sh
+
+clean-state:
+	-tests/cluster/down.sh --wipe
+	-tests/storage/down.sh
+CLUSTER_TEST_PACKAGES ?= -p benchrun-test-support

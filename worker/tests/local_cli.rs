@@ -1,0 +1,282 @@
+//! The real `benchrun-worker` binary against real directories: `file://` and `direct://` on the
+//! target dir's filesystem (ext4 here; O_DIRECT capable), and `direct://` on tmpfs, which must
+//! be refused.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_benchrun-worker"))
+}
+
+/// A scratch directory on the build directory's filesystem (not tmpfs, so O_DIRECT works).
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir")
+}
+
+fn run(workload: &str, dir: &Path) -> (Output, Value) {
+    let file = dir.join("workload.yaml");
+    std::fs::write(&file, workload).unwrap();
+    let summary = dir.join("summary.json");
+    let out = bin()
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--summary",
+            summary.to_str().unwrap(),
+            "--progress",
+            "never",
+        ])
+        .output()
+        .expect("run the worker");
+    assert!(
+        out.status.success(),
+        "worker failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let json =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).expect("summary is JSON");
+    (out, json)
+}
+
+/// (path, size) of every file under `dir`.
+fn files(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = vec![];
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                out.extend(files(&e.path()));
+            } else {
+                out.push((e.path(), m.len()));
+            }
+        }
+    }
+    out
+}
+
+fn op(s: &Value, op: &str, field: &str) -> u64 {
+    s["ops"][op][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("ops.{op}.{field} missing in {s}"))
+}
+
+#[test]
+fn file_run_counts_bytes_and_written_sizes_match_the_workload() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    let workload = format!(
+        r#"
+target: file://{}
+totalOps: 400
+concurrency: 4
+ops:
+  - {{ op: get, weight: 2 }}
+  - {{ op: put, weight: 1 }}
+  - {{ op: stat, weight: 1 }}
+objectSize: {{ uniform: {{ min: 1KiB, max: 300KiB }} }}
+dataset: {{ objects: 12, size: 100KiB, cleanup: false }}
+read: {{ verify: true }}
+"#,
+        data.display()
+    );
+    let (out, s) = run(&workload, dir.path());
+    let table = String::from_utf8_lossy(&out.stdout);
+    for col in [
+        "count", "errors", "ops/s", "MiB/s", "mean ms", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
+        "max ms",
+    ] {
+        assert!(table.contains(col), "table lacks {col}:\n{table}");
+    }
+    let (gets, puts, stats) = (
+        op(&s, "get", "count"),
+        op(&s, "put", "count"),
+        op(&s, "stat", "count"),
+    );
+    assert_eq!(gets + puts + stats, 400, "exactly totalOps operations");
+    assert!(
+        gets > 120 && puts > 50 && stats > 50,
+        "mix followed: {gets} {puts} {stats}"
+    );
+    for o in ["get", "put", "stat"] {
+        assert_eq!(op(&s, o, "errors"), 0, "{o} errors in {s}");
+    }
+    // Every GET read a whole 100 KiB dataset object, verified byte for byte.
+    assert_eq!(op(&s, "get", "bytes"), gets * 100 * 1024);
+    // Dataset: 12 files of exactly 100 KiB.
+    let ds: Vec<_> = files(&data.join("benchrun"))
+        .into_iter()
+        .filter(|(p, _)| !p.to_string_lossy().contains("/put/"))
+        .collect();
+    assert_eq!(ds.len(), 12);
+    assert!(ds.iter().all(|(_, n)| *n == 100 * 1024), "{ds:?}");
+    // PUTs: one file per PUT, and their sizes add up to the bytes reported.
+    let written = files(&data.join("benchrun/put"));
+    assert_eq!(written.len() as u64, puts);
+    assert_eq!(
+        written.iter().map(|(_, n)| n).sum::<u64>(),
+        op(&s, "put", "bytes")
+    );
+    assert!(written.iter().all(|(_, n)| (1024..=300 * 1024).contains(n)));
+    assert!(s["process"]["minorFaults"].as_u64().is_some());
+    assert_eq!(s["stoppedBy"], "totalOps");
+}
+
+#[test]
+fn direct_run_writes_exact_unaligned_sizes_and_reads_them_back_verified() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    // Sizes deliberately not multiples of 4 KiB: the padded tail must be truncated away.
+    let workload = format!(
+        r#"
+target: direct://{}
+totalOps: 120
+concurrency: 3
+ops:
+  - {{ op: get, weight: 3 }}
+  - {{ op: put, weight: 1 }}
+objectSize: 10001
+dataset: {{ objects: 6, size: {{ uniform: {{ min: 4097, max: 9MiB }} }}, cleanup: false }}
+read: {{ verify: true }}
+"#,
+        data.display()
+    );
+    let (_, s) = run(&workload, dir.path());
+    assert_eq!(op(&s, "get", "errors") + op(&s, "put", "errors"), 0, "{s}");
+    let written = files(&data.join("benchrun/put"));
+    assert_eq!(written.len() as u64, op(&s, "put", "count"));
+    assert!(written.iter().all(|(_, n)| *n == 10001), "{written:?}");
+    // 4 MiB chunks by default: a 9 MiB object takes 3 reads, a 5 KiB one 1.
+    let req_per_get = op(&s, "get", "requests") as f64 / op(&s, "get", "count") as f64;
+    assert!(
+        (1.0..=3.0).contains(&req_per_get),
+        "requests per get {req_per_get}"
+    );
+}
+
+#[test]
+fn cleanup_removes_everything_the_run_wrote() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    let workload = format!(
+        "target: file://{}\ntotalOps: 50\nops: [{{op: put}}, {{op: get}}, {{op: delete}}]\nobjectSize: 4KiB\ndataset: {{objects: 5}}\n",
+        data.display()
+    );
+    let (_, s) = run(&workload, dir.path());
+    assert!(op(&s, "delete", "count") > 0);
+    assert_eq!(files(&data), vec![], "nothing left after cleanup");
+    assert_eq!(s["cleanup"]["errors"], 0);
+}
+
+#[test]
+fn direct_on_tmpfs_fails_with_a_clear_error() {
+    let shm = Path::new("/dev/shm");
+    let fs = Command::new("stat")
+        .args(["-f", "-c", "%T", "/dev/shm"])
+        .output()
+        .expect("stat");
+    assert_eq!(
+        String::from_utf8_lossy(&fs.stdout).trim(),
+        "tmpfs",
+        "this test needs /dev/shm to be tmpfs to prove the refusal"
+    );
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let file = dir.path().join("w.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "target: direct://{}/d\nduration: 1s\nops: [{{op: get}}]\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = bin()
+        .args(["run", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is on tmpfs, which does not support O_DIRECT"),
+        "{err}"
+    );
+    assert!(
+        err.contains("use file://"),
+        "the error says what to do instead: {err}"
+    );
+}
+
+#[test]
+fn validate_names_the_bad_field_and_exits_2() {
+    let dir = scratch();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(
+        &good,
+        "target: file:///tmp/x\nduration: 5s\nops: [{op: get}]\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["validate", good.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "target: file:///tmp/x\nduration: 5s\nops: [{op: get}]\nrangeEngin: {enabled: true}\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["validate", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown field `rangeEngin`"), "{err}");
+    assert!(err.contains("bad.yaml"), "{err}");
+}
+
+#[test]
+fn merge_adds_counts_and_keeps_histograms_exact() {
+    let dir = scratch();
+    let mut paths = vec![];
+    for i in 0..2 {
+        let d = dir.path().join(format!("w{i}"));
+        std::fs::create_dir_all(&d).unwrap();
+        let workload = format!(
+            "target: file://{}/data\ntotalOps: {}\nops: [{{op: put}}]\nobjectSize: 8KiB\ndataset: {{objects: 0}}\n",
+            d.display(),
+            100 * (i + 1)
+        );
+        run(&workload, &d);
+        paths.push(d.join("summary.json"));
+    }
+    let merged = dir.path().join("merged.json");
+    let out = bin()
+        .args([
+            "merge",
+            paths[0].to_str().unwrap(),
+            paths[1].to_str().unwrap(),
+            "--summary",
+            merged.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    assert_eq!(m["workers"], 2);
+    assert_eq!(op(&m, "put", "count"), 300);
+    assert_eq!(op(&m, "put", "bytes"), 300 * 8192);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("merged result"));
+}
