@@ -100,8 +100,8 @@ mod tests {
             (mean - 34.0 * 1024.0).abs() / (34.0 * 1024.0) < 0.01,
             "mean {mean}"
         );
-        assert!(min >= 4096 && min < 4200, "min {min}");
-        assert!(max <= 65536 && max > 65400, "max {max}");
+        assert!((4096..4200).contains(&min), "min {min}");
+        assert!((65401..=65536).contains(&max), "max {max}");
     }
 
     #[test]
