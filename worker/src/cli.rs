@@ -36,6 +36,8 @@ pub enum Command {
     },
     /// Print the JSON schema of workload files.
     Schema,
+    /// Run as a worker pod of the operator: prepare, wait for the start time, serve the summary.
+    Agent(crate::agent::AgentArgs),
 }
 
 #[derive(Debug, clap::Args)]

@@ -12,7 +12,9 @@
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`metrics`] and [`server`]: live Prometheus metrics and the HTTP endpoint
 //! - [`report`] and [`progress`]: what a person sees on a terminal
+//! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
 
+pub mod agent;
 pub mod cli;
 pub mod datagen;
 pub mod engine;

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
 async fn dispatch(cmd: Command) -> Result<ExitCode> {
     match cmd {
         Command::Run(args) => run(args).await,
+        Command::Agent(args) => benchrun_worker::agent::main(args).await,
         Command::Validate { files } => {
             for f in &files {
                 load(f)?;

@@ -1,0 +1,189 @@
+//! The operator's own Prometheus metrics.
+//! - `benchrun_operator_reconciles_total`: reconcile calls
+//! - `benchrun_operator_reconcile_errors_total{error}`: failed reconciles by error label
+//! - `benchrun_operator_reconcile_duration_seconds`: time per reconcile
+//! - `benchrun_operator_runs{phase}`: runs this operator has seen, by current phase
+//! - `benchrun_operator_run_ops_per_second{namespace,run,op}` and
+//!   `benchrun_operator_run_p99_seconds{namespace,run,op}`: merged results of finished runs
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use prometheus::{
+    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::crd::{BenchmarkRunStatus, Phase};
+
+#[derive(Debug)]
+pub struct Metrics {
+    pub registry: Registry,
+    reconciles: IntCounter,
+    errors: IntCounterVec,
+    duration: Histogram,
+    runs: IntGaugeVec,
+    run_ops: GaugeVec,
+    run_p99: GaugeVec,
+    phases: Mutex<HashMap<String, Phase>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        // Metric definitions are constants; failing here is a programming error caught by tests.
+        let reconciles = IntCounter::new("benchrun_operator_reconciles_total", "Reconcile calls")
+            .expect("metric");
+        let errors = IntCounterVec::new(
+            Opts::new(
+                "benchrun_operator_reconcile_errors_total",
+                "Failed reconciles by error",
+            ),
+            &["error"],
+        )
+        .expect("metric");
+        let duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "benchrun_operator_reconcile_duration_seconds",
+                "Time per reconcile",
+            )
+            .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+        )
+        .expect("metric");
+        let runs = IntGaugeVec::new(
+            Opts::new("benchrun_operator_runs", "Runs by phase"),
+            &["phase"],
+        )
+        .expect("metric");
+        let run_ops = GaugeVec::new(
+            Opts::new(
+                "benchrun_operator_run_ops_per_second",
+                "Merged throughput of finished runs",
+            ),
+            &["namespace", "run", "op"],
+        )
+        .expect("metric");
+        let run_p99 = GaugeVec::new(
+            Opts::new(
+                "benchrun_operator_run_p99_seconds",
+                "Merged p99 latency of finished runs",
+            ),
+            &["namespace", "run", "op"],
+        )
+        .expect("metric");
+        for c in [
+            Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(errors.clone()),
+            Box::new(duration.clone()),
+            Box::new(runs.clone()),
+            Box::new(run_ops.clone()),
+            Box::new(run_p99.clone()),
+        ] {
+            registry.register(c).expect("unique metric");
+        }
+        Self {
+            registry,
+            reconciles,
+            errors,
+            duration,
+            runs,
+            run_ops,
+            run_p99,
+            phases: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Count a reconcile and time it until the guard drops.
+    pub fn reconcile(&self) -> ReconcileTimer<'_> {
+        self.reconciles.inc();
+        ReconcileTimer {
+            metrics: self,
+            start: Instant::now(),
+        }
+    }
+
+    pub fn error(&self, label: &str) {
+        self.errors.with_label_values(&[label]).inc();
+    }
+
+    /// Record a run's phase (and its results once finished).
+    pub fn observe(&self, ns: &str, run: &str, status: &BenchmarkRunStatus) {
+        let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
+        phases.insert(format!("{ns}/{run}"), status.phase);
+        for p in [
+            Phase::Pending,
+            Phase::Preparing,
+            Phase::Running,
+            Phase::Collecting,
+            Phase::Succeeded,
+            Phase::Failed,
+        ] {
+            let n = phases.values().filter(|v| **v == p).count();
+            self.runs.with_label_values(&[p.as_str()]).set(n as i64);
+        }
+        for (op, r) in &status.results {
+            self.run_ops
+                .with_label_values(&[ns, run, op])
+                .set(r.ops_per_sec);
+            self.run_p99
+                .with_label_values(&[ns, run, op])
+                .set(r.p99_ms / 1000.0);
+        }
+    }
+
+    pub fn forget(&self, ns: &str, run: &str) {
+        let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
+        phases.remove(&format!("{ns}/{run}"));
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// Observes the reconcile duration on drop.
+pub struct ReconcileTimer<'a> {
+    metrics: &'a Metrics,
+    start: Instant,
+}
+
+impl Drop for ReconcileTimer<'_> {
+    fn drop(&mut self) {
+        self.metrics
+            .duration
+            .observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_families() {
+        let m = Metrics::new();
+        {
+            let _t = m.reconcile();
+        }
+        m.error("kube");
+        m.observe("ns", "r", &BenchmarkRunStatus::default());
+        let text = m.render();
+        for name in [
+            "benchrun_operator_reconciles_total 1",
+            "benchrun_operator_reconcile_errors_total{error=\"kube\"} 1",
+            "benchrun_operator_runs{phase=\"Pending\"} 1",
+            "benchrun_operator_reconcile_duration_seconds_count 1",
+        ] {
+            assert!(text.contains(name), "{name} missing in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,1034 @@
+//! The controller: one level-triggered reconcile per `BenchmarkRun`.
+//!
+//! Each pass reads the run, its pods and its result ConfigMap, asks the workers where they are,
+//! acts, and writes the whole status by server-side apply. Decisions that must survive a
+//! restart are written to the status *before* acting on them (worker placement, the start
+//! time); summaries are written to the result ConfigMap before the status counts them. So a
+//! restart at any moment repeats only idempotent steps.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Secret};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{watcher, Controller};
+use kube::{Api, Client, Resource, ResourceExt};
+use tracing::{info, warn};
+
+use crate::client::WorkerClient;
+use crate::crd::{
+    BenchmarkRun, BenchmarkRunStatus, CleanupPolicy, FailurePolicy, Phase, Progress, WorkerStatus,
+};
+use crate::metrics::Metrics;
+use crate::resources::{self, MANAGER, RUN_LABEL};
+use crate::state::{self, cond, worker_phase as wp, PodView};
+use crate::{results, Error, Result};
+
+/// Default `startDelay`.
+const DEFAULT_START_DELAY: Duration = Duration::from_secs(5);
+/// How often an active run is looked at even when nothing changes (workers are polled, not
+/// watched).
+const POLL: Duration = Duration::from_secs(2);
+
+/// What the operator was started with.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Key for the per-run worker tokens (HMAC); must stay the same across restarts.
+    pub key: Vec<u8>,
+    /// Worker image when a run names none.
+    pub worker_image: String,
+    /// Watch only this namespace (tests); `None` for all.
+    pub namespace: Option<String>,
+    /// Port of the worker agents.
+    pub agent_port: u16,
+}
+
+/// Shared by every reconcile.
+pub struct Context {
+    pub client: Client,
+    pub config: Config,
+    pub metrics: Arc<Metrics>,
+    pub http: reqwest::Client,
+    pub reporter: Reporter,
+}
+
+impl Context {
+    pub fn new(client: Client, config: Config, metrics: Arc<Metrics>) -> Self {
+        Self {
+            client,
+            config,
+            metrics,
+            http: WorkerClient::http(),
+            reporter: Reporter {
+                controller: MANAGER.into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        }
+    }
+}
+
+/// Run the controller until `shutdown` completes.
+pub async fn run(
+    client: Client,
+    config: Config,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (runs, pods): (Api<BenchmarkRun>, Api<Pod>) = match &config.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let ctx = Arc::new(Context::new(client, config, metrics));
+    Controller::new(runs, watcher::Config::default())
+        .owns(
+            pods,
+            watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={MANAGER}")),
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                warn!("reconcile: {e}");
+            }
+        })
+        .await;
+}
+
+fn error_policy(run: Arc<BenchmarkRun>, err: &Error, ctx: Arc<Context>) -> Action {
+    warn!("reconcile {} failed: {err}", run.name_any());
+    ctx.metrics.error(err.metric_label());
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// One pass over one run.
+pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile();
+    let ns = run
+        .namespace()
+        .ok_or_else(|| Error::Invalid("BenchmarkRun without namespace".into()))?;
+    let name = run.name_any();
+    let mut r = Reconciler {
+        ctx: &ctx,
+        ns: ns.clone(),
+        name: name.clone(),
+        run: &run,
+        status: run.status.clone().unwrap_or_default(),
+        now: Utc::now(),
+        events: Vec::new(),
+    };
+    let old = r.status.clone();
+    let action = r.step().await;
+    // The status is written even when the step failed half-way: what was learnt stays learnt.
+    let status = r.status.clone();
+    if status != old {
+        write_status(&ctx.client, &ns, &name, &status).await?;
+    }
+    ctx.metrics.observe(&ns, &name, &status);
+    if status.phase != old.phase {
+        info!(
+            "{ns}/{name}: {} -> {}",
+            old.phase.as_str(),
+            status.phase.as_str()
+        );
+    }
+    r.publish_events().await;
+    action
+}
+
+async fn write_status(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    status: &BenchmarkRunStatus,
+) -> Result<()> {
+    let api: Api<BenchmarkRun> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({
+        "apiVersion": "benchrun.dev/v1alpha1",
+        "kind": "BenchmarkRun",
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+struct Reconciler<'a> {
+    ctx: &'a Context,
+    ns: String,
+    name: String,
+    run: &'a BenchmarkRun,
+    status: BenchmarkRunStatus,
+    now: DateTime<Utc>,
+    events: Vec<(EventType, String, String)>,
+}
+
+impl Reconciler<'_> {
+    fn generation(&self) -> Option<i64> {
+        self.run.metadata.generation
+    }
+
+    fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) {
+        let g = self.generation();
+        state::set_condition(
+            &mut self.status.conditions,
+            type_,
+            ok,
+            reason,
+            message,
+            g,
+            self.now,
+        );
+    }
+
+    fn event(&mut self, t: EventType, reason: &str, note: impl Into<String>) {
+        self.events.push((t, reason.into(), note.into()));
+    }
+
+    async fn publish_events(&self) {
+        if self.events.is_empty() {
+            return;
+        }
+        let recorder = Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone());
+        let reference = self.run.object_ref(&());
+        for (t, reason, note) in &self.events {
+            let ev = Event {
+                type_: *t,
+                reason: reason.clone(),
+                note: Some(note.chars().take(1000).collect()),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(e) = recorder.publish(&ev, &reference).await {
+                warn!("event {reason} for {}/{}: {e}", self.ns, self.name);
+            }
+        }
+    }
+
+    fn set_phase(&mut self, phase: Phase, reason: &str, note: impl Into<String>) {
+        if self.status.phase != phase {
+            self.status.phase = phase;
+            let t = if phase == Phase::Failed {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.event(t, reason, note);
+        }
+    }
+
+    /// Fail the run: condition `Complete=False` with the reason, event, finish time.
+    fn fail(&mut self, reason: &str, message: String) {
+        self.condition(cond::COMPLETE, false, reason, message.clone());
+        self.status.finish_time = Some(self.now.to_rfc3339());
+        self.status.progress = None;
+        self.set_phase(Phase::Failed, reason, message);
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.ctx.client.clone(), &self.ns)
+    }
+
+    fn token(&self) -> Result<String> {
+        let uid = self
+            .run
+            .uid()
+            .ok_or_else(|| Error::Invalid("the run has no uid".into()))?;
+        Ok(resources::worker_token(&self.ctx.config.key, &uid))
+    }
+
+    async fn step(&mut self) -> Result<Action> {
+        self.status.observed_generation = self.generation();
+        if self.status.phase.is_finished() {
+            return self.finished().await;
+        }
+        // 1. The workload must be valid; the schema cannot say everything.
+        if let Err(errs) = self.run.spec.workload.validate() {
+            let msg = errs
+                .iter()
+                .map(|e| format!("spec.workload.{e}"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            self.condition(cond::VALID, false, "InvalidWorkload", msg.clone());
+            self.fail("InvalidWorkload", msg);
+            return Ok(Action::requeue(POLL));
+        }
+        if state::condition(&self.status.conditions, cond::VALID).is_none() {
+            self.condition(cond::VALID, true, "Valid", "the workload is valid");
+        }
+        // 2. Deadline.
+        let created: DateTime<Utc> = self
+            .run
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(state::from_time)
+            .unwrap_or(self.now);
+        let timeout = state::timeout(&self.run.spec);
+        if (self.now - created).to_std().unwrap_or_default() > timeout {
+            let msg = format!(
+                "the run did not finish within its timeout of {}",
+                humantime_secs(timeout)
+            );
+            self.fail("Timeout", msg);
+            self.stop_workers().await;
+            return Ok(Action::requeue(POLL));
+        }
+        // 3. Placement, decided once and written before any pod exists.
+        if self.status.workers.is_empty() {
+            let workers = self.place().await?;
+            if workers.is_empty() {
+                let msg = "no Ready, schedulable node matches workers.nodeSelector, workers.affinity and workers.tolerations".to_string();
+                self.condition(cond::SCHEDULED, false, "NoMatchingNodes", msg.clone());
+                self.fail("NoMatchingNodes", msg);
+                return Ok(Action::requeue(POLL));
+            }
+            let note = workers
+                .iter()
+                .map(|w| format!("{} on {}", w.name, w.node.as_deref().unwrap_or("any node")))
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.status.workers = workers;
+            self.status.result_config_map = Some(resources::result_cm_name(&self.name));
+            self.set_phase(Phase::Preparing, "WorkersPlaced", note);
+            self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+            write_status(&self.ctx.client, &self.ns, &self.name, &self.status).await?;
+        }
+        // 4. Owned objects (idempotent creates).
+        if self.status.phase == Phase::Preparing || self.status.phase == Phase::Pending {
+            self.ensure_objects().await?;
+        }
+        // 5. Observe pods and workers.
+        let pods = self.pods().await?;
+        let result_cm = self
+            .api::<ConfigMap>()
+            .get_opt(&resources::result_cm_name(&self.name))
+            .await?;
+        let persisted = results::collected(result_cm.as_ref());
+        let token = self.token()?;
+        let mut progress = Progress::default();
+        let mut any_status = false;
+        for i in 0..self.status.workers.len() {
+            let w = self.status.workers[i].clone();
+            if persisted.contains_key(&w.name) && w.phase != wp::COLLECTED {
+                // Persisted by an earlier pass that did not get to write the status.
+                self.mark_collected(i, &persisted[&w.name]);
+                continue;
+            }
+            if !state::is_live(&w) || w.phase == wp::COLLECTED {
+                continue;
+            }
+            let view = state::classify_pod(pods.get(&w.pod));
+            match view {
+                PodView::Missing | PodView::Terminating => {
+                    if self.status.start_time.is_some() {
+                        self.lose(i, "its pod was deleted before its result was collected");
+                    }
+                }
+                PodView::ConfigError(msg) => self.worker_failed(i, "WorkerConfigError", msg),
+                PodView::Failed(msg) => self.worker_failed(i, "WorkerFailed", msg),
+                PodView::Succeeded => {
+                    self.lose(i, "its pod exited before its result was collected")
+                }
+                PodView::Pending { unschedulable } => {
+                    if let Some((msg, since)) = unschedulable {
+                        let m = format!(
+                            "worker {} ({}) cannot be scheduled: {msg}",
+                            w.name,
+                            w.node.as_deref().unwrap_or("any node")
+                        );
+                        self.condition(cond::SCHEDULED, false, "Unschedulable", m.clone());
+                        let since = since.unwrap_or(self.now);
+                        if (self.now - since).to_std().unwrap_or_default()
+                            >= state::UNSCHEDULABLE_GRACE
+                        {
+                            self.worker_failed(i, "Unschedulable", m);
+                        }
+                    }
+                }
+                PodView::Running { ip } => {
+                    let Some(ip) = ip else { continue };
+                    let client = WorkerClient::new(
+                        self.ctx.http.clone(),
+                        &format!("{ip}:{}", self.ctx.config.agent_port),
+                        &token,
+                    );
+                    match client.status().await {
+                        Ok(st) => {
+                            any_status = true;
+                            progress.ops += st.ops;
+                            progress.errors += st.errors;
+                            self.observe_agent(i, &client, &st).await?;
+                        }
+                        // Not listening yet, or a network blip: ask again next pass.
+                        Err(e) => tracing::debug!("worker {}: {e}", w.name),
+                    }
+                }
+            }
+        }
+        if self.status.phase.is_finished() {
+            self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+            self.stop_workers().await;
+            return Ok(Action::requeue(POLL));
+        }
+        let unschedulable = pods.values().any(|p| {
+            matches!(
+                state::classify_pod(Some(p)),
+                PodView::Pending {
+                    unschedulable: Some(_)
+                }
+            )
+        });
+        if !unschedulable && !pods.is_empty() {
+            self.condition(
+                cond::SCHEDULED,
+                true,
+                "Scheduled",
+                "every worker pod is scheduled",
+            );
+        }
+        // 6. Failures and the failure policy.
+        let (live, dead): (Vec<_>, Vec<_>) = self
+            .status
+            .workers
+            .iter()
+            .cloned()
+            .partition(state::is_live);
+        if !dead.is_empty() {
+            let which = dead
+                .iter()
+                .map(|w| {
+                    format!(
+                        "{} (pod {}, node {}): {}",
+                        w.name,
+                        w.pod,
+                        w.node.as_deref().unwrap_or("?"),
+                        w.message.as_deref().unwrap_or("lost")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            let reason = if dead.iter().any(|w| w.phase == wp::LOST) {
+                "WorkerLost"
+            } else {
+                "WorkerFailed"
+            };
+            self.condition(cond::LOST, true, reason, which.clone());
+            if self.run.spec.failure_policy == FailurePolicy::Abort || live.is_empty() {
+                self.fail(reason, which);
+                self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+                self.stop_workers().await;
+                return Ok(Action::requeue(POLL));
+            }
+        }
+        // 7. Start: all live workers ready -> one start time, written before it is sent.
+        if self.status.start_time.is_none() && live.iter().all(|w| w.phase == wp::READY) {
+            let delay = self
+                .run
+                .spec
+                .start_delay
+                .map(|d| d.0)
+                .unwrap_or(DEFAULT_START_DELAY);
+            let at = self.now + chrono::Duration::from_std(delay).unwrap_or_default();
+            self.status.start_time = Some(at.to_rfc3339());
+            self.condition(
+                cond::READY,
+                true,
+                "AllReady",
+                format!("{} workers ready", live.len()),
+            );
+            self.set_phase(
+                Phase::Running,
+                "Starting",
+                format!("{} workers start at {}", live.len(), at.to_rfc3339()),
+            );
+            write_status(&self.ctx.client, &self.ns, &self.name, &self.status).await?;
+            self.send_starts(&pods, &token).await;
+        } else if self.status.start_time.is_some() {
+            // Resend to anyone still waiting (an operator restarted between the two writes).
+            self.send_starts(&pods, &token).await;
+        }
+        // 8. Progress and completion.
+        let live: Vec<_> = self
+            .status
+            .workers
+            .iter()
+            .filter(|w| state::is_live(w))
+            .cloned()
+            .collect();
+        if let Some(start) = self
+            .status
+            .start_time
+            .as_deref()
+            .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        {
+            let elapsed = (self.now - start.with_timezone(&Utc))
+                .num_milliseconds()
+                .max(0) as f64
+                / 1000.0;
+            if any_status && elapsed > 0.0 {
+                progress.elapsed_seconds = elapsed;
+                progress.ops_per_sec = ((progress.ops as f64 / elapsed) * 10.0).round() / 10.0;
+                self.status.throughput = Some(state::throughput_text(progress.ops_per_sec, None));
+                self.status.progress = Some(progress);
+            }
+        }
+        if !live.is_empty() && live.iter().all(|w| w.phase == wp::COLLECTED) {
+            self.complete(&live).await?;
+        } else if !live.is_empty()
+            && live
+                .iter()
+                .all(|w| w.phase == wp::COLLECTED || w.phase == wp::DONE)
+        {
+            self.set_phase(Phase::Collecting, "Collecting", "every worker has finished");
+        }
+        self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+        if self.status.phase.is_finished() {
+            return self.finished().await;
+        }
+        Ok(Action::requeue(POLL))
+    }
+
+    /// Resolve workers: one per matching node (perNode), or `count` placed by the scheduler.
+    async fn place(&mut self) -> Result<Vec<WorkerStatus>> {
+        let spec = &self.run.spec.workers;
+        let mk = |i: usize, node: Option<String>| {
+            let name = format!("w{i}");
+            WorkerStatus {
+                pod: resources::pod_name(&self.name, &name),
+                name,
+                node,
+                phase: wp::PENDING.into(),
+                ..Default::default()
+            }
+        };
+        if !spec.per_node() {
+            let n = spec.count.unwrap_or(1).max(1) as usize;
+            return Ok((0..n).map(|i| mk(i, None)).collect());
+        }
+        let nodes: Api<Node> = Api::all(self.ctx.client.clone());
+        let mut lp = ListParams::default();
+        if let Some(sel) = &spec.node_selector {
+            lp = lp.labels(
+                &sel.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+        }
+        let mut names: Vec<String> = nodes
+            .list(&lp)
+            .await?
+            .items
+            .into_iter()
+            .filter(|n| {
+                node_eligible(
+                    n,
+                    spec.tolerations.as_deref().unwrap_or_default(),
+                    spec.affinity.as_ref(),
+                )
+            })
+            .map(|n| n.name_any())
+            .collect();
+        names.sort();
+        Ok(names
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| mk(i, Some(n)))
+            .collect())
+    }
+
+    async fn ensure_objects(&mut self) -> Result<()> {
+        let run = self.run;
+        create_if_absent(
+            &self.api::<Secret>(),
+            &resources::token_secret(run, &self.token()?)?,
+        )
+        .await?;
+        create_if_absent(
+            &self.api::<ConfigMap>(),
+            &resources::workload_config_map(run)?,
+        )
+        .await?;
+        create_if_absent(
+            &self.api::<ConfigMap>(),
+            &resources::result_config_map(run)?,
+        )
+        .await?;
+        let pods = self.api::<Pod>();
+        for w in self.status.workers.clone() {
+            if !state::is_live(&w) || w.phase != wp::PENDING {
+                continue;
+            }
+            if let Some(pvc) = resources::worker_claim(run, &w.name)? {
+                create_if_absent(&self.api::<PersistentVolumeClaim>(), &pvc).await?;
+            }
+            let pod = resources::worker_pod(run, &w, &self.ctx.config.worker_image)?;
+            if create_if_absent(&pods, &pod).await? {
+                self.event(
+                    EventType::Normal,
+                    "CreatedWorker",
+                    format!("created pod {} for worker {}", w.pod, w.name),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn pods(&self) -> Result<BTreeMap<String, Pod>> {
+        let lp = ListParams::default().labels(&format!("{RUN_LABEL}={}", self.name));
+        Ok(self
+            .api::<Pod>()
+            .list(&lp)
+            .await?
+            .items
+            .into_iter()
+            // Only pods this run controls (a re-created run of the same name must not adopt).
+            .filter(|p| {
+                p.owner_references()
+                    .iter()
+                    .any(|o| Some(&o.uid) == self.run.metadata.uid.as_ref())
+            })
+            .map(|p| (p.name_any(), p))
+            .collect())
+    }
+
+    fn worker_failed(&mut self, i: usize, reason: &str, msg: String) {
+        let w = &mut self.status.workers[i];
+        if w.phase == wp::FAILED {
+            return;
+        }
+        w.phase = wp::FAILED.into();
+        w.message = Some(msg.clone());
+        let note = format!("worker {} (pod {}): {msg}", w.name, w.pod);
+        self.event(EventType::Warning, reason, note);
+    }
+
+    fn lose(&mut self, i: usize, why: &str) {
+        let w = &mut self.status.workers[i];
+        if w.phase == wp::LOST {
+            return;
+        }
+        w.phase = wp::LOST.into();
+        w.message = Some(why.into());
+        let note = format!(
+            "worker {} (pod {}, node {}): {why}",
+            w.name,
+            w.pod,
+            w.node.as_deref().unwrap_or("?")
+        );
+        self.event(EventType::Warning, "WorkerLost", note);
+    }
+
+    fn mark_collected(&mut self, i: usize, json: &str) {
+        let w = &mut self.status.workers[i];
+        w.phase = wp::COLLECTED.into();
+        if let Ok(s) = serde_json::from_str::<benchrun_worker::Summary>(json) {
+            results::fold_worker(w, &s);
+        }
+    }
+
+    /// Update a worker from its agent's status; collect its summary when done.
+    async fn observe_agent(
+        &mut self,
+        i: usize,
+        client: &WorkerClient,
+        st: &benchrun_worker::agent::AgentStatus,
+    ) -> Result<()> {
+        use benchrun_worker::agent::AgentStage as S;
+        let phase = match st.stage {
+            S::Preparing => wp::PREPARING,
+            S::Ready => wp::READY,
+            S::Running => wp::RUNNING,
+            S::CleaningUp | S::Done => wp::DONE,
+            S::Failed => {
+                let msg = st.error.clone().unwrap_or_else(|| "failed".into());
+                self.worker_failed(i, "WorkerFailed", msg);
+                return Ok(());
+            }
+        };
+        self.status.workers[i].phase = phase.into();
+        if st.stage == S::Done {
+            let name = self.status.workers[i].name.clone();
+            match client.summary().await {
+                Ok((text, summary)) => {
+                    // Persist first: the ConfigMap is the record, the status a view of it.
+                    results::persist(
+                        &self.api::<ConfigMap>(),
+                        &self.name,
+                        &resources::summary_key(&name),
+                        &text,
+                    )
+                    .await?;
+                    let w = &mut self.status.workers[i];
+                    w.phase = wp::COLLECTED.into();
+                    results::fold_worker(w, &summary);
+                    let note = format!(
+                        "collected worker {name}: {:.0} op/s, p99 {:.3}ms",
+                        w.ops_per_sec.unwrap_or_default(),
+                        w.p99_ms.unwrap_or_default()
+                    );
+                    self.event(EventType::Normal, "Collected", note);
+                    if let Err(e) = client.shutdown().await {
+                        tracing::debug!("shutdown {name}: {e}");
+                    }
+                }
+                Err(e) => tracing::debug!("summary of {name}: {e}"),
+            }
+        }
+        Ok(())
+    }
+
+    async fn send_starts(&mut self, pods: &BTreeMap<String, Pod>, token: &str) {
+        let Some(at) = self
+            .status
+            .start_time
+            .as_deref()
+            .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+            .map(|t| t.with_timezone(&Utc))
+        else {
+            return;
+        };
+        for i in 0..self.status.workers.len() {
+            let w = &self.status.workers[i];
+            if w.phase != wp::READY {
+                continue;
+            }
+            let Some(ip) = pods
+                .get(&w.pod)
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.pod_ip.clone())
+            else {
+                continue;
+            };
+            let client = WorkerClient::new(
+                self.ctx.http.clone(),
+                &format!("{ip}:{}", self.ctx.config.agent_port),
+                token,
+            );
+            match client.start(at).await {
+                Ok(started) => {
+                    let w = &mut self.status.workers[i];
+                    w.clock_offset_ms = Some((started.clock_offset_ms * 1000.0).round() / 1000.0);
+                    w.phase = wp::RUNNING.into();
+                }
+                Err(e) => warn!("start {}: {e}", w.name),
+            }
+        }
+        let n = self
+            .status
+            .workers
+            .iter()
+            .filter(|w| w.phase == wp::RUNNING)
+            .count();
+        if n > 0 && state::condition(&self.status.conditions, cond::STARTED).is_none() {
+            self.condition(
+                cond::STARTED,
+                true,
+                "Started",
+                format!("start time {} sent to the workers", at.to_rfc3339()),
+            );
+        }
+    }
+
+    /// Every live worker is collected: merge, persist, succeed.
+    async fn complete(&mut self, live: &[WorkerStatus]) -> Result<()> {
+        let cm = self
+            .api::<ConfigMap>()
+            .get_opt(&resources::result_cm_name(&self.name))
+            .await?;
+        let persisted = results::collected(cm.as_ref());
+        let names: Vec<&str> = live.iter().map(|w| w.name.as_str()).collect();
+        let merged = results::merge(&persisted, &names)?;
+        let text = serde_json::to_string(&merged)?;
+        results::persist(&self.api::<ConfigMap>(), &self.name, results::MERGED, &text).await?;
+        results::fold_merged(&mut self.status, &merged);
+        self.status.progress = None;
+        self.status.finish_time = Some(self.now.to_rfc3339());
+        let lost: Vec<_> = self
+            .status
+            .workers
+            .iter()
+            .filter(|w| !state::is_live(w))
+            .map(|w| w.name.clone())
+            .collect();
+        let msg = if lost.is_empty() {
+            format!(
+                "{} workers collected and merged into ConfigMap {}",
+                live.len(),
+                resources::result_cm_name(&self.name)
+            )
+        } else {
+            format!(
+                "{} workers collected and merged into ConfigMap {}; without lost workers {}",
+                live.len(),
+                resources::result_cm_name(&self.name),
+                lost.join(", ")
+            )
+        };
+        self.condition(cond::COMPLETE, true, "Succeeded", msg.clone());
+        self.set_phase(
+            Phase::Succeeded,
+            "Succeeded",
+            format!(
+                "{msg}; {}",
+                self.status.throughput.clone().unwrap_or_default()
+            ),
+        );
+        Ok(())
+    }
+
+    /// Ask every reachable worker to stop (the run failed); pods go per cleanup policy.
+    async fn stop_workers(&self) {
+        let Ok(token) = self.token() else { return };
+        let Ok(pods) = self.pods().await else { return };
+        for p in pods.values() {
+            if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) {
+                let c = WorkerClient::new(
+                    self.ctx.http.clone(),
+                    &format!("{ip}:{}", self.ctx.config.agent_port),
+                    &token,
+                );
+                let _ = c.shutdown().await;
+            }
+        }
+    }
+
+    /// Cleanup per policy, then TTL.
+    async fn finished(&mut self) -> Result<Action> {
+        let succeeded = self.status.phase == Phase::Succeeded;
+        let clean = match self.run.spec.cleanup {
+            CleanupPolicy::Always => true,
+            CleanupPolicy::OnSuccess => succeeded,
+            CleanupPolicy::Never => false,
+        };
+        if clean && state::condition(&self.status.conditions, cond::CLEANED_UP).is_none() {
+            let pods = self.pods().await?;
+            let api = self.api::<Pod>();
+            for p in pods.keys() {
+                match api.delete(p, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if self
+                .run
+                .spec
+                .volume
+                .as_ref()
+                .is_some_and(|v| v.claim_template.is_some())
+            {
+                let pvcs = self.api::<PersistentVolumeClaim>();
+                for w in &self.status.workers {
+                    match pvcs
+                        .delete(
+                            &resources::claim_name(&self.name, &w.name),
+                            &DeleteParams::default(),
+                        )
+                        .await
+                    {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(e)) if e.code == 404 => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            self.condition(
+                cond::CLEANED_UP,
+                true,
+                "PodsDeleted",
+                format!("worker pods deleted ({:?} policy)", self.run.spec.cleanup),
+            );
+            self.event(
+                EventType::Normal,
+                "CleanedUp",
+                format!("deleted {} worker pods", pods.len()),
+            );
+        }
+        if let Some(ttl) = self.run.spec.ttl_seconds_after_finished {
+            let finished = self
+                .status
+                .finish_time
+                .as_deref()
+                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                .map(|t| t.with_timezone(&Utc))
+                .unwrap_or(self.now);
+            let due = finished + chrono::Duration::seconds(ttl);
+            if self.now >= due {
+                let api: Api<BenchmarkRun> = self.api();
+                match api.delete(&self.name, &DeleteParams::background()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+                self.ctx.metrics.forget(&self.ns, &self.name);
+                return Ok(Action::await_change());
+            }
+            return Ok(Action::requeue((due - self.now).to_std().unwrap_or(POLL)));
+        }
+        Ok(Action::await_change())
+    }
+}
+
+/// Create `obj`; an existing one is fine (returns whether it was created).
+async fn create_if_absent<K>(api: &Api<K>, obj: &K) -> Result<bool>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A node takes a perNode worker when it is Ready, schedulable, its taints are tolerated and
+/// the required node-affinity terms match its labels.
+pub fn node_eligible(
+    node: &Node,
+    tolerations: &[k8s_openapi::api::core::v1::Toleration],
+    affinity: Option<&k8s_openapi::api::core::v1::Affinity>,
+) -> bool {
+    let spec = node.spec.clone().unwrap_or_default();
+    if spec.unschedulable == Some(true) {
+        return false;
+    }
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    if !ready {
+        return false;
+    }
+    for taint in spec.taints.iter().flatten() {
+        if taint.effect == "PreferNoSchedule" {
+            continue;
+        }
+        let tolerated = tolerations.iter().any(|t| {
+            let key_ok = match t.key.as_deref() {
+                None | Some("") => t.operator.as_deref() == Some("Exists"),
+                Some(k) => k == taint.key,
+            };
+            let value_ok = t.operator.as_deref() == Some("Exists")
+                || t.value.as_deref().unwrap_or_default()
+                    == taint.value.as_deref().unwrap_or_default();
+            let effect_ok = t
+                .effect
+                .as_deref()
+                .is_none_or(|e| e.is_empty() || e == taint.effect);
+            key_ok && value_ok && effect_ok
+        });
+        if !tolerated {
+            return false;
+        }
+    }
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let Some(terms) = affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| &r.node_selector_terms)
+    else {
+        return true;
+    };
+    terms.iter().any(|term| {
+        term.match_expressions.iter().flatten().all(|req| {
+            let v = labels.get(&req.key);
+            let vals = req.values.clone().unwrap_or_default();
+            match req.operator.as_str() {
+                "In" => v.is_some_and(|v| vals.contains(v)),
+                "NotIn" => v.is_none_or(|v| !vals.contains(v)),
+                "Exists" => v.is_some(),
+                "DoesNotExist" => v.is_none(),
+                _ => true,
+            }
+        }) && term.match_fields.iter().flatten().all(|req| {
+            let vals = req.values.clone().unwrap_or_default();
+            let name = node.name_any();
+            req.key != "metadata.name"
+                || match req.operator.as_str() {
+                    "In" => vals.contains(&name),
+                    "NotIn" => !vals.contains(&name),
+                    _ => true,
+                }
+        })
+    })
+}
+
+fn humantime_secs(d: Duration) -> String {
+    format!("{}s", d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, Taint, Toleration};
+
+    fn node(name: &str, ready: bool, taint: Option<&str>) -> Node {
+        Node {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                taints: taint.map(|k| {
+                    vec![Taint {
+                        key: k.into(),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn eligible_nodes() {
+        assert!(node_eligible(&node("a", true, None), &[], None));
+        assert!(!node_eligible(&node("a", false, None), &[], None));
+        assert!(!node_eligible(
+            &node("a", true, Some("dedicated")),
+            &[],
+            None
+        ));
+        let tol = Toleration {
+            key: Some("dedicated".into()),
+            operator: Some("Exists".into()),
+            ..Default::default()
+        };
+        assert!(node_eligible(
+            &node("a", true, Some("dedicated")),
+            &[tol],
+            None
+        ));
+    }
+}

@@ -1,0 +1,495 @@
+//! Pure builders for the objects a run owns: the workload ConfigMap, the token Secret, the
+//! result ConfigMap, per-worker claims and the worker Pods. Every one carries a controller
+//! owner reference to the run, so deleting the run deletes them.
+
+use std::collections::BTreeMap;
+
+use benchrun_worker::spec::TargetUri;
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
+    EmptyDirVolumeSource, EnvFromSource, EnvVar, HTTPGetAction, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim,
+    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe, SeccompProfile,
+    Secret, SecretEnvSource, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{Resource, ResourceExt};
+
+use crate::crd::{BenchmarkRun, WorkerStatus};
+use crate::{Error, Result};
+
+/// Name of the worker container.
+pub const CONTAINER: &str = "worker";
+/// Port of the agent's HTTP endpoint (metrics, health, control).
+pub const AGENT_PORT: u16 = 8080;
+/// UID/GID the workers run as (distroless `nonroot`).
+pub const WORKER_UID: i64 = 65532;
+/// Label on everything a run owns: the run's name.
+pub const RUN_LABEL: &str = "benchrun.dev/run";
+/// Label on worker pods: the worker's name.
+pub const WORKER_LABEL: &str = "benchrun.dev/worker";
+/// Field manager for server-side apply and the managed-by label.
+pub const MANAGER: &str = "benchrun-operator";
+
+const CONFIG_DIR: &str = "/config";
+const TOKEN_DIR: &str = "/var/run/benchrun/token";
+/// Where the run's `secretRef` is mounted; the default `storage.credentialsDir`.
+pub const CREDENTIALS_DIR: &str = "/var/run/benchrun/credentials";
+
+pub fn workload_cm_name(run: &str) -> String {
+    format!("{run}-workload")
+}
+pub fn result_cm_name(run: &str) -> String {
+    format!("{run}-result")
+}
+pub fn token_secret_name(run: &str) -> String {
+    format!("{run}-token")
+}
+pub fn pod_name(run: &str, worker: &str) -> String {
+    format!("{run}-{worker}")
+}
+pub fn claim_name(run: &str, worker: &str) -> String {
+    format!("{run}-{worker}-data")
+}
+/// Key of one worker's summary in the result ConfigMap.
+pub fn summary_key(worker: &str) -> String {
+    format!("worker-{worker}.json")
+}
+pub const MERGED_KEY: &str = "merged.json";
+
+/// The per-run control token: HMAC-SHA256(operator key, run UID), hex. Derived, not stored in
+/// the operator, so a restarted operator can talk to the workers of runs it did not start,
+/// and never needs to read a Secret back.
+pub fn worker_token(key: &[u8], run_uid: &str) -> String {
+    let k = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    hex::encode(ring::hmac::sign(&k, run_uid.as_bytes()).as_ref())
+}
+
+fn owner(run: &BenchmarkRun) -> Result<OwnerReference> {
+    run.controller_owner_ref(&())
+        .ok_or_else(|| Error::Invalid("the run has no uid yet".into()))
+}
+
+fn meta(run: &BenchmarkRun, name: String) -> Result<ObjectMeta> {
+    Ok(ObjectMeta {
+        name: Some(name),
+        namespace: run.namespace(),
+        labels: Some(base_labels(run)),
+        owner_references: Some(vec![owner(run)?]),
+        ..Default::default()
+    })
+}
+
+fn base_labels(run: &BenchmarkRun) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (RUN_LABEL.to_string(), run.name_any()),
+        ("app.kubernetes.io/name".into(), "benchrun-worker".into()),
+        ("app.kubernetes.io/managed-by".into(), MANAGER.into()),
+    ])
+}
+
+/// The workload as the workers read it: the spec's, with the credentials directory pointing
+/// at the mounted Secret when the run has one and the workload names none.
+pub fn worker_workload(run: &BenchmarkRun) -> benchrun_worker::Workload {
+    let mut w = run.spec.workload.clone();
+    if run.spec.secret_ref.is_some() && w.storage.credentials_dir.is_none() && !is_local(&w) {
+        w.storage.credentials_dir = Some(CREDENTIALS_DIR.into());
+    }
+    w
+}
+
+fn is_local(w: &benchrun_worker::Workload) -> bool {
+    w.target_uri().map(|u| u.is_local()).unwrap_or(false)
+}
+
+pub fn workload_config_map(run: &BenchmarkRun) -> Result<ConfigMap> {
+    let yaml = serde_yaml::to_string(&worker_workload(run))
+        .map_err(|e| Error::Invalid(format!("workload does not serialize: {e}")))?;
+    Ok(ConfigMap {
+        metadata: meta(run, workload_cm_name(&run.name_any()))?,
+        data: Some(BTreeMap::from([("workload.yaml".to_string(), yaml)])),
+        ..Default::default()
+    })
+}
+
+pub fn result_config_map(run: &BenchmarkRun) -> Result<ConfigMap> {
+    Ok(ConfigMap {
+        metadata: meta(run, result_cm_name(&run.name_any()))?,
+        data: Some(BTreeMap::new()),
+        ..Default::default()
+    })
+}
+
+pub fn token_secret(run: &BenchmarkRun, token: &str) -> Result<Secret> {
+    Ok(Secret {
+        metadata: meta(run, token_secret_name(&run.name_any()))?,
+        string_data: Some(BTreeMap::from([("token".to_string(), token.to_string())])),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    })
+}
+
+/// A worker's own claim from `volume.claimTemplate`.
+pub fn worker_claim(run: &BenchmarkRun, worker: &str) -> Result<Option<PersistentVolumeClaim>> {
+    let Some(tpl) = run
+        .spec
+        .volume
+        .as_ref()
+        .and_then(|v| v.claim_template.clone())
+    else {
+        return Ok(None);
+    };
+    Ok(Some(PersistentVolumeClaim {
+        metadata: meta(run, claim_name(&run.name_any(), worker))?,
+        spec: Some(tpl),
+        ..Default::default()
+    }))
+}
+
+/// Where the data volume is mounted: `volume.mountPath`, else the target's directory.
+fn data_mount_path(run: &BenchmarkRun) -> Option<String> {
+    let v = run.spec.volume.as_ref()?;
+    if let Some(p) = &v.mount_path {
+        return Some(p.clone());
+    }
+    match run.spec.workload.target_uri() {
+        Ok(TargetUri::File { root }) | Ok(TargetUri::Direct { root }) => {
+            Some(root.to_string_lossy().into_owned())
+        }
+        _ => Some("/data".into()),
+    }
+}
+
+/// A node affinity that pins the pod to `node` through the scheduler (as DaemonSets do), so
+/// that a missing claim or a taint still shows up as a PodScheduled condition; `nodeName`
+/// would bypass the scheduler and leave the pod waiting silently.
+fn pin_to_node(user: Option<Affinity>, node: &str) -> Affinity {
+    let mut a = user.unwrap_or_default();
+    let mut na: NodeAffinity = a.node_affinity.take().unwrap_or_default();
+    na.required_during_scheduling_ignored_during_execution = Some(NodeSelector {
+        node_selector_terms: vec![NodeSelectorTerm {
+            match_fields: Some(vec![NodeSelectorRequirement {
+                key: "metadata.name".into(),
+                operator: "In".into(),
+                values: Some(vec![node.to_string()]),
+            }]),
+            ..Default::default()
+        }],
+    });
+    a.node_affinity = Some(na);
+    a
+}
+
+/// One worker pod: non-root, read-only root filesystem, no capabilities, no API token.
+pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str) -> Result<Pod> {
+    let name = run.name_any();
+    let spec = &run.spec;
+    let mut metadata = meta(run, pod_name(&name, &worker.name))?;
+    if let Some(l) = metadata.labels.as_mut() {
+        l.insert(WORKER_LABEL.into(), worker.name.clone());
+    }
+    let mut volumes = vec![
+        Volume {
+            name: "config".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: workload_cm_name(&name),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        Volume {
+            name: "token".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(token_secret_name(&name)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        // The root filesystem is read-only; anything that wants a temp file gets this.
+        Volume {
+            name: "tmp".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        },
+    ];
+    let mut mounts = vec![
+        VolumeMount {
+            name: "config".into(),
+            mount_path: CONFIG_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        },
+        VolumeMount {
+            name: "token".into(),
+            mount_path: TOKEN_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        },
+        VolumeMount {
+            name: "tmp".into(),
+            mount_path: "/tmp".into(),
+            ..Default::default()
+        },
+    ];
+    let mut env_from = None;
+    if let Some(s) = &spec.secret_ref {
+        // As env (AWS_ACCESS_KEY_ID, ...) and as files. The env reference is not optional: a
+        // missing Secret stops the container with CreateContainerConfigError naming it, which
+        // the reconciler turns into a condition at once. The volume is optional so that it
+        // does not hold the pod in ContainerCreating first.
+        env_from = Some(vec![EnvFromSource {
+            secret_ref: Some(SecretEnvSource {
+                name: s.name.clone(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }]);
+        volumes.push(Volume {
+            name: "credentials".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(s.name.clone()),
+                optional: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        mounts.push(VolumeMount {
+            name: "credentials".into(),
+            mount_path: CREDENTIALS_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
+    if let (Some(v), Some(path)) = (&spec.volume, data_mount_path(run)) {
+        let mut vol = Volume {
+            name: "data".into(),
+            ..Default::default()
+        };
+        if let Some(c) = &v.claim_name {
+            vol.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
+                claim_name: c.clone(),
+                read_only: None,
+            });
+        } else if v.claim_template.is_some() {
+            vol.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim_name(&name, &worker.name),
+                read_only: None,
+            });
+        } else if let Some(e) = &v.empty_dir {
+            vol.empty_dir = Some(e.clone());
+        } else if let Some(h) = &v.host_path {
+            vol.host_path = Some(h.clone());
+        }
+        volumes.push(vol);
+        mounts.push(VolumeMount {
+            name: "data".into(),
+            mount_path: path,
+            ..Default::default()
+        });
+    }
+    let container = Container {
+        name: CONTAINER.into(),
+        image: Some(
+            spec.workers
+                .image
+                .clone()
+                .unwrap_or_else(|| default_image.to_string()),
+        ),
+        args: Some(
+            [
+                "agent",
+                "--workload",
+                &format!("{CONFIG_DIR}/workload.yaml"),
+                "--listen",
+                &format!("0.0.0.0:{AGENT_PORT}"),
+                "--token-file",
+                &format!("{TOKEN_DIR}/token"),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ),
+        env: Some(vec![
+            EnvVar {
+                name: "BENCHRUN_WORKER_ID".into(),
+                value: Some(worker.name.clone()),
+                ..Default::default()
+            },
+            EnvVar {
+                name: "BENCHRUN_LOG".into(),
+                value: Some("info".into()),
+                ..Default::default()
+            },
+        ]),
+        env_from,
+        ports: Some(vec![ContainerPort {
+            name: Some("http".into()),
+            container_port: AGENT_PORT as i32,
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
+        readiness_probe: Some(Probe {
+            http_get: Some(HTTPGetAction {
+                path: Some("/readyz".into()),
+                port: IntOrString::Int(AGENT_PORT as i32),
+                ..Default::default()
+            }),
+            period_seconds: Some(2),
+            ..Default::default()
+        }),
+        resources: spec.workers.resources.clone(),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                add: None,
+            }),
+            ..Default::default()
+        }),
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        volume_mounts: Some(mounts),
+        ..Default::default()
+    };
+    let affinity = match &worker.node {
+        Some(node) if spec.workers.per_node() => {
+            Some(pin_to_node(spec.workers.affinity.clone(), node))
+        }
+        _ => spec.workers.affinity.clone(),
+    };
+    Ok(Pod {
+        metadata,
+        spec: Some(PodSpec {
+            containers: vec![container],
+            restart_policy: Some("Never".into()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            affinity,
+            node_selector: spec.workers.node_selector.clone(),
+            tolerations: spec.workers.tolerations.clone(),
+            termination_grace_period_seconds: Some(10),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(WORKER_UID),
+                run_as_group: Some(WORKER_UID),
+                fs_group: Some(WORKER_UID),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    localhost_profile: None,
+                }),
+                ..Default::default()
+            }),
+            volumes: Some(volumes),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::BenchmarkRunSpec;
+
+    pub fn run(yaml: &str) -> BenchmarkRun {
+        let spec: BenchmarkRunSpec = serde_yaml::from_str(yaml).expect("spec");
+        let mut r = BenchmarkRun::new("bench", spec);
+        r.metadata.namespace = Some("ns".into());
+        r.metadata.uid = Some("uid-1".into());
+        r
+    }
+
+    const SPEC: &str = r#"
+workload:
+  target: file:///data/bench
+  duration: 5s
+  ops: [{op: get}]
+workers: {perNode: true, tolerations: [{operator: Exists}]}
+volume: {emptyDir: {}}
+secretRef: {name: creds}
+"#;
+
+    fn worker() -> WorkerStatus {
+        WorkerStatus {
+            name: "w0".into(),
+            pod: "bench-w0".into(),
+            node: Some("vm2".into()),
+            phase: "Pending".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pod_is_locked_down_and_pinned() {
+        let r = run(SPEC);
+        let p = worker_pod(&r, &worker(), "img:1").unwrap();
+        assert_eq!(p.metadata.name.as_deref(), Some("bench-w0"));
+        let owner = &p.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(owner.kind, "BenchmarkRun");
+        let spec = p.spec.unwrap();
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(
+            spec.security_context.as_ref().unwrap().run_as_user,
+            Some(65532)
+        );
+        let c = &spec.containers[0];
+        let sc = c.security_context.as_ref().unwrap();
+        assert_eq!(sc.read_only_root_filesystem, Some(true));
+        assert_eq!(sc.allow_privilege_escalation, Some(false));
+        assert_eq!(
+            sc.capabilities.as_ref().unwrap().drop.as_deref(),
+            Some(&["ALL".to_string()][..])
+        );
+        assert_eq!(c.image.as_deref(), Some("img:1"));
+        let term = &spec
+            .affinity
+            .unwrap()
+            .node_affinity
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .node_selector_terms[0];
+        assert_eq!(
+            term.match_fields.as_ref().unwrap()[0].values.as_deref(),
+            Some(&["vm2".to_string()][..])
+        );
+        let mounts = c.volume_mounts.as_ref().unwrap();
+        assert!(mounts
+            .iter()
+            .any(|m| m.name == "data" && m.mount_path == "/data/bench"));
+        assert!(mounts.iter().any(|m| m.mount_path == CREDENTIALS_DIR));
+        assert_eq!(
+            c.env_from.as_ref().unwrap()[0]
+                .secret_ref
+                .as_ref()
+                .unwrap()
+                .name,
+            "creds"
+        );
+        assert!(spec.tolerations.is_some());
+    }
+
+    #[test]
+    fn token_is_stable_and_keyed() {
+        let a = worker_token(b"key", "uid-1");
+        assert_eq!(a, worker_token(b"key", "uid-1"));
+        assert_ne!(a, worker_token(b"other", "uid-1"));
+        assert_ne!(a, worker_token(b"key", "uid-2"));
+        assert_eq!(a.len(), 64);
+    }
+
+    #[test]
+    fn workload_config_map_points_credentials_at_the_secret() {
+        let r = run(&SPEC.replace("file:///data/bench", "s3://bkt/p"));
+        let cm = workload_config_map(&r).unwrap();
+        let text = &cm.data.unwrap()["workload.yaml"];
+        assert!(text.contains(CREDENTIALS_DIR), "{text}");
+        // Local targets have no credentials to read.
+        let cm = workload_config_map(&run(SPEC)).unwrap();
+        assert!(!cm.data.unwrap()["workload.yaml"].contains(CREDENTIALS_DIR));
+    }
+}

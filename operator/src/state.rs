@@ -1,0 +1,419 @@
+//! Pure decisions of the reconciler: no API server, no network, so unit tests cover them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use benchrun_worker::stats::OpStats;
+use benchrun_worker::Summary;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::crd::{BenchmarkRunSpec, OpResult, WorkerStatus};
+
+/// Worker phases recorded in `status.workers[].phase`.
+pub mod worker_phase {
+    pub const PENDING: &str = "Pending";
+    pub const PREPARING: &str = "Preparing";
+    pub const READY: &str = "Ready";
+    pub const RUNNING: &str = "Running";
+    pub const DONE: &str = "Done";
+    pub const COLLECTED: &str = "Collected";
+    pub const FAILED: &str = "Failed";
+    pub const LOST: &str = "Lost";
+}
+
+/// Condition types.
+pub mod cond {
+    pub const VALID: &str = "Valid";
+    pub const SCHEDULED: &str = "WorkersScheduled";
+    pub const READY: &str = "WorkersReady";
+    pub const STARTED: &str = "Started";
+    pub const COMPLETE: &str = "Complete";
+    pub const LOST: &str = "WorkersLost";
+    pub const CLEANED_UP: &str = "CleanedUp";
+}
+
+/// How long a worker pod may stay unschedulable before the run fails. Long enough to ride out
+/// a node briefly NotReady, short enough that a typo'd selector fails while someone watches.
+pub const UNSCHEDULABLE_GRACE: Duration = Duration::from_secs(20);
+
+/// What a worker pod's status means for the run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PodView {
+    /// No such pod.
+    Missing,
+    /// Being deleted.
+    Terminating,
+    /// Waiting; with the scheduler's reason when it cannot place the pod.
+    Pending {
+        unschedulable: Option<(String, Option<DateTime<Utc>>)>,
+    },
+    /// The kubelet cannot build the container: missing Secret or ConfigMap key, bad image...
+    ConfigError(String),
+    /// Running; the agent answers on this IP.
+    Running { ip: Option<String> },
+    /// Exited 0.
+    Succeeded,
+    /// Exited non-zero or was evicted; the termination message when there is one.
+    Failed(String),
+}
+
+/// Classify a worker pod (pure).
+pub fn classify_pod(pod: Option<&Pod>) -> PodView {
+    let Some(pod) = pod else {
+        return PodView::Missing;
+    };
+    if pod.metadata.deletion_timestamp.is_some() {
+        return PodView::Terminating;
+    }
+    let Some(status) = pod.status.as_ref() else {
+        return PodView::Pending {
+            unschedulable: None,
+        };
+    };
+    let container = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == crate::resources::CONTAINER);
+    match status.phase.as_deref() {
+        Some("Running") => PodView::Running {
+            ip: status.pod_ip.clone(),
+        },
+        Some("Succeeded") => PodView::Succeeded,
+        Some("Failed") => {
+            let term = container
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.terminated.as_ref());
+            let msg = term
+                .and_then(|t| t.message.clone())
+                .filter(|m| !m.trim().is_empty())
+                .or_else(|| status.message.clone())
+                .or_else(|| term.map(|t| format!("exited with code {}", t.exit_code)))
+                .unwrap_or_else(|| "pod failed".into());
+            PodView::Failed(msg.trim().to_string())
+        }
+        _ => {
+            if let Some(w) = container
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.waiting.as_ref())
+            {
+                let reason = w.reason.as_deref().unwrap_or_default();
+                if matches!(
+                    reason,
+                    "CreateContainerConfigError"
+                        | "InvalidImageName"
+                        | "ErrImageNeverPull"
+                        | "CreateContainerError"
+                ) {
+                    return PodView::ConfigError(format!(
+                        "{reason}: {}",
+                        w.message.as_deref().unwrap_or("no message")
+                    ));
+                }
+            }
+            let unschedulable = status.conditions.iter().flatten().find(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            });
+            PodView::Pending {
+                unschedulable: unschedulable.map(|c| {
+                    (
+                        c.message.clone().unwrap_or_else(|| "unschedulable".into()),
+                        c.last_transition_time.as_ref().map(from_time),
+                    )
+                }),
+            }
+        }
+    }
+}
+
+/// k8s-openapi's time (jiff) from chrono, at microsecond precision.
+pub fn to_time(t: DateTime<Utc>) -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_microsecond(t.timestamp_micros()).unwrap_or_default())
+}
+
+/// chrono from k8s-openapi's time.
+pub fn from_time(t: &Time) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(t.0.as_microsecond() as i64).unwrap_or_default()
+}
+
+/// Set a condition, keeping `lastTransitionTime` when the status does not change.
+pub fn set_condition(
+    conds: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) {
+    let status = if status { "True" } else { "False" }.to_string();
+    let message = message.into();
+    match conds.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = to_time(now);
+            }
+            c.status = status;
+            c.reason = reason.into();
+            c.message = message;
+            c.observed_generation = generation;
+        }
+        None => conds.push(Condition {
+            type_: type_.into(),
+            status,
+            reason: reason.into(),
+            message,
+            observed_generation: generation,
+            last_transition_time: to_time(now),
+        }),
+    }
+}
+
+pub fn condition<'a>(conds: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conds.iter().find(|c| c.type_ == type_)
+}
+
+/// The worker's clock minus ours, assuming the request reached it halfway through the round
+/// trip (NTP's estimate).
+pub fn clock_offset_ms(
+    sent: DateTime<Utc>,
+    received: DateTime<Utc>,
+    worker_time: DateTime<Utc>,
+) -> f64 {
+    let mid = sent + (received - sent) / 2;
+    (worker_time - mid).num_microseconds().unwrap_or(0) as f64 / 1000.0
+}
+
+/// Spread of the workers' actual starts on the operator's clock (each corrected by its offset).
+pub fn start_skew_ms(workers: &[WorkerStatus]) -> Option<f64> {
+    let starts: Vec<f64> = workers
+        .iter()
+        .filter_map(|w| {
+            let at = DateTime::parse_from_rfc3339(w.started_at.as_deref()?).ok()?;
+            let ms = at.timestamp_micros() as f64 / 1000.0;
+            Some(ms - w.clock_offset_ms.unwrap_or(0.0))
+        })
+        .collect();
+    if starts.is_empty() {
+        return None;
+    }
+    let max = starts.iter().cloned().fold(f64::MIN, f64::max);
+    let min = starts.iter().cloned().fold(f64::MAX, f64::min);
+    Some(((max - min) * 1000.0).round() / 1000.0)
+}
+
+/// Per-op results plus `all`, computed from the (merged) histograms.
+pub fn op_results(summary: &Summary) -> BTreeMap<String, OpResult> {
+    let mut out: BTreeMap<String, OpResult> = summary
+        .ops
+        .iter()
+        .map(|(op, stats)| (op.to_string(), op_result(stats, summary.elapsed_seconds)))
+        .collect();
+    out.insert(
+        "all".into(),
+        op_result(&summary.total(), summary.elapsed_seconds),
+    );
+    out
+}
+
+fn op_result(stats: &OpStats, elapsed: f64) -> OpResult {
+    let r = stats.report(elapsed);
+    OpResult {
+        count: r.count,
+        errors: r.errors,
+        ops_per_sec: round2(r.ops_per_sec),
+        mib_per_sec: round2(r.mib_per_sec),
+        p50_ms: r.p50_ms,
+        p90_ms: r.p90_ms,
+        p99_ms: r.p99_ms,
+        p999_ms: r.p999_ms,
+        max_ms: r.max_ms,
+    }
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// The run's deadline, measured from its creation.
+pub fn timeout(spec: &BenchmarkRunSpec) -> Duration {
+    match (spec.timeout, spec.workload.duration) {
+        (Some(t), _) => t.0,
+        (None, Some(d)) => d.0 + Duration::from_secs(600),
+        (None, None) => Duration::from_secs(3600),
+    }
+}
+
+/// `n/total` for the printer column: workers past the given phases.
+pub fn workers_summary(workers: &[WorkerStatus]) -> String {
+    use worker_phase::*;
+    let live: Vec<_> = workers
+        .iter()
+        .filter(|w| w.phase != FAILED && w.phase != LOST)
+        .collect();
+    let ok = live
+        .iter()
+        .filter(|w| matches!(w.phase.as_str(), READY | RUNNING | DONE | COLLECTED))
+        .count();
+    let lost = workers.len() - live.len();
+    if lost > 0 {
+        format!("{ok}/{} ({lost} lost)", workers.len())
+    } else {
+        format!("{ok}/{}", workers.len())
+    }
+}
+
+/// `1234 op/s, 56.7 MiB/s` for the printer column.
+pub fn throughput_text(ops_per_sec: f64, mib_per_sec: Option<f64>) -> String {
+    match mib_per_sec {
+        Some(m) if m > 0.0 => format!("{ops_per_sec:.0} op/s, {m:.1} MiB/s"),
+        _ => format!("{ops_per_sec:.0} op/s"),
+    }
+}
+
+/// Whether a worker still counts for the run.
+pub fn is_live(w: &WorkerStatus) -> bool {
+    w.phase != worker_phase::FAILED && w.phase != worker_phase::LOST
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+        PodCondition, PodStatus,
+    };
+
+    fn pod(status: PodStatus) -> Pod {
+        Pod {
+            status: Some(status),
+            ..Default::default()
+        }
+    }
+
+    fn container(state: ContainerState) -> Option<Vec<ContainerStatus>> {
+        Some(vec![ContainerStatus {
+            name: crate::resources::CONTAINER.into(),
+            state: Some(state),
+            ..Default::default()
+        }])
+    }
+
+    #[test]
+    fn classifies_pods() {
+        assert_eq!(classify_pod(None), PodView::Missing);
+        let p = pod(PodStatus {
+            phase: Some("Running".into()),
+            pod_ip: Some("10.88.0.5".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            classify_pod(Some(&p)),
+            PodView::Running {
+                ip: Some("10.88.0.5".into())
+            }
+        );
+        let p = pod(PodStatus {
+            phase: Some("Pending".into()),
+            container_statuses: container(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some("CreateContainerConfigError".into()),
+                    message: Some("secret \"creds\" not found".into()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            classify_pod(Some(&p)),
+            PodView::ConfigError("CreateContainerConfigError: secret \"creds\" not found".into())
+        );
+        let p = pod(PodStatus {
+            phase: Some("Pending".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: Some("Unschedulable".into()),
+                message: Some("persistentvolumeclaim \"data\" not found".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        match classify_pod(Some(&p)) {
+            PodView::Pending {
+                unschedulable: Some((m, _)),
+            } => assert!(m.contains("persistentvolumeclaim")),
+            other => panic!("{other:?}"),
+        }
+        let p = pod(PodStatus {
+            phase: Some("Failed".into()),
+            container_statuses: container(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: 1,
+                    message: Some("opening the target: no such dir\n".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            classify_pod(Some(&p)),
+            PodView::Failed("opening the target: no such dir".into())
+        );
+    }
+
+    #[test]
+    fn conditions_keep_transition_time() {
+        let t0 = Utc::now();
+        let t1 = t0 + chrono::Duration::seconds(10);
+        let mut c = vec![];
+        set_condition(&mut c, "Valid", true, "Ok", "fine", Some(1), t0);
+        set_condition(&mut c, "Valid", true, "Ok", "still fine", Some(2), t1);
+        assert_eq!(c.len(), 1);
+        assert_eq!(from_time(&c[0].last_transition_time), trunc(t0));
+        assert_eq!(c[0].observed_generation, Some(2));
+        set_condition(&mut c, "Valid", false, "Bad", "no", Some(2), t1);
+        assert_eq!(from_time(&c[0].last_transition_time), trunc(t1));
+    }
+
+    fn trunc(t: DateTime<Utc>) -> DateTime<Utc> {
+        DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap()
+    }
+
+    #[test]
+    fn offset_and_skew() {
+        let t0: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let ms = |n| chrono::Duration::milliseconds(n);
+        // Round trip 10ms, worker answered 105ms after our send: it is 100ms ahead.
+        assert_eq!(clock_offset_ms(t0, t0 + ms(10), t0 + ms(105)), 100.0);
+        let w = |start: DateTime<Utc>, off: f64| WorkerStatus {
+            started_at: Some(start.to_rfc3339()),
+            clock_offset_ms: Some(off),
+            ..Default::default()
+        };
+        // Worker a is 100ms ahead and started "at" +100 on its clock: 0 on ours. Worker b is
+        // exact and started at +3.
+        let skew = start_skew_ms(&[w(t0 + ms(100), 100.0), w(t0 + ms(3), 0.0)]).unwrap();
+        assert_eq!(skew, 3.0);
+        assert_eq!(start_skew_ms(&[]), None);
+    }
+
+    #[test]
+    fn summaries_text() {
+        let ws = |p: &str| WorkerStatus {
+            phase: p.into(),
+            ..Default::default()
+        };
+        assert_eq!(workers_summary(&[ws("Ready"), ws("Preparing")]), "1/2");
+        assert_eq!(
+            workers_summary(&[ws("Collected"), ws("Lost")]),
+            "1/2 (1 lost)"
+        );
+        assert_eq!(throughput_text(1234.4, Some(5.55)), "1234 op/s, 5.5 MiB/s");
+    }
+}
