@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Object storage benchmarks against MinIO on loopback (issue 3's performance checks).
+#
+#   bench/object.sh                 both parts;  SECS=10 REPS=3 RATE_MIB=16 to change
+#   bench/object.sh seed-gcs BUCKET PREFIX N SIZE   seed fake-gcs-server (for examples/gcs-*.yaml)
+#
+# 1. GET of 1 MiB objects, concurrency 16: benchrun (ops/s, MiB/s, p50/p99, CPU-s/GiB) vs
+#    rclone copying the same objects with 16 transfers, in the same run.
+# 2. Range engine on one 256 MiB object: single GET vs 8 MiB ranges x 8 in flight,
+#    (a) behind bench/bwproxy.py limiting each connection to RATE_MIB MiB/s, (b) direct.
+# Figures go to stdout; BENCHMARKS.md records them.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../tests/lib/cache.sh"
+
+if [ "${1:-}" = seed-gcs ]; then
+  bucket=$2 prefix=$3 n=$4 size=$5
+  for i in $(seq 0 $((n - 1))); do
+    name=$(printf '%sbenchrun/obj-%08d' "$prefix" "$i")
+    head -c "$size" /dev/urandom | curl -sf -o /dev/null -X POST --data-binary @- \
+      -H 'Content-Type: application/octet-stream' \
+      "http://127.0.0.1:4443/upload/storage/v1/b/$bucket/o?uploadType=media&name=${name//\//%2F}"
+  done
+  exit 0
+fi
+
+SECS=${SECS:-10}
+REPS=${REPS:-3}
+RATE_MIB=${RATE_MIB:-16}
+apt_install rclone python3 curl
+"$REPO_ROOT/tests/storage/up.sh" > /dev/null
+set -a; . "$STATE_DIR/storage.env"; set +a
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BENCHRUN_CACHE/target}
+(cd "$REPO_ROOT" && cargo build --release -q -p benchrun-worker)
+BR=$CARGO_TARGET_DIR/release/benchrun-worker
+OUT=$STATE_DIR/bench-object; rm -rf "$OUT"; mkdir -p "$OUT"
+EP=$BENCHRUN_S3_ENDPOINT B=$BENCHRUN_S3_BUCKET
+STORAGE="storage: { endpoint: '$EP', allowHttp: true }"
+
+summary() { # json -> "ops/s MiB/s p50 p99 cpu-s/GiB requests/op"
+  python3 - "$1" <<'P'
+import json,sys; s=json.load(open(sys.argv[1])); r=s["report"]["get"]; p=s["process"]; o=s["ops"]["get"]
+gib=o["bytes"]/2**30; cpu=p["cpuUserSeconds"]+p["cpuSystemSeconds"]
+print(f'{r["opsPerSec"]:.0f} {r["mibPerSec"]:.0f} {r["p50Ms"]:.1f} {r["p99Ms"]:.1f} {cpu/gib if gib else 0:.2f} {r["requestsPerOp"]:.1f} {r["errors"]}')
+P
+}
+
+echo "== 1. GET 1 MiB objects from MinIO, concurrency 16, ${SECS}s, $REPS rounds"
+cat > "$OUT/prep-get.yaml" <<Y
+target: s3://$B/bench/get/
+totalOps: 1
+ops: [{ op: stat }]
+dataset: { objects: 512, size: 1MiB, cleanup: false }
+$STORAGE
+Y
+"$BR" run "$OUT/prep-get.yaml" --progress never > /dev/null
+cat > "$OUT/get.yaml" <<Y
+target: s3://$B/bench/get/
+duration: ${SECS}s
+concurrency: 16
+ops: [{ op: get }]
+dataset: { prepare: false, cleanup: false }
+$STORAGE
+Y
+# rclone reads the same 512 objects with 16 transfers into tmpfs, repeatedly for SECS seconds.
+export RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BENCH_PROVIDER=Minio \
+  RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
+  RCLONE_CONFIG_BENCH_ENDPOINT=$EP RCLONE_CONFIG_BENCH_REGION=us-east-1
+rclone_round() {
+  python3 - "$SECS" <<'P'
+import os, resource, shutil, subprocess, sys, time
+secs = float(sys.argv[1]); dst = "/dev/shm/benchrun-rclone"; n = files = 0
+t0 = time.monotonic()
+while time.monotonic() - t0 < secs:
+    shutil.rmtree(dst, ignore_errors=True)
+    subprocess.run(["rclone", "copy", "bench:benchrun/bench/get/", dst, "--transfers", "16",
+                    "--checkers", "16", "--no-check-dest", "--ignore-checksum", "--no-traverse",
+                    "--multi-thread-streams", "0", "--config", "/dev/null"], check=True)
+    files += 512; n += 1
+el = time.monotonic() - t0
+shutil.rmtree(dst, ignore_errors=True)
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = ru.ru_utime + ru.ru_stime
+print(f"{files/el:.0f} {files/el:.0f} - - {cpu/(files/1024):.2f} - 0")
+P
+}
+printf '%-10s %5s %8s %8s %8s %8s %10s %7s %6s\n' tool round ops/s MiB/s p50ms p99ms cpu-s/GiB req/op errors
+for r in $(seq 1 "$REPS"); do
+  "$BR" run "$OUT/get.yaml" --progress never --summary "$OUT/get-$r.json" > /dev/null
+  printf '%-10s %5s %8s %8s %8s %8s %10s %7s %6s\n' benchrun "$r" $(summary "$OUT/get-$r.json")
+  printf '%-10s %5s %8s %8s %8s %8s %10s %7s %6s\n' rclone "$r" $(rclone_round)
+done
+
+echo
+echo "== 2. range engine, one 256 MiB object (8 MiB ranges, 8 in flight) vs one GET"
+cat > "$OUT/prep-range.yaml" <<Y
+target: s3://$B/bench/range/
+totalOps: 1
+ops: [{ op: stat }]
+dataset: { objects: 1, size: 256MiB, cleanup: false }
+$STORAGE
+Y
+"$BR" run "$OUT/prep-range.yaml" --progress never > /dev/null
+PORT=19000
+python3 "$HERE/bwproxy.py" $PORT "${EP#http://}" $((RATE_MIB * 1048576)) &
+PROXY=$!
+trap 'kill $PROXY 2>/dev/null || true' EXIT
+sleep 0.5
+range_yaml() { # file endpoint ops enabled
+  cat > "$1" <<Y
+target: s3://$B/bench/range/
+totalOps: $3
+concurrency: 1
+ops: [{ op: get }]
+dataset: { prepare: false, cleanup: false }
+rangeEngine: { enabled: $4, minSplitSize: 64MiB, chunkSize: 8MiB, maxConcurrentRanges: 8 }
+storage: { endpoint: '$2', allowHttp: true }
+Y
+}
+range_yaml "$OUT/lim-single.yaml" "http://127.0.0.1:$PORT" 1 false
+range_yaml "$OUT/lim-range.yaml" "http://127.0.0.1:$PORT" 2 true
+range_yaml "$OUT/direct-single.yaml" "$EP" 10 false
+range_yaml "$OUT/direct-range.yaml" "$EP" 10 true
+printf '%-28s %5s %8s %8s %8s %8s %10s %7s %6s\n' case round ops/s MiB/s p50ms p99ms cpu-s/GiB req/op errors
+for r in $(seq 1 "$REPS"); do
+  for c in lim-single lim-range direct-single direct-range; do
+    "$BR" run "$OUT/$c.yaml" --progress never --summary "$OUT/$c-$r.json" > /dev/null
+    printf '%-28s %5s %8s %8s %8s %8s %10s %7s %6s\n' "$c" "$r" $(summary "$OUT/$c-$r.json")
+  done
+done
+python3 - "$OUT" "$REPS" "$RATE_MIB" <<'P'
+import json, statistics, sys
+out, reps, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+med = lambda c: statistics.median(json.load(open(f"{out}/{c}-{r}.json"))["report"]["get"]["mibPerSec"] for r in range(1, reps + 1))
+ls, lr, ds, dr = (med(c) for c in ("lim-single", "lim-range", "direct-single", "direct-range"))
+print(f"\nmedian MiB/s: limited {rate} MiB/s/conn: single {ls:.0f}, ranged {lr:.0f} -> {lr/ls:.1f}x (target >= 3x)")
+print(f"median MiB/s: unlimited: single {ds:.0f}, ranged {dr:.0f} -> {100*(dr/ds-1):+.1f}% (target >= -5%)")
+P
