@@ -62,6 +62,10 @@ fi
 wait_http minio http://127.0.0.1:9000/minio/health/live
 wait_http azurite http://127.0.0.1:10000/
 wait_http fakegcs http://127.0.0.1:4443/storage/v1/b
+if [ -n "${BENCHRUN_STORAGE_EXTRA_ADDR:-}" ]; then
+  # Fails (with socat's log) when the address does not exist on this host yet.
+  wait_http s3-extra "http://$BENCHRUN_STORAGE_EXTRA_ADDR:9000/minio/health/live"
+fi
 
 # Buckets. Each create accepts "already exists", so reruns are harmless.
 code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X PUT \
