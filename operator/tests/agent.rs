@@ -1,0 +1,127 @@
+//! The worker agent and the operator's client for it, together on 127.0.0.1 (no cluster):
+//! auth, prepare -> ready -> start at a common time -> summary -> shutdown, and failure
+//! reporting.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use benchrun_operator::client::WorkerClient;
+use benchrun_worker::agent::{self, Agent, AgentStage};
+use benchrun_worker::{Metrics, Workload};
+use chrono::Utc;
+
+async fn spawn_agent(workload: &str, token: &str) -> (Agent, String, tokio::task::JoinHandle<Result<(), String>>) {
+    let agent = Agent::new("w0", token, Arc::new(Metrics::new()));
+    let addr = benchrun_worker::server::spawn("127.0.0.1:0".parse().unwrap(), agent::router(agent.clone()))
+        .await
+        .expect("bind");
+    let w = Workload::from_yaml(workload).expect("workload");
+    let a = agent.clone();
+    let task = tokio::spawn(async move {
+        agent::drive(&a, w, Duration::from_secs(30), Duration::from_millis(200)).await
+    });
+    (agent, addr.to_string(), task)
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("benchrun-agent-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+async fn wait_stage(c: &WorkerClient, want: AgentStage) -> benchrun_worker::agent::AgentStatus {
+    for _ in 0..200 {
+        if let Ok(st) = c.status().await {
+            if st.stage == want {
+                return st;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("agent never reached {want:?}: {:?}", c.status().await);
+}
+
+#[tokio::test]
+async fn agent_runs_from_start_time_and_serves_summary() {
+    let dir = scratch("ok");
+    let yaml = format!(
+        "target: file://{}\ntotalOps: 200\nconcurrency: 2\nops: [{{op: get, weight: 3}}, {{op: put, weight: 1}}]\nobjectSize: 16KiB\ndataset: {{objects: 8}}\n",
+        dir.display()
+    );
+    let (_agent, addr, task) = spawn_agent(&yaml, "tok").await;
+    let http = WorkerClient::http();
+
+    // Wrong or missing token: 401, and the run does not start.
+    let bad = WorkerClient::new(http.clone(), &addr, "nope");
+    let e = bad.status().await.expect_err("unauthorized");
+    assert!(e.contains("401"), "{e}");
+    let raw = http.get(format!("http://{addr}/v1/status")).send().await.unwrap();
+    assert_eq!(raw.status(), 401);
+    // /metrics stays open for Prometheus.
+    let m = http.get(format!("http://{addr}/metrics")).send().await.unwrap();
+    assert_eq!(m.status(), 200);
+
+    let c = WorkerClient::new(http.clone(), &addr, "tok");
+    wait_stage(&c, AgentStage::Ready).await;
+    assert_eq!(http.get(format!("http://{addr}/readyz")).send().await.unwrap().status(), 200);
+    // Summary before the run: 409.
+    assert!(c.summary().await.expect_err("no summary yet").contains("409"));
+
+    let at = Utc::now() + chrono::Duration::milliseconds(500);
+    let started = c.start(at).await.expect("start");
+    assert_eq!(started.response.start_at, at);
+    assert!(started.clock_offset_ms.abs() < 1000.0, "same host, tiny offset: {}", started.clock_offset_ms);
+    // Resending the same time is fine (operator restart); another time is a conflict.
+    c.start(at).await.expect("same start again");
+    let e = c.start(at + chrono::Duration::seconds(1)).await.expect_err("conflict");
+    assert!(e.contains("409"), "{e}");
+
+    let st = wait_stage(&c, AgentStage::Done).await;
+    assert_eq!(st.ops, 200);
+    let (text, summary) = c.summary().await.expect("summary");
+    assert!(text.contains("\"ops\""));
+    let total: u64 = summary.ops.values().map(|o| o.count).sum();
+    assert_eq!(total, 200);
+    // It started at the given instant, not before.
+    assert!(summary.started_at >= at, "{} < {at}", summary.started_at);
+    assert!((summary.started_at - at).num_milliseconds() < 500);
+    assert!(c.status().await.unwrap().summary_fetched);
+
+    c.shutdown().await.expect("shutdown");
+    let r = tokio::time::timeout(Duration::from_secs(5), task).await.expect("exits after shutdown");
+    assert_eq!(r.unwrap(), Ok(()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn agent_reports_a_bad_target() {
+    // A directory that cannot be created: /proc does not take new entries.
+    let yaml = "target: file:///proc/benchrun-nope\ntotalOps: 10\nops: [{op: get}]\ndataset: {objects: 2, size: 4KiB}\n";
+    let (_agent, addr, task) = spawn_agent(yaml, "tok").await;
+    let c = WorkerClient::new(WorkerClient::http(), &addr, "tok");
+    let st = wait_stage(&c, AgentStage::Failed).await;
+    let err = st.error.expect("error message");
+    assert!(err.contains("/proc/benchrun-nope"), "{err}");
+    assert!(c.start(Utc::now()).await.expect_err("cannot start").contains("409"));
+    let r = tokio::time::timeout(Duration::from_secs(5), task).await.expect("exits after linger");
+    assert_eq!(r.unwrap(), Err(err));
+}
+
+#[tokio::test]
+async fn shutdown_interrupts_a_running_stage() {
+    let dir = scratch("stop");
+    let yaml = format!(
+        "target: file://{}\nduration: 60s\nconcurrency: 1\nops: [{{op: stat}}]\ndataset: {{objects: 2, size: 4KiB}}\n",
+        dir.display()
+    );
+    let (_agent, addr, task) = spawn_agent(&yaml, "tok").await;
+    let c = WorkerClient::new(WorkerClient::http(), &addr, "tok");
+    wait_stage(&c, AgentStage::Ready).await;
+    c.start(Utc::now()).await.expect("start");
+    wait_stage(&c, AgentStage::Running).await;
+    c.shutdown().await.expect("shutdown");
+    let r = tokio::time::timeout(Duration::from_secs(10), task).await.expect("stops well before 60s");
+    assert_eq!(r.unwrap(), Ok(()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
