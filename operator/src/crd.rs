@@ -6,6 +6,9 @@
 //! everything the schema cannot say is checked by [`Workload::validate`] in the reconciler and
 //! reported in the `Valid` condition with the field's path.
 
+// Every printcolumn repeats `type_ = "string"`; clippy reads that as a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use benchrun_worker::units::HumanDuration;
@@ -448,7 +451,7 @@ mod tests {
     fn schema_is_structural() {
         let crd = BenchmarkRun::crd();
         let schema = serde_json::to_value(
-            &crd.spec.versions[0]
+            crd.spec.versions[0]
                 .schema
                 .as_ref()
                 .and_then(|s| s.open_api_v3_schema.as_ref())

@@ -137,7 +137,7 @@ pub fn to_time(t: DateTime<Utc>) -> Time {
 
 /// chrono from k8s-openapi's time.
 pub fn from_time(t: &Time) -> DateTime<Utc> {
-    DateTime::from_timestamp_micros(t.0.as_microsecond() as i64).unwrap_or_default()
+    DateTime::from_timestamp_micros(t.0.as_microsecond()).unwrap_or_default()
 }
 
 /// Set a condition, keeping `lastTransitionTime` when the status does not change.

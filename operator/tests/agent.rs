@@ -10,11 +10,17 @@ use benchrun_worker::agent::{self, Agent, AgentStage};
 use benchrun_worker::{Metrics, Workload};
 use chrono::Utc;
 
-async fn spawn_agent(workload: &str, token: &str) -> (Agent, String, tokio::task::JoinHandle<Result<(), String>>) {
+async fn spawn_agent(
+    workload: &str,
+    token: &str,
+) -> (Agent, String, tokio::task::JoinHandle<Result<(), String>>) {
     let agent = Agent::new("w0", token, Arc::new(Metrics::new()));
-    let addr = benchrun_worker::server::spawn("127.0.0.1:0".parse().unwrap(), agent::router(agent.clone()))
-        .await
-        .expect("bind");
+    let addr = benchrun_worker::server::spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        agent::router(agent.clone()),
+    )
+    .await
+    .expect("bind");
     let w = Workload::from_yaml(workload).expect("workload");
     let a = agent.clone();
     let task = tokio::spawn(async move {
@@ -56,25 +62,51 @@ async fn agent_runs_from_start_time_and_serves_summary() {
     let bad = WorkerClient::new(http.clone(), &addr, "nope");
     let e = bad.status().await.expect_err("unauthorized");
     assert!(e.contains("401"), "{e}");
-    let raw = http.get(format!("http://{addr}/v1/status")).send().await.unwrap();
+    let raw = http
+        .get(format!("http://{addr}/v1/status"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(raw.status(), 401);
     // /metrics stays open for Prometheus.
-    let m = http.get(format!("http://{addr}/metrics")).send().await.unwrap();
+    let m = http
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(m.status(), 200);
 
     let c = WorkerClient::new(http.clone(), &addr, "tok");
     wait_stage(&c, AgentStage::Ready).await;
-    assert_eq!(http.get(format!("http://{addr}/readyz")).send().await.unwrap().status(), 200);
+    assert_eq!(
+        http.get(format!("http://{addr}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     // Summary before the run: 409.
-    assert!(c.summary().await.expect_err("no summary yet").contains("409"));
+    assert!(c
+        .summary()
+        .await
+        .expect_err("no summary yet")
+        .contains("409"));
 
     let at = Utc::now() + chrono::Duration::milliseconds(500);
     let started = c.start(at).await.expect("start");
     assert_eq!(started.response.start_at, at);
-    assert!(started.clock_offset_ms.abs() < 1000.0, "same host, tiny offset: {}", started.clock_offset_ms);
+    assert!(
+        started.clock_offset_ms.abs() < 1000.0,
+        "same host, tiny offset: {}",
+        started.clock_offset_ms
+    );
     // Resending the same time is fine (operator restart); another time is a conflict.
     c.start(at).await.expect("same start again");
-    let e = c.start(at + chrono::Duration::seconds(1)).await.expect_err("conflict");
+    let e = c
+        .start(at + chrono::Duration::seconds(1))
+        .await
+        .expect_err("conflict");
     assert!(e.contains("409"), "{e}");
 
     let st = wait_stage(&c, AgentStage::Done).await;
@@ -89,7 +121,9 @@ async fn agent_runs_from_start_time_and_serves_summary() {
     assert!(c.status().await.unwrap().summary_fetched);
 
     c.shutdown().await.expect("shutdown");
-    let r = tokio::time::timeout(Duration::from_secs(5), task).await.expect("exits after shutdown");
+    let r = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("exits after shutdown");
     assert_eq!(r.unwrap(), Ok(()));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -103,8 +137,14 @@ async fn agent_reports_a_bad_target() {
     let st = wait_stage(&c, AgentStage::Failed).await;
     let err = st.error.expect("error message");
     assert!(err.contains("/proc/benchrun-nope"), "{err}");
-    assert!(c.start(Utc::now()).await.expect_err("cannot start").contains("409"));
-    let r = tokio::time::timeout(Duration::from_secs(5), task).await.expect("exits after linger");
+    assert!(c
+        .start(Utc::now())
+        .await
+        .expect_err("cannot start")
+        .contains("409"));
+    let r = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("exits after linger");
     assert_eq!(r.unwrap(), Err(err));
 }
 
@@ -121,7 +161,9 @@ async fn shutdown_interrupts_a_running_stage() {
     c.start(Utc::now()).await.expect("start");
     wait_stage(&c, AgentStage::Running).await;
     c.shutdown().await.expect("shutdown");
-    let r = tokio::time::timeout(Duration::from_secs(10), task).await.expect("stops well before 60s");
+    let r = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("stops well before 60s");
     assert_eq!(r.unwrap(), Ok(()));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,0 +1,402 @@
+//! The operator on the real two-node test cluster (tests/cluster/up.sh + image.sh). The
+//! controller runs in this test process, watching only the test's namespace, and reaches the
+//! worker pods' IPs through the nodes' CNI bridges like an in-cluster operator would.
+//!
+//! These tests fail (never skip) when the cluster is not up, saying which script to run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
+use benchrun_operator::metrics::Metrics;
+use benchrun_operator::reconcile::{self, Config};
+use benchrun_operator::resources;
+use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
+use benchrun_worker::Summary;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, CustomResourceExt};
+use tokio::task::JoinHandle;
+
+const KEY: &[u8] = b"benchrun-cluster-test-operator-key";
+
+struct Env {
+    client: Client,
+    ns: TestNamespace,
+    images: Images,
+}
+
+async fn env(prefix: &str) -> Env {
+    let client = cluster::connect().await;
+    cluster::require_ready_nodes(&client, &NODES).await;
+    let images = Images::load();
+    install_crd(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    Env { client, ns, images }
+}
+
+/// Apply the CRD (idempotent across concurrently running tests) and wait until it is served.
+async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = BenchmarkRun::crd();
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    crds.patch(
+        &name,
+        &PatchParams::apply("benchrun-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying the CRD: {e}"));
+    for _ in 0..60 {
+        let c = crds.get(&name).await.expect("read CRD");
+        let established = c
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("CRD {name} not Established after 30 s");
+}
+
+fn spawn_operator(env: &Env) -> JoinHandle<()> {
+    let config = Config {
+        key: KEY.to_vec(),
+        worker_image: env.images.worker.clone(),
+        namespace: Some(env.ns.name().to_string()),
+        agent_port: resources::AGENT_PORT,
+    };
+    let client = env.client.clone();
+    tokio::spawn(reconcile::run(
+        client,
+        config,
+        Arc::new(Metrics::new()),
+        std::future::pending(),
+    ))
+}
+
+async fn create_run(env: &Env, name: &str, spec_yaml: &str) -> Api<BenchmarkRun> {
+    let spec: BenchmarkRunSpec = serde_yaml::from_str(spec_yaml).expect("test spec parses");
+    let api: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), env.ns.name());
+    api.create(&PostParams::default(), &BenchmarkRun::new(name, spec))
+        .await
+        .unwrap_or_else(|e| panic!("creating run {name}: {e}"));
+    api
+}
+
+/// Poll the run until `pred` holds; panic with its status after `timeout`.
+async fn wait_for(
+    api: &Api<BenchmarkRun>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    pred: impl Fn(&BenchmarkRun) -> bool,
+) -> BenchmarkRun {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let run = api.get(name).await.expect("read run");
+        if pred(&run) {
+            return run;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!(
+                "run {name}: not {what} after {timeout:?}; status:\n{}",
+                serde_yaml::to_string(&run.status).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn phase(r: &BenchmarkRun) -> Phase {
+    r.status.as_ref().map(|s| s.phase).unwrap_or_default()
+}
+
+fn finished(r: &BenchmarkRun) -> bool {
+    phase(r).is_finished()
+}
+
+fn condition<'a>(
+    r: &'a BenchmarkRun,
+    t: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    r.status.as_ref()?.conditions.iter().find(|c| c.type_ == t)
+}
+
+async fn result_data(env: &Env, run: &str) -> BTreeMap<String, String> {
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), env.ns.name());
+    cms.get(&resources::result_cm_name(run))
+        .await
+        .expect("result ConfigMap")
+        .data
+        .unwrap_or_default()
+}
+
+async fn run_pods(env: &Env, run: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), env.ns.name());
+    pods.list(&ListParams::default().labels(&format!("{}={run}", resources::RUN_LABEL)))
+        .await
+        .expect("list pods")
+        .items
+}
+
+fn per_node(duration: &str, extra: &str) -> String {
+    format!(
+        r#"
+workload:
+  target: file:///data/bench
+  duration: {duration}
+  concurrency: 2
+  ops: [{{op: get, weight: 60}}, {{op: put, weight: 30}}, {{op: stat, weight: 10}}]
+  objectSize: 16KiB
+  dataset: {{objects: 20}}
+workers:
+  perNode: true
+  resources: {{limits: {{cpu: 500m, memory: 256Mi}}, requests: {{cpu: 50m, memory: 32Mi}}}}
+volume: {{emptyDir: {{}}}}
+startDelay: 3s
+timeout: 3m
+{extra}
+"#
+    )
+}
+
+#[tokio::test]
+async fn per_node_run_merges_exactly_and_cleans_up() {
+    let env = env("op-pernode").await;
+    let _op = spawn_operator(&env);
+    let api = create_run(&env, "pn", &per_node("4s", "cleanup: Always")).await;
+    let run = wait_for(&api, "pn", Duration::from_secs(150), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+
+    // Exactly one worker on each node.
+    let mut nodes: Vec<_> = st.workers.iter().filter_map(|w| w.node.clone()).collect();
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        NODES.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    );
+    assert!(
+        st.workers.iter().all(|w| w.phase == "Collected"),
+        "{:#?}",
+        st.workers
+    );
+
+    // Per-op counts are the sums of the workers'; p99 is that of the merged histograms.
+    let data = result_data(&env, "pn").await;
+    let parts: Vec<Summary> = st
+        .workers
+        .iter()
+        .map(|w| {
+            serde_json::from_str(&data[&resources::summary_key(&w.name)]).expect("worker summary")
+        })
+        .collect();
+    let merged: Summary = serde_json::from_str(&data[resources::MERGED_KEY]).expect("merged");
+    let again = Summary::merge(&parts).expect("merge");
+    for (op, stats) in &merged.ops {
+        let sum: u64 = parts
+            .iter()
+            .filter_map(|p| p.ops.get(op))
+            .map(|s| s.count)
+            .sum();
+        assert_eq!(stats.count, sum, "{op} count");
+        let r = &st.results[&op.to_string()];
+        assert_eq!(r.count, sum, "{op} status count");
+        assert_eq!(
+            r.p99_ms, again.report[op].p99_ms,
+            "{op} p99 from merged histograms"
+        );
+        assert_eq!(r.p99_ms, merged.report[op].p99_ms);
+    }
+    assert!(
+        merged.ops.values().map(|s| s.count).sum::<u64>() > 0,
+        "the run did work"
+    );
+    assert_eq!(merged.workers, 2);
+    let skew = st.start_skew_ms.expect("startSkew reported");
+    assert!(skew < 1000.0, "workers started {skew}ms apart");
+    assert!(st.throughput.is_some() && st.p99.is_some());
+
+    // cleanup: Always -> worker pods go away.
+    for _ in 0..60 {
+        if run_pods(&env, "pn").await.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("worker pods still present after cleanup: Always");
+}
+
+#[tokio::test]
+async fn bad_target_fails_with_the_cause() {
+    let env = env("op-badtarget").await;
+    let _op = spawn_operator(&env);
+    // The root filesystem is read-only and nothing is mounted here: the target cannot be made.
+    let spec = r#"
+workload:
+  target: file:///nonexistent/bench
+  totalOps: 10
+  ops: [{op: get}]
+workers: {count: 1}
+cleanup: Never
+"#;
+    let api = create_run(&env, "bad", spec).await;
+    let run = wait_for(&api, "bad", Duration::from_secs(90), "finished", finished).await;
+    assert_eq!(phase(&run), Phase::Failed);
+    let c = condition(&run, "Complete").expect("Complete condition");
+    assert_eq!(c.status, "False");
+    assert!(
+        c.message.contains("/nonexistent/bench"),
+        "condition names the target: {c:?}"
+    );
+}
+
+#[tokio::test]
+async fn missing_secret_fails_with_the_cause() {
+    let env = env("op-nosecret").await;
+    let _op = spawn_operator(&env);
+    let spec = r#"
+workload:
+  target: file:///data/bench
+  totalOps: 10
+  ops: [{op: get}]
+  dataset: {objects: 2, size: 4KiB}
+workers: {count: 1}
+volume: {emptyDir: {}}
+secretRef: {name: no-such-secret}
+"#;
+    let api = create_run(&env, "nosecret", spec).await;
+    let run = wait_for(
+        &api,
+        "nosecret",
+        Duration::from_secs(60),
+        "finished",
+        finished,
+    )
+    .await;
+    assert_eq!(phase(&run), Phase::Failed);
+    let c = condition(&run, "Complete").expect("Complete condition");
+    assert!(
+        c.message.contains("no-such-secret"),
+        "condition names the Secret: {c:?}"
+    );
+}
+
+#[tokio::test]
+async fn invalid_workload_is_rejected_or_reported() {
+    let env = env("op-invalid").await;
+    let _op = spawn_operator(&env);
+    let api: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), env.ns.name());
+    // duration and totalOps together: the CEL rule rejects it at create time.
+    let spec: BenchmarkRunSpec = serde_yaml::from_str(
+        "workload: {target: 'file:///d', duration: 1s, totalOps: 5, ops: [{op: get}]}\n",
+    )
+    .unwrap();
+    let e = api
+        .create(&PostParams::default(), &BenchmarkRun::new("both", spec))
+        .await
+        .expect_err("CEL rejects duration + totalOps");
+    assert!(e.to_string().contains("duration"), "{e}");
+    // A rule only validate() knows (uniform max < min) lands in the Valid condition.
+    let spec = "workload: {target: 'file:///d', duration: 1s, ops: [{op: get}], objectSize: {uniform: {min: 8KiB, max: 4KiB}}}\n";
+    let api = create_run(&env, "sizes", spec).await;
+    let run = wait_for(&api, "sizes", Duration::from_secs(30), "finished", finished).await;
+    let c = condition(&run, "Valid").expect("Valid condition");
+    assert_eq!(c.status, "False");
+    assert!(
+        c.message.contains("spec.workload.objectSize.uniform.max"),
+        "{c:?}"
+    );
+    // The spec is immutable.
+    let patch = serde_json::json!({"spec": {"startDelay": "9s"}});
+    let e = api
+        .patch("sizes", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect_err("spec is immutable");
+    assert!(e.to_string().contains("immutable"), "{e}");
+}
+
+#[tokio::test]
+async fn operator_restart_mid_run_collects_each_worker_once() {
+    let env = env("op-restart").await;
+    let op = spawn_operator(&env);
+    let api = create_run(&env, "rs", &per_node("10s", "")).await;
+    wait_for(&api, "rs", Duration::from_secs(120), "Running", |r| {
+        phase(r) == Phase::Running
+    })
+    .await;
+    op.abort();
+    let _ = op.await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let _op = spawn_operator(&env);
+    let run = wait_for(&api, "rs", Duration::from_secs(120), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let data = result_data(&env, "rs").await;
+    let mut keys: Vec<_> = data.keys().cloned().collect();
+    keys.sort();
+    assert_eq!(keys, ["merged.json", "worker-w0.json", "worker-w1.json"]);
+    let merged: Summary = serde_json::from_str(&data["merged.json"]).unwrap();
+    let mut ids = merged.worker_ids.clone();
+    ids.sort();
+    assert_eq!(ids, ["w0", "w1"], "exactly one result per worker");
+}
+
+async fn delete_worker_mid_run(policy: &str) -> BenchmarkRun {
+    let env = env(&format!("op-lost-{}", policy.to_lowercase())).await;
+    let _op = spawn_operator(&env);
+    let api = create_run(
+        &env,
+        "lost",
+        &per_node("15s", &format!("failurePolicy: {policy}")),
+    )
+    .await;
+    wait_for(
+        &api,
+        "lost",
+        Duration::from_secs(120),
+        "Running on both workers",
+        |r| {
+            r.status.as_ref().is_some_and(|s| {
+                s.workers.len() == 2 && s.workers.iter().all(|w| w.phase == "Running")
+            })
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), env.ns.name());
+    pods.delete("lost-w1", &DeleteParams::default())
+        .await
+        .expect("delete worker pod");
+    wait_for(&api, "lost", Duration::from_secs(120), "finished", finished).await
+}
+
+#[tokio::test]
+async fn worker_deleted_mid_run_fails_under_abort() {
+    let run = delete_worker_mid_run("Abort").await;
+    assert_eq!(phase(&run), Phase::Failed);
+    let c = condition(&run, "WorkersLost").expect("WorkersLost condition");
+    assert!(c.message.contains("w1"), "names the worker: {c:?}");
+}
+
+#[tokio::test]
+async fn worker_deleted_mid_run_completes_under_continue() {
+    let run = delete_worker_mid_run("Continue").await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let c = condition(&run, "WorkersLost").expect("WorkersLost condition");
+    assert!(c.message.contains("w1"), "names the worker: {c:?}");
+    let complete = condition(&run, "Complete").expect("Complete");
+    assert!(complete.message.contains("w1"), "{complete:?}");
+    assert_eq!(
+        st.workers.iter().filter(|w| w.phase == "Collected").count(),
+        1
+    );
+}
