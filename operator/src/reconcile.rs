@@ -334,10 +334,13 @@ impl Reconciler<'_> {
                 continue;
             }
             let view = state::classify_pod(pods.get(&w.pod));
-            match view {
+            match view.clone() {
                 PodView::Missing | PodView::Terminating => {
                     if self.status.start_time.is_some() {
                         self.lose(i, "its pod was deleted before its result was collected");
+                    } else if view == PodView::Missing && w.phase != wp::PENDING {
+                        // Lost before the start: nothing measured yet, so a new pod is as good.
+                        self.status.workers[i].phase = wp::PENDING.into();
                     }
                 }
                 PodView::ConfigError(msg) => self.worker_failed(i, "WorkerConfigError", msg),
