@@ -21,9 +21,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use crate::client::WorkerClient;
-use crate::crd::{
-    BenchmarkRun, BenchmarkRunStatus, CleanupPolicy, FailurePolicy, Phase, Progress, WorkerStatus,
-};
+use crate::crd::{BenchmarkRun, BenchmarkRunStatus, CleanupPolicy, Phase, Progress, WorkerStatus};
 use crate::metrics::Metrics;
 use crate::resources::{self, MANAGER, RUN_LABEL};
 use crate::state::{self, cond, worker_phase as wp, PodView};
@@ -405,42 +403,26 @@ impl Reconciler<'_> {
                 "every worker pod is scheduled",
             );
         }
-        // 6. Failures and the failure policy.
-        let (live, dead): (Vec<_>, Vec<_>) = self
-            .status
-            .workers
-            .iter()
-            .cloned()
-            .partition(state::is_live);
-        if !dead.is_empty() {
-            let which = dead
-                .iter()
-                .map(|w| {
-                    format!(
-                        "{} (pod {}, node {}): {}",
-                        w.name,
-                        w.pod,
-                        w.node.as_deref().unwrap_or("?"),
-                        w.message.as_deref().unwrap_or("lost")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
-            let reason = if dead.iter().any(|w| w.phase == wp::LOST) {
-                "WorkerLost"
-            } else {
-                "WorkerFailed"
-            };
-            self.condition(cond::LOST, true, reason, which.clone());
-            if self.run.spec.failure_policy == FailurePolicy::Abort || live.is_empty() {
-                self.fail(reason, which);
-                self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
-                self.stop_workers().await;
-                return Ok(Action::requeue(POLL));
-            }
+        // 6. The state machine: failure policy, start, completion.
+        if let Some((reason, which)) = state::dead_workers(&self.status.workers) {
+            self.condition(cond::LOST, true, reason, which);
         }
-        // 7. Start: all live workers ready -> one start time, written before it is sent.
-        if self.status.start_time.is_none() && live.iter().all(|w| w.phase == wp::READY) {
+        let started = self.status.start_time.is_some();
+        let next = state::next_step(&self.status.workers, self.run.spec.failure_policy, started);
+        if let state::Next::Fail { reason, message } = &next {
+            self.fail(reason, message.clone());
+            self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+            self.stop_workers().await;
+            return Ok(Action::requeue(POLL));
+        }
+        // 7. Start: one start time for every live worker, written before it is sent.
+        if next == state::Next::Start {
+            let live = self
+                .status
+                .workers
+                .iter()
+                .filter(|w| state::is_live(w))
+                .count();
             let delay = self
                 .run
                 .spec
@@ -453,16 +435,16 @@ impl Reconciler<'_> {
                 cond::READY,
                 true,
                 "AllReady",
-                format!("{} workers ready", live.len()),
+                format!("{live} workers ready"),
             );
             self.set_phase(
                 Phase::Running,
                 "Starting",
-                format!("{} workers start at {}", live.len(), at.to_rfc3339()),
+                format!("{live} workers start at {}", at.to_rfc3339()),
             );
             write_status(&self.ctx.client, &self.ns, &self.name, &self.status).await?;
             self.send_starts(&pods, &token).await;
-        } else if self.status.start_time.is_some() {
+        } else if started {
             // Resend to anyone still waiting (an operator restarted between the two writes).
             self.send_starts(&pods, &token).await;
         }
@@ -491,14 +473,14 @@ impl Reconciler<'_> {
                 self.status.progress = Some(progress);
             }
         }
-        if !live.is_empty() && live.iter().all(|w| w.phase == wp::COLLECTED) {
-            self.complete(&live).await?;
-        } else if !live.is_empty()
-            && live
-                .iter()
-                .all(|w| w.phase == wp::COLLECTED || w.phase == wp::DONE)
-        {
-            self.set_phase(Phase::Collecting, "Collecting", "every worker has finished");
+        if self.status.start_time.is_some() {
+            match state::next_step(&self.status.workers, self.run.spec.failure_policy, true) {
+                state::Next::Complete => self.complete(&live).await?,
+                state::Next::Collecting => {
+                    self.set_phase(Phase::Collecting, "Collecting", "every worker has finished")
+                }
+                _ => {}
+            }
         }
         self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
         if self.status.phase.is_finished() {

@@ -280,6 +280,84 @@ pub fn is_live(w: &WorkerStatus) -> bool {
     w.phase != worker_phase::FAILED && w.phase != worker_phase::LOST
 }
 
+/// What the run does next, given its workers (the state machine's core, pure).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    /// Fail the run with this reason and message.
+    Fail {
+        reason: &'static str,
+        message: String,
+    },
+    /// Every live worker is ready and no start time was given yet: give one.
+    Start,
+    /// Every live worker is collected: merge and succeed.
+    Complete,
+    /// Every live worker has finished; some summaries are still to be fetched.
+    Collecting,
+    /// Nothing to decide yet.
+    Wait,
+}
+
+/// Failed or lost workers as (reason, "w1 (pod p, node n): why; ..."), for the WorkersLost
+/// condition; `None` when every worker is fine.
+pub fn dead_workers(workers: &[WorkerStatus]) -> Option<(&'static str, String)> {
+    let dead: Vec<_> = workers.iter().filter(|w| !is_live(w)).collect();
+    if dead.is_empty() {
+        return None;
+    }
+    let which = dead
+        .iter()
+        .map(|w| {
+            format!(
+                "{} (pod {}, node {}): {}",
+                w.name,
+                w.pod,
+                w.node.as_deref().unwrap_or("?"),
+                w.message.as_deref().unwrap_or("lost")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let reason = if dead.iter().any(|w| w.phase == worker_phase::LOST) {
+        "WorkerLost"
+    } else {
+        "WorkerFailed"
+    };
+    Some((reason, which))
+}
+
+/// Decide the next step from the workers, the failure policy and whether a start time exists.
+pub fn next_step(
+    workers: &[WorkerStatus],
+    policy: crate::crd::FailurePolicy,
+    started: bool,
+) -> Next {
+    use worker_phase::*;
+    let live: Vec<_> = workers.iter().filter(|w| is_live(w)).collect();
+    if let Some((reason, message)) = dead_workers(workers) {
+        if policy == crate::crd::FailurePolicy::Abort || live.is_empty() {
+            return Next::Fail { reason, message };
+        }
+    }
+    if live.is_empty() {
+        return Next::Wait;
+    }
+    if !started {
+        return if live.iter().all(|w| w.phase == READY) {
+            Next::Start
+        } else {
+            Next::Wait
+        };
+    }
+    if live.iter().all(|w| w.phase == COLLECTED) {
+        Next::Complete
+    } else if live.iter().all(|w| w.phase == COLLECTED || w.phase == DONE) {
+        Next::Collecting
+    } else {
+        Next::Wait
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,6 +479,77 @@ mod tests {
         let skew = start_skew_ms(&[w(t0 + ms(100), 100.0), w(t0 + ms(3), 0.0)]).unwrap();
         assert_eq!(skew, 3.0);
         assert_eq!(start_skew_ms(&[]), None);
+    }
+
+    fn w(name: &str, phase: &str) -> WorkerStatus {
+        WorkerStatus {
+            name: name.into(),
+            pod: format!("run-{name}"),
+            node: Some("vm".into()),
+            phase: phase.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn state_machine() {
+        use crate::crd::FailurePolicy::{Abort, Continue};
+        // Start only when every live worker is ready.
+        assert_eq!(
+            next_step(&[w("w0", "Ready"), w("w1", "Preparing")], Abort, false),
+            Next::Wait
+        );
+        assert_eq!(
+            next_step(&[w("w0", "Ready"), w("w1", "Ready")], Abort, false),
+            Next::Start
+        );
+        // Never a second start time.
+        assert_eq!(
+            next_step(&[w("w0", "Ready"), w("w1", "Ready")], Abort, true),
+            Next::Wait
+        );
+        assert_eq!(
+            next_step(&[w("w0", "Done"), w("w1", "Collected")], Abort, true),
+            Next::Collecting
+        );
+        assert_eq!(
+            next_step(&[w("w0", "Collected"), w("w1", "Collected")], Abort, true),
+            Next::Complete
+        );
+        // A lost worker: Abort fails and names it; Continue goes on without it.
+        let mut lost = w("w1", "Lost");
+        lost.message = Some("its pod was deleted".into());
+        match next_step(&[w("w0", "Running"), lost.clone()], Abort, true) {
+            Next::Fail { reason, message } => {
+                assert_eq!(reason, "WorkerLost");
+                assert!(
+                    message.contains("w1 (pod run-w1, node vm): its pod was deleted"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            next_step(&[w("w0", "Running"), lost.clone()], Continue, true),
+            Next::Wait
+        );
+        assert_eq!(
+            next_step(&[w("w0", "Collected"), lost.clone()], Continue, true),
+            Next::Complete
+        );
+        // A worker failing before the start under Continue: the others start without it.
+        assert_eq!(
+            next_step(&[w("w0", "Ready"), w("w1", "Failed")], Continue, false),
+            Next::Start
+        );
+        // Nobody left: fail whatever the policy.
+        assert!(matches!(
+            next_step(&[w("w0", "Failed")], Continue, false),
+            Next::Fail {
+                reason: "WorkerFailed",
+                ..
+            }
+        ));
     }
 
     #[test]
