@@ -5,6 +5,16 @@
 //! restart are written to the status *before* acting on them (worker placement, the start
 //! time); summaries are written to the result ConfigMap before the status counts them. So a
 //! restart at any moment repeats only idempotent steps.
+//!
+//! # RBAC the operator needs
+//! - `benchmarkruns`: get, list, watch, delete (TTL); `benchmarkruns/status`: get, patch
+//! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: create, delete
+//! - `configmaps`: get, create, patch; `secrets`: **create only** (the per-run token; never
+//!   get/list, so credentials referenced by runs stay unreadable to the operator)
+//! - `nodes`: list (perNode); `events.k8s.io/events`: create, patch
+//!
+//! The operator reaches each worker at `<pod IP>:8080`; the workers' `/v1/*` endpoints accept
+//! only the per-run token (HMAC-SHA256 of the run UID under the operator's key).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
