@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Build the workspace binaries as static executables, turn each into a one-layer image and import
+# it into the containerd of BOTH test nodes (no registry, no Docker), then write the tags to
+# tests/.state/images.env (WORKER_IMAGE=..., OPERATOR_IMAGE=...). Pods use them with
+# imagePullPolicy: Never. Needs a running cluster (tests/cluster/up.sh).
+#
+# Tag: localhost/benchrun-<bin>:<crate version>-<first 12 hex of the binary's sha256>. The
+# content hash changes whenever the code does, so a pod can never run a stale image under a
+# reused tag (the kubelet never re-pulls with Never).
+#
+# Static glibc, not musl: the rustup musl target would have to be downloaded from
+# static.rust-lang.org, which this machine (and CI) cannot reach; only package registries are
+# reachable and Debian ships no Rust std for musl. `-C target-feature=+crt-static` with the gnu
+# target gives a fully static executable. glibc >= 2.34 has its files and dns NSS backends inside
+# libc itself, so hostname lookups (/etc/hosts, DNS) work in an image with no shared libraries.
+# The explicit --target keeps RUSTFLAGS off build scripts and proc macros, which must stay
+# dynamic, and the separate target dir keeps these flags from invalidating the dev build.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib/cluster.sh"
+mkdir -p "$LOG_DIR" "$IMAGE_CACHE"
+apt_install file ca-certificates >> "$LOG_DIR/apt.log" 2>&1 || die "apt-get install failed" apt
+for n in $NODES; do
+  alive "containerd-$n" || die "containerd of node $n is not running; run tests/cluster/up.sh first"
+done
+
+TARGET=x86_64-unknown-linux-gnu
+export CARGO_TARGET_DIR=$BENCHRUN_CACHE/target-static
+BINS=(benchrun-worker)
+[ -f "$REPO_ROOT/operator/Cargo.toml" ] && BINS+=(benchrun-operator)
+pkgs=(); for b in "${BINS[@]}"; do pkgs+=(-p "$b"); done
+
+log "cargo build --release (static) ${pkgs[*]}; log $LOG_DIR/image-build.log"
+if ! (cd "$REPO_ROOT" && RUSTFLAGS='-C target-feature=+crt-static' \
+      cargo build --release --target "$TARGET" "${pkgs[@]}") > "$LOG_DIR/image-build.log" 2>&1; then
+  die "static cargo build failed" image-build
+fi
+
+: > "$IMAGES_ENV.tmp"
+for b in "${BINS[@]}"; do
+  bin=$CARGO_TARGET_DIR/$TARGET/release/$b
+  [ -x "$bin" ] || die "$bin was not built"
+  # A dynamic executable would fail in the image with a bare "no such file or directory".
+  file -L "$bin" | grep -q 'statically linked' || die "$bin is not statically linked: $(file -L "$bin")"
+  version=$(cd "$REPO_ROOT" && cargo pkgid -p "$b" | sed 's/.*[#@]//')
+  ref=localhost/$b:$version-$(sha256sum "$bin" | cut -c1-12)
+  tar=$IMAGE_CACHE/${b}_${ref##*:}.tar
+  # CA bundle for https object-store endpoints (what distroless/static ships as well).
+  [ -f "$tar" ] || make_image "$tar" "$ref" "$bin" "/$b" /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt
+  for n in $NODES; do
+    import_image "$n" "$tar" "$ref"
+    # Older builds of this binary are never used again; drop their names so containerd can
+    # collect them (a running container keeps its snapshot regardless).
+    for old in $(ctr_ "$n" images ls -q | grep "^localhost/$b:" | grep -vxF "$ref"); do
+      ctr_ "$n" images rm "$old" >/dev/null 2>&1 || true
+    done
+  done
+  log "$ref ($(du -h "$tar" | cut -f1)) imported on: $NODES"
+  var=$(echo "${b#benchrun-}" | tr a-z A-Z)_IMAGE
+  echo "$var=$ref" >> "$IMAGES_ENV.tmp"
+done
+# Older tarballs of our own images are no longer needed by anything.
+for b in "${BINS[@]}"; do
+  cur=$(grep -i "^$(echo "${b#benchrun-}" | tr a-z A-Z)_IMAGE=" "$IMAGES_ENV.tmp" | sed 's/.*://')
+  find "$IMAGE_CACHE" -maxdepth 1 -name "${b}_*.tar" ! -name "${b}_${cur}.tar" -delete
+done
+mv "$IMAGES_ENV.tmp" "$IMAGES_ENV"
+cat "$IMAGES_ENV"

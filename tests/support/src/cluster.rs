@@ -1,0 +1,136 @@
+//! Connecting to the test cluster and finding what `tests/cluster/*.sh` wrote.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+/// The two nodes `tests/cluster/up.sh` starts; benchrun places one worker on each.
+pub const NODES: [&str; 2] = ["vm", "vm2"];
+
+/// Overrides the kubeconfig path. Deliberately not `KUBECONFIG`: a developer's own cluster must
+/// never receive test pods by accident.
+pub const KUBECONFIG_ENV: &str = "BENCHRUN_KUBECONFIG";
+
+/// `tests/.state`, where the cluster scripts write the kubeconfig and `images.env`.
+pub fn state_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("BENCHRUN_STATE") {
+        return PathBuf::from(dir);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../.state")
+}
+
+/// The kubeconfig the tests use: `$BENCHRUN_KUBECONFIG`, else `tests/.state/kubeconfig`.
+pub fn kubeconfig_path() -> PathBuf {
+    match std::env::var_os(KUBECONFIG_ENV) {
+        Some(p) => PathBuf::from(p),
+        None => state_dir().join("kubeconfig"),
+    }
+}
+
+/// Builds a client from the test kubeconfig without contacting the server.
+pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    // A stopped apiserver should fail a test in seconds, not after the default 295 s.
+    config.connect_timeout = Some(Duration::from_secs(5));
+    config.read_timeout = Some(Duration::from_secs(60));
+    Ok(Client::try_from(config)?)
+}
+
+/// Connects to the test cluster, or panics with the reason and the script that fixes it.
+pub async fn connect() -> Client {
+    let path = kubeconfig_path();
+    if !path.exists() {
+        panic!(
+            "test cluster is not up: no kubeconfig at {}; run tests/cluster/up.sh (as root)",
+            path.display()
+        );
+    }
+    let client = client_from_kubeconfig(&path)
+        .await
+        .unwrap_or_else(|e| panic!("cannot load kubeconfig {}: {e:#}", path.display()));
+    match tokio::time::timeout(Duration::from_secs(15), client.apiserver_version()).await {
+        Ok(Ok(_)) => client,
+        Ok(Err(e)) => panic!(
+            "test cluster is not reachable with {}: {e}; run tests/cluster/up.sh (as root)",
+            path.display()
+        ),
+        Err(_) => panic!(
+            "test cluster did not answer within 15 s with {}; run tests/cluster/up.sh (as root)",
+            path.display()
+        ),
+    }
+}
+
+/// Panics unless every node in `names` exists and is Ready.
+pub async fn require_ready_nodes(client: &Client, names: &[&str]) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in names {
+        let node = nodes.get_opt(name).await.unwrap_or_else(|e| panic!("reading node {name}: {e}"));
+        let Some(node) = node else {
+            panic!("node {name} does not exist; run tests/cluster/up.sh");
+        };
+        let ready = node
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Ready");
+        match ready {
+            Some(c) if c.status == "True" => {}
+            other => panic!(
+                "node {name} is not Ready ({:?}); run tests/cluster/up.sh",
+                other.map(|c| (c.status, c.message))
+            ),
+        }
+    }
+}
+
+/// The image references `tests/cluster/image.sh` imported into both nodes.
+#[derive(Debug, Clone)]
+pub struct Images {
+    /// `WORKER_IMAGE`, e.g. `localhost/benchrun-worker:0.1.0-1a2b3c4d5e6f`.
+    pub worker: String,
+    /// `OPERATOR_IMAGE`; `None` until the operator crate exists.
+    pub operator: Option<String>,
+}
+
+impl Images {
+    /// Reads `tests/.state/images.env`, or panics saying to run `tests/cluster/image.sh`.
+    pub fn load() -> Images {
+        let path = state_dir().join("images.env");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!("cannot read {}: {e}; run tests/cluster/image.sh", path.display())
+        });
+        Self::parse(&text).unwrap_or_else(|e| panic!("{}: {e}; run tests/cluster/image.sh", path.display()))
+    }
+
+    fn parse(text: &str) -> anyhow::Result<Images> {
+        let get = |key: &str| {
+            text.lines()
+                .filter_map(|l| l.split_once('='))
+                .find(|(k, _)| k.trim() == key)
+                .map(|(_, v)| v.trim().to_string())
+        };
+        Ok(Images {
+            worker: get("WORKER_IMAGE").ok_or_else(|| anyhow::anyhow!("no WORKER_IMAGE"))?,
+            operator: get("OPERATOR_IMAGE"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_images_env() {
+        let i = Images::parse("WORKER_IMAGE=localhost/benchrun-worker:0.1.0-abc\n").unwrap();
+        assert_eq!(i.worker, "localhost/benchrun-worker:0.1.0-abc");
+        assert_eq!(i.operator, None);
+        assert!(Images::parse("OPERATOR_IMAGE=x\n").is_err());
+    }
+}

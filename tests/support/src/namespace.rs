@@ -1,0 +1,125 @@
+//! A fresh namespace per test, removed when the test ends, with diagnostics on failure.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::{Api, Client};
+
+use crate::cluster::{client_from_kubeconfig, kubeconfig_path};
+use crate::diagnostics;
+
+/// Set to keep a failed test's namespace for inspection with kubectl.
+pub const KEEP_ENV: &str = "BENCHRUN_KEEP_NAMESPACE";
+
+/// Owns a namespace created for one test. Dropping it deletes the namespace (and with it all
+/// the test's objects); if the test is panicking, the pods' logs and the events are printed first.
+///
+/// Every namespace enforces the `restricted` Pod Security Standard, so the apiserver itself
+/// rejects a test pod that runs as root, keeps capabilities or has a writable root filesystem.
+pub struct TestNamespace {
+    name: String,
+    client: Client,
+}
+
+impl TestNamespace {
+    /// Creates `bt-<prefix>-<unique>` and waits until its default service account exists
+    /// (pods are refused before that).
+    pub async fn create(client: &Client, prefix: &str) -> TestNamespace {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
+        let unique = format!("{:x}{:x}{}", std::process::id(), nanos % 0xffff, SEQ.fetch_add(1, Ordering::Relaxed));
+        let mut name = format!("bt-{prefix}-{unique}").to_lowercase();
+        name.truncate(63);
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(
+                    [
+                        ("app.kubernetes.io/part-of", "benchrun-tests"),
+                        ("pod-security.kubernetes.io/enforce", "restricted"),
+                        ("pod-security.kubernetes.io/enforce-version", "latest"),
+                    ]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+        let guard = TestNamespace { name: name.clone(), client: client.clone() };
+        let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while sas.get_opt("default").await.ok().flatten().is_none() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "namespace {name}: no default service account after 30 s (is kube-controller-manager running?)"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        guard
+    }
+
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The client the namespace was created with.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Prints the pods' logs and the events now (for failures that do not panic).
+    pub async fn dump_diagnostics(&self) {
+        diagnostics::dump_diagnostics(&self.client, &self.name).await;
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let failed = std::thread::panicking();
+        let name = self.name.clone();
+        // Drop runs on the test's runtime thread; blocking it on this client would starve the
+        // client's own background task (current-thread runtime). A helper thread with its own
+        // runtime and client avoids that. Spawned threads inherit the test's output capture,
+        // so the report lands in the failed test's output.
+        let worker = std::thread::spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return eprintln!("namespace {name}: no runtime for cleanup: {e}"),
+            };
+            rt.block_on(async move {
+                let client = match client_from_kubeconfig(&kubeconfig_path()).await {
+                    Ok(c) => c,
+                    Err(e) => return eprintln!("namespace {name}: cannot connect for cleanup: {e:#}"),
+                };
+                if failed {
+                    diagnostics::dump_diagnostics(&client, &name).await;
+                    if std::env::var_os(KEEP_ENV).is_some() {
+                        return eprintln!("{KEEP_ENV} is set: keeping namespace {name}");
+                    }
+                }
+                let namespaces: Api<Namespace> = Api::all(client);
+                let deleted = tokio::time::timeout(
+                    Duration::from_secs(20),
+                    namespaces.delete(&name, &DeleteParams::background()),
+                )
+                .await;
+                match deleted {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => eprintln!("deleting namespace {name}: {e}"),
+                    Err(_) => eprintln!("deleting namespace {name}: timed out"),
+                }
+            });
+        });
+        let _ = worker.join();
+    }
+}
