@@ -30,7 +30,7 @@ target: $2://$BASE/data
 duration: ${SECS}s
 concurrency: 1
 ops: [{ op: get }]
-dataset: { objects: $FILES, size: 64MiB, prepare: false, cleanup: false }
+dataset: { objects: $FILES, size: 64MiB, prepare: false, cleanup: false, access: sequential }
 read: $3
 Y
 }

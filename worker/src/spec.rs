@@ -222,6 +222,22 @@ pub struct DatasetSpec {
     /// Delete everything under the prefix after the run.
     #[serde(default = "defaults::yes")]
     pub cleanup: bool,
+    /// Which object each `get` and `stat` reads: `random` (uniform) or `sequential` (one
+    /// pass after another over the dataset in key order, shared by all tasks, as a file
+    /// reader such as fio walks its files).
+    #[serde(default)]
+    pub access: Access,
+}
+
+/// Order in which reads visit the dataset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Access {
+    /// Each read picks an object uniformly at random.
+    #[default]
+    Random,
+    /// Reads walk the dataset in key order, wrapping around.
+    Sequential,
 }
 
 impl Default for DatasetSpec {
@@ -232,6 +248,7 @@ impl Default for DatasetSpec {
             size: None,
             prepare: true,
             cleanup: true,
+            access: Access::Random,
         }
     }
 }

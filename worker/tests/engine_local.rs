@@ -206,3 +206,55 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
         .unwrap_or(0);
     (code, text)
 }
+
+/// A real file target that remembers which keys were read.
+#[derive(Debug)]
+struct Recording {
+    inner: Arc<dyn Target>,
+    reads: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Target for Recording {
+    async fn get(&self, key: &str, req: &GetRequest) -> Result<GetOutcome, TargetError> {
+        self.reads.lock().unwrap().push(key.to_string());
+        self.inner.get(key, req).await
+    }
+    async fn put(&self, key: &str, data: Payload) -> Result<u32, TargetError> {
+        self.inner.put(key, data).await
+    }
+    async fn stat(&self, key: &str) -> Result<ObjectInfo, TargetError> {
+        self.inner.stat(key).await
+    }
+    async fn list(&self, prefix: &str) -> Result<ListOutcome, TargetError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), TargetError> {
+        self.inner.delete(key).await
+    }
+    async fn check(&self) -> Result<(), TargetError> {
+        self.inner.check().await
+    }
+    fn default_plan(&self) -> ChunkPlan {
+        self.inner.default_plan()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequential_access_walks_the_dataset_in_key_order() {
+    let dir = scratch();
+    let w = workload(dir.path(), "totalOps: 10\nconcurrency: 1\nops: [{op: get}]\ndataset: {objects: 4, size: 4KiB, access: sequential}\n");
+    let inner = targets::open(&w).await.unwrap();
+    let rec = Arc::new(Recording {
+        inner,
+        reads: Default::default(),
+    });
+    let engine = Engine::with_target(w, rec.clone(), Arc::new(Metrics::new()), "t").unwrap();
+    let ds = engine.prepare().await.unwrap();
+    engine.run(&ds, None, std::future::pending()).await.unwrap();
+    let reads = rec.reads.lock().unwrap().clone();
+    let want: Vec<String> = (0..10)
+        .map(|i| format!("benchrun/obj-{:08}", i % 4))
+        .collect();
+    assert_eq!(reads, want);
+}

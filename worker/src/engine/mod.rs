@@ -28,7 +28,7 @@ use sizes::SizeSampler;
 
 use crate::datagen::DataPattern;
 use crate::metrics::{Metrics, Stage};
-use crate::spec::{OpKind, Workload};
+use crate::spec::{Access, OpKind, Workload};
 use crate::stats::{ProcessStats, StageStats, Summary, SUMMARY_VERSION};
 use crate::targets::{self, GetRequest, ObjectInfo, ReadCheck, Target, TargetError};
 
@@ -283,6 +283,7 @@ impl Engine {
             schedule: schedule.clone(),
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            cursor: AtomicU64::new(0),
             stop_reason: Mutex::new(None),
         });
         let watcher = {
@@ -400,6 +401,8 @@ struct RunCtx {
     schedule: Arc<Schedule>,
     done: AtomicU64,
     failed: AtomicU64,
+    /// Next dataset index for `access: sequential`.
+    cursor: AtomicU64,
     stop_reason: Mutex<Option<String>>,
 }
 
@@ -492,8 +495,13 @@ impl RunCtx {
     ) -> Result<Done, TargetError> {
         let t = &self.target;
         let pick = |rng: &mut SmallRng| {
+            let n = self.dataset.len().max(1) as u64;
+            let i = match self.engine_workload.dataset.access {
+                Access::Random => rng.random_range(0..n),
+                Access::Sequential => self.cursor.fetch_add(1, Ordering::Relaxed) % n,
+            };
             self.dataset
-                .get(rng.random_range(0..self.dataset.len().max(1)))
+                .get(i as usize)
                 .ok_or_else(|| TargetError::Other("the dataset is empty".into()))
         };
         match op {
