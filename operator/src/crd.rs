@@ -449,7 +449,7 @@ mod tests {
     /// fails here and not at `kubectl apply`.
     #[test]
     fn schema_is_structural() {
-        let crd = BenchmarkRun::crd();
+        let crd = crate::crd();
         let schema = serde_json::to_value(
             crd.spec.versions[0]
                 .schema

@@ -17,7 +17,7 @@ use benchrun_worker::Summary;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, CustomResourceExt};
+use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
 const KEY: &[u8] = b"benchrun-cluster-test-operator-key";
@@ -40,7 +40,7 @@ async fn env(prefix: &str) -> Env {
 /// Apply the CRD (idempotent across concurrently running tests) and wait until it is served.
 async fn install_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = BenchmarkRun::crd();
+    let crd = benchrun_operator::crd();
     let name = crd.metadata.name.clone().unwrap_or_default();
     crds.patch(
         &name,
