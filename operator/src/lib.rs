@@ -48,6 +48,13 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Choose rustls' crypto provider for the process. Both `ring` (kube) and `aws-lc-rs` (the
+/// worker's object_store) are linked, so rustls cannot pick one itself and would panic on the
+/// first TLS connection. Call before creating a kube client; repeated calls are harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The CRD, as installed: the derived one with schemars' unsigned-integer formats removed
 /// (`uint32`, `uint64`), which the apiserver does not know and warns about on every apply.
 pub fn crd(

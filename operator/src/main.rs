@@ -70,6 +70,7 @@ async fn run(args: RunArgs) -> Result<()> {
         "the key file {} holds fewer than 16 bytes",
         args.key_file.display()
     );
+    benchrun_operator::install_crypto_provider();
     let client = kube::Client::try_default()
         .await
         .context("connecting to Kubernetes")?;

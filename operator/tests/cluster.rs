@@ -29,6 +29,7 @@ struct Env {
 }
 
 async fn env(prefix: &str) -> Env {
+    benchrun_operator::install_crypto_provider();
     let client = cluster::connect().await;
     cluster::require_ready_nodes(&client, &NODES).await;
     let images = Images::load();
