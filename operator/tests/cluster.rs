@@ -401,3 +401,41 @@ async fn worker_deleted_mid_run_completes_under_continue() {
         1
     );
 }
+
+#[tokio::test]
+async fn missing_claim_fails_with_the_cause() {
+    let env = env("op-noclaim").await;
+    let _op = spawn_operator(&env);
+    let spec = r#"
+workload:
+  target: file:///data/bench
+  totalOps: 10
+  ops: [{op: get}]
+  dataset: {objects: 2, size: 4KiB}
+workers: {perNode: true}
+volume: {claimName: no-such-claim}
+"#;
+    let api = create_run(&env, "noclaim", spec).await;
+    // The scheduler's reason shows as a condition at once, long before the run gives up.
+    let run = wait_for(
+        &api,
+        "noclaim",
+        Duration::from_secs(20),
+        "WorkersScheduled=False",
+        |r| condition(r, "WorkersScheduled").is_some_and(|c| c.status == "False"),
+    )
+    .await;
+    let c = condition(&run, "WorkersScheduled").unwrap();
+    assert!(c.message.contains("no-such-claim"), "{c:?}");
+    let run = wait_for(
+        &api,
+        "noclaim",
+        Duration::from_secs(60),
+        "finished",
+        finished,
+    )
+    .await;
+    assert_eq!(phase(&run), Phase::Failed);
+    let c = condition(&run, "Complete").expect("Complete condition");
+    assert!(c.message.contains("no-such-claim"), "{c:?}");
+}
