@@ -27,8 +27,22 @@ apt_install containerd runc containernetworking-plugins iptables conntrack socat
 for b in containerd runc ctr socat nsenter; do command -v "$b" >/dev/null || die "$b not found after install"; done
 [ -x /usr/lib/cni/bridge ] || die "/usr/lib/cni/bridge missing (containernetworking-plugins)"
 
+# A cluster started by another version of these scripts would keep its old flags and configs
+# for as long as it runs; restart it (state is kept, so this takes seconds).
+CONFIG_HASH=$(cat "$HERE/up.sh" "$HERE/conf/"* "$HERE/../lib/cluster.sh" | sha256sum | cut -c1-16)
+if [ -n "$(ls "$PID_DIR" 2>/dev/null)" ] && [ "$(cat "$CLUSTER_DIR/config-hash" 2>/dev/null)" != "$CONFIG_HASH" ]; then
+  log "the running cluster was started by a different version of up.sh; restarting it"
+  "$HERE/down.sh" >> "$LOG_DIR/down.log" 2>&1 || die "down.sh failed" down
+fi
+mkdir -p "$CLUSTER_DIR"; echo "$CONFIG_HASH" > "$CLUSTER_DIR/config-hash"
+
 # ------------------------------------------------------------------ PKI, kubeconfigs
 "$HERE/pki.sh" || die "pki.sh failed"
+
+# A worker prints its JSON summary on stdout and its table on stderr at the same moment; the log
+# API merges the two streams line by line, so tests read stdout alone (`stream=Stdout`), which
+# needs this gate on the apiserver and the kubelets (alpha in 1.37, test cluster only).
+FEATURE_GATES=PodLogsQuerySplitStreams=true
 
 # ------------------------------------------------------------------ control plane (loopback)
 if ! alive etcd; then
@@ -50,7 +64,8 @@ if ! alive kube-apiserver; then
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-    --allow-privileged=true --endpoint-reconciler-type=none
+    --allow-privileged=true --endpoint-reconciler-type=none \
+    --feature-gates="$FEATURE_GATES"
 fi
 wait_for "kube-apiserver /readyz" 180 kube-apiserver kubectl_ get --raw /readyz
 
@@ -209,6 +224,7 @@ mergeDefaultEvictionSettings: false
 serializeImagePulls: false
 syncFrequency: 10s
 nodeStatusUpdateFrequency: 10s
+featureGates: {${FEATURE_GATES%%=*}: true}
 $extra
 EOF
 }

@@ -33,7 +33,8 @@ pub fn kubeconfig_path() -> PathBuf {
 /// Builds a client from the test kubeconfig without contacting the server.
 pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {
     let kubeconfig = Kubeconfig::read_from(path)?;
-    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    let mut config =
+        Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     // A stopped apiserver should fail a test in seconds, not after the default 295 s.
     config.connect_timeout = Some(Duration::from_secs(5));
     config.read_timeout = Some(Duration::from_secs(60));
@@ -69,7 +70,10 @@ pub async fn connect() -> Client {
 pub async fn require_ready_nodes(client: &Client, names: &[&str]) {
     let nodes: Api<Node> = Api::all(client.clone());
     for name in names {
-        let node = nodes.get_opt(name).await.unwrap_or_else(|e| panic!("reading node {name}: {e}"));
+        let node = nodes
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading node {name}: {e}"));
         let Some(node) = node else {
             panic!("node {name} does not exist; run tests/cluster/up.sh");
         };
@@ -103,9 +107,13 @@ impl Images {
     pub fn load() -> Images {
         let path = state_dir().join("images.env");
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!("cannot read {}: {e}; run tests/cluster/image.sh", path.display())
+            panic!(
+                "cannot read {}: {e}; run tests/cluster/image.sh",
+                path.display()
+            )
         });
-        Self::parse(&text).unwrap_or_else(|e| panic!("{}: {e}; run tests/cluster/image.sh", path.display()))
+        Self::parse(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}; run tests/cluster/image.sh", path.display()))
     }
 
     fn parse(text: &str) -> anyhow::Result<Images> {

@@ -31,13 +31,20 @@ pub async fn collect(client: &Client, ns: &str) -> String {
         }
         Ok(list) => {
             let mut items = list.items;
-            items.sort_by_key(|e| e.last_timestamp.clone().or(e.first_timestamp.clone()).map(|t| t.0));
+            items.sort_by_key(|e| {
+                e.last_timestamp
+                    .clone()
+                    .or(e.first_timestamp.clone())
+                    .map(|t| t.0)
+            });
             let _ = writeln!(out, "----- events ({}) -----", items.len());
             for e in items {
                 let _ = writeln!(
                     out,
                     "{} {} {}/{}: {} {}",
-                    e.last_timestamp.map(|t| t.0.to_string()).unwrap_or_default(),
+                    e.last_timestamp
+                        .map(|t| t.0.to_string())
+                        .unwrap_or_default(),
                     e.type_.unwrap_or_default(),
                     e.involved_object.kind.unwrap_or_default(),
                     e.involved_object.name.unwrap_or_default(),
@@ -89,13 +96,21 @@ async fn write_pod(out: &mut String, pods: &Api<Pod>, pod: &Pod) {
                 t.message.unwrap_or_default()
             )
         } else if let Some(w) = state.waiting {
-            format!("waiting reason={} {}", w.reason.unwrap_or_default(), w.message.unwrap_or_default())
+            format!(
+                "waiting reason={} {}",
+                w.reason.unwrap_or_default(),
+                w.message.unwrap_or_default()
+            )
         } else if state.running.is_some() {
             "running".to_string()
         } else {
             "unknown".to_string()
         };
-        let _ = writeln!(out, "  container {} ({}): {desc}, restarts {}", cs.name, cs.image, cs.restart_count);
+        let _ = writeln!(
+            out,
+            "  container {} ({}): {desc}, restarts {}",
+            cs.name, cs.image, cs.restart_count
+        );
         let lp = LogParams {
             container: Some(cs.name.clone()),
             tail_lines: Some(LOG_TAIL_LINES),
@@ -106,7 +121,11 @@ async fn write_pod(out: &mut String, pods: &Api<Pod>, pod: &Pod) {
                 let _ = writeln!(out, "  (no log output)");
             }
             Ok(logs) => {
-                let _ = writeln!(out, "  --- logs of {name}/{} (last {LOG_TAIL_LINES} lines) ---", cs.name);
+                let _ = writeln!(
+                    out,
+                    "  --- logs of {name}/{} (last {LOG_TAIL_LINES} lines) ---",
+                    cs.name
+                );
                 for line in logs.lines() {
                     let _ = writeln!(out, "  | {line}");
                 }

@@ -28,8 +28,16 @@ impl TestNamespace {
     /// (pods are refused before that).
     pub async fn create(client: &Client, prefix: &str) -> TestNamespace {
         static SEQ: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
-        let unique = format!("{:x}{:x}{}", std::process::id(), nanos % 0xffff, SEQ.fetch_add(1, Ordering::Relaxed));
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let unique = format!(
+            "{:x}{:x}{}",
+            std::process::id(),
+            nanos % 0xffff,
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
         let mut name = format!("bt-{prefix}-{unique}").to_lowercase();
         name.truncate(63);
         let ns = Namespace {
@@ -54,7 +62,10 @@ impl TestNamespace {
             .create(&PostParams::default(), &ns)
             .await
             .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
-        let guard = TestNamespace { name: name.clone(), client: client.clone() };
+        let guard = TestNamespace {
+            name: name.clone(),
+            client: client.clone(),
+        };
         let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while sas.get_opt("default").await.ok().flatten().is_none() {
@@ -92,14 +103,19 @@ impl Drop for TestNamespace {
         // runtime and client avoids that. Spawned threads inherit the test's output capture,
         // so the report lands in the failed test's output.
         let worker = std::thread::spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => return eprintln!("namespace {name}: no runtime for cleanup: {e}"),
             };
             rt.block_on(async move {
                 let client = match client_from_kubeconfig(&kubeconfig_path()).await {
                     Ok(c) => c,
-                    Err(e) => return eprintln!("namespace {name}: cannot connect for cleanup: {e:#}"),
+                    Err(e) => {
+                        return eprintln!("namespace {name}: cannot connect for cleanup: {e:#}")
+                    }
                 };
                 if failed {
                     diagnostics::dump_diagnostics(&client, &name).await;

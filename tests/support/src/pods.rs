@@ -19,7 +19,10 @@ pub fn restricted_pod_security() -> PodSecurityContext {
         run_as_user: Some(NONROOT_UID),
         run_as_group: Some(NONROOT_UID),
         fs_group: Some(NONROOT_UID),
-        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -30,14 +33,23 @@ pub fn restricted_container_security() -> SecurityContext {
         allow_privilege_escalation: Some(false),
         read_only_root_filesystem: Some(true),
         run_as_non_root: Some(true),
-        capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
 
 /// Waits until the pod's phase is `want`, and returns the pod. Fails at once when the pod ends
 /// in another terminal phase or a container cannot start (e.g. the image is missing on the node).
-pub async fn wait_for_phase(client: &Client, ns: &str, name: &str, want: &str, timeout: Duration) -> anyhow::Result<Pod> {
+pub async fn wait_for_phase(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    want: &str,
+    timeout: Duration,
+) -> anyhow::Result<Pod> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::from("not created");
@@ -55,7 +67,13 @@ pub async fn wait_for_phase(client: &Client, ns: &str, name: &str, want: &str, t
                 if let Some(w) = cs.state.and_then(|s| s.waiting) {
                     let reason = w.reason.unwrap_or_default();
                     // These never resolve on their own with imagePullPolicy: Never.
-                    if matches!(reason.as_str(), "ErrImageNeverPull" | "InvalidImageName" | "CreateContainerConfigError" | "CreateContainerError") {
+                    if matches!(
+                        reason.as_str(),
+                        "ErrImageNeverPull"
+                            | "InvalidImageName"
+                            | "CreateContainerConfigError"
+                            | "CreateContainerError"
+                    ) {
                         anyhow::bail!(
                             "pod {ns}/{name} container {}: {reason}: {}",
                             cs.name,
@@ -74,10 +92,39 @@ pub async fn wait_for_phase(client: &Client, ns: &str, name: &str, want: &str, t
 }
 
 /// The whole log of one container (stdout and stderr interleaved, as the kubelet stores them).
-pub async fn logs(client: &Client, ns: &str, name: &str, container: &str) -> anyhow::Result<String> {
+pub async fn logs(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    container: &str,
+) -> anyhow::Result<String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let lp = LogParams { container: Some(container.to_string()), ..LogParams::default() };
+    let lp = LogParams {
+        container: Some(container.to_string()),
+        ..LogParams::default()
+    };
     Ok(pods.logs(name, &lp).await?)
+}
+
+/// Only what the container wrote to stdout. The plain log API interleaves stderr line by line,
+/// which can split a multi-line JSON document a program prints while it writes to stderr.
+/// Uses the `stream` log option (feature gate PodLogsQuerySplitStreams, which
+/// tests/cluster/up.sh enables on the apiserver and the kubelets).
+pub async fn stdout_logs(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    container: &str,
+) -> anyhow::Result<String> {
+    let lp = LogParams {
+        container: Some(container.to_string()),
+        ..LogParams::default()
+    };
+    let mut req =
+        kube::core::Request::new(format!("/api/v1/namespaces/{ns}/pods")).logs(name, &lp)?;
+    let uri = format!("{}&stream=Stdout", req.uri());
+    *req.uri_mut() = uri.parse()?;
+    Ok(client.request_text(req).await?)
 }
 
 /// The last JSON object in a log that starts at the beginning of a line. The log API merges
@@ -88,7 +135,8 @@ pub fn last_json_object(log: &str) -> Option<serde_json::Value> {
     let mut offset = 0;
     for line in log.split_inclusive('\n') {
         if line.starts_with('{') {
-            let mut stream = serde_json::Deserializer::from_str(&log[offset..]).into_iter::<serde_json::Value>();
+            let mut stream =
+                serde_json::Deserializer::from_str(&log[offset..]).into_iter::<serde_json::Value>();
             if let Some(Ok(v @ serde_json::Value::Object(_))) = stream.next() {
                 found = Some(v);
             }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use benchrun_test_support::pods::{
-    last_json_object, logs, restricted_container_security, restricted_pod_security, wait_for_phase,
+    restricted_container_security, restricted_pod_security, stdout_logs, wait_for_phase,
 };
 use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
 use k8s_openapi::api::core::v1::{
@@ -30,18 +30,28 @@ dataset: { objects: 20 }
 
 fn worker_pod(node: &str, image: &str) -> Pod {
     Pod {
-        metadata: ObjectMeta { name: Some(format!("worker-{node}")), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(format!("worker-{node}")),
+            ..ObjectMeta::default()
+        },
         spec: Some(PodSpec {
             restart_policy: Some("Never".into()),
             // Through the scheduler (not spec.nodeName), so placement is tested too.
-            node_selector: Some(BTreeMap::from([("kubernetes.io/hostname".into(), node.into())])),
+            node_selector: Some(BTreeMap::from([(
+                "kubernetes.io/hostname".into(),
+                node.into(),
+            )])),
             security_context: Some(restricted_pod_security()),
             automount_service_account_token: Some(false),
             containers: vec![Container {
                 name: "worker".into(),
                 image: Some(image.into()),
                 image_pull_policy: Some("Never".into()),
-                args: Some(["run", "/config/workload.yaml", "--summary", "-"].map(String::from).to_vec()),
+                args: Some(
+                    ["run", "/config/workload.yaml", "--summary", "-"]
+                        .map(String::from)
+                        .to_vec(),
+                ),
                 security_context: Some(restricted_container_security()),
                 // Both nodes report the whole machine, so the scheduler double-books: keep
                 // requests small and set limits so a runaway worker cannot starve the cluster.
@@ -50,24 +60,42 @@ fn worker_pod(node: &str, image: &str) -> Pod {
                         ("cpu".into(), Quantity("100m".into())),
                         ("memory".into(), Quantity("64Mi".into())),
                     ])),
-                    limits: Some(BTreeMap::from([("memory".into(), Quantity("512Mi".into()))])),
+                    limits: Some(BTreeMap::from([(
+                        "memory".into(),
+                        Quantity("512Mi".into()),
+                    )])),
                     ..Default::default()
                 }),
                 volume_mounts: Some(vec![
-                    VolumeMount { name: "config".into(), mount_path: "/config".into(), read_only: Some(true), ..Default::default() },
-                    VolumeMount { name: "data".into(), mount_path: "/data".into(), ..Default::default() },
+                    VolumeMount {
+                        name: "config".into(),
+                        mount_path: "/config".into(),
+                        read_only: Some(true),
+                        ..Default::default()
+                    },
+                    VolumeMount {
+                        name: "data".into(),
+                        mount_path: "/data".into(),
+                        ..Default::default()
+                    },
                 ]),
                 ..Default::default()
             }],
             volumes: Some(vec![
                 Volume {
                     name: "config".into(),
-                    config_map: Some(ConfigMapVolumeSource { name: "workload".into(), ..Default::default() }),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: "workload".into(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 },
                 Volume {
                     name: "data".into(),
-                    empty_dir: Some(EmptyDirVolumeSource { size_limit: Some(Quantity("256Mi".into())), ..Default::default() }),
+                    empty_dir: Some(EmptyDirVolumeSource {
+                        size_limit: Some(Quantity("256Mi".into())),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 },
             ]),
@@ -86,11 +114,16 @@ async fn one_worker_per_node_completes_with_ops() {
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let cm = ConfigMap {
-        metadata: ObjectMeta { name: Some("workload".into()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some("workload".into()),
+            ..ObjectMeta::default()
+        },
         data: Some(BTreeMap::from([("workload.yaml".into(), WORKLOAD.into())])),
         ..ConfigMap::default()
     };
-    cms.create(&PostParams::default(), &cm).await.expect("create ConfigMap");
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("create ConfigMap");
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
     for node in NODES {
@@ -101,15 +134,25 @@ async fn one_worker_per_node_completes_with_ops() {
 
     for node in NODES {
         let name = format!("worker-{node}");
-        let pod = wait_for_phase(&client, ns.name(), &name, "Succeeded", Duration::from_secs(120))
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"));
+        let pod = wait_for_phase(
+            &client,
+            ns.name(),
+            &name,
+            "Succeeded",
+            Duration::from_secs(120),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
         let ran_on = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
         assert_eq!(ran_on, node, "pod {name} ran on the wrong node");
 
-        let log = logs(&client, ns.name(), &name, "worker").await.expect("read worker logs");
-        let summary = last_json_object(&log)
-            .unwrap_or_else(|| panic!("no JSON summary in the logs of {name}:\n{log}"));
+        let log = stdout_logs(&client, ns.name(), &name, "worker")
+            .await
+            .expect("read worker stdout");
+        // stdout holds the summary and nothing else; anything more means stderr leaked in.
+        let summary: serde_json::Value = serde_json::from_str(&log).unwrap_or_else(|e| {
+            panic!("stdout of {name} is not one JSON summary ({e}); is PodLogsQuerySplitStreams on?\n{log}")
+        });
         let ops = summary["ops"]
             .as_object()
             .unwrap_or_else(|| panic!("summary of {name} has no \"ops\" object: {summary}"));
@@ -119,6 +162,9 @@ async fn one_worker_per_node_completes_with_ops() {
             .collect();
         let total: u64 = counts.values().sum();
         eprintln!("node {node}: pod {name} ops {counts:?}");
-        assert!(total > 0, "worker on {node} completed no operations: {summary}");
+        assert!(
+            total > 0,
+            "worker on {node} completed no operations: {summary}"
+        );
     }
 }
