@@ -14,7 +14,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/benchrun/target
 export CARGO_TERM_COLOR ?= never
 CARGO ?= cargo
 
-.PHONY: test lint unit local storage cluster build release bench-local clean-state
+.PHONY: test lint unit local storage cluster build release bench-local bench-object clean-state
 
 test: lint unit local storage cluster
 
@@ -27,6 +27,7 @@ unit:
 
 local:
 	$(CARGO) test -p benchrun-worker --test local_cli --test engine_local --test examples
+	$(CARGO) test -p benchrun-operator --test agent --test examples
 
 storage:
 	tests/storage/up.sh
@@ -35,7 +36,8 @@ storage:
 cluster:
 	tests/cluster/up.sh
 	tests/cluster/image.sh
-	$(CARGO) test $(CLUSTER_TEST_PACKAGES) --tests -- --test-threads=1
+	$(CARGO) test -p benchrun-test-support --test cluster_smoke
+	$(CARGO) test -p benchrun-operator $(patsubst operator/tests/%.rs,--test %,$(wildcard operator/tests/cluster*.rs)) -- --test-threads=1
 
 build:
 	$(CARGO) build --workspace
@@ -46,7 +48,9 @@ release:
 bench-local:
 	bench/local.sh
 
+bench-object:
+	bench/object.sh
+
 clean-state:
 	-tests/cluster/down.sh --wipe
 	-tests/storage/down.sh
-CLUSTER_TEST_PACKAGES ?= -p benchrun-test-support
