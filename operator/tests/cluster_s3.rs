@@ -1,0 +1,594 @@
+//! The operator on the real two-node test cluster against MinIO on the host
+//! (tests/cluster/up.sh + image.sh, tests/storage/up.sh), plus `count` placement and
+//! `ttlSecondsAfterFinished`.
+//!
+//! MinIO listens on the host's 127.0.0.1, which pods cannot reach. Each test that needs it
+//! starts its own TCP forwarder in this process, bound to the `vm` node's bridge address
+//! 10.88.0.1 (port chosen by the kernel) and forwarding to MinIO: pods on `vm` reach that
+//! address directly, pods on `vm2` through its route for cross-node pod traffic
+//! (10.88.0.0/16 via 10.200.0.1). Nothing but loopback, that bridge address and pod IPs is
+//! contacted.
+//!
+//! These tests fail (never skip) when the cluster or the storage servers are not up, saying
+//! which script to run.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
+use benchrun_operator::metrics::Metrics;
+use benchrun_operator::reconcile::{self, Config};
+use benchrun_operator::resources;
+use benchrun_test_support::{cluster, pods, Images, TestNamespace, NODES};
+use benchrun_worker::Summary;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+const KEY: &[u8] = b"benchrun-cluster-s3-test-operator-key";
+/// The `vm` node's pod bridge (cni0) address: the host as pods on either node reach it.
+const BRIDGE_ADDR: Ipv4Addr = Ipv4Addr::new(10, 88, 0, 1);
+/// Name of the Secret holding the S3 keys in each test namespace.
+const CREDS: &str = "s3-creds";
+
+struct Env {
+    client: Client,
+    ns: TestNamespace,
+    images: Images,
+}
+
+async fn env(prefix: &str) -> Env {
+    benchrun_operator::install_crypto_provider();
+    let client = cluster::connect().await;
+    cluster::require_ready_nodes(&client, &NODES).await;
+    let images = Images::load();
+    install_crd(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    Env { client, ns, images }
+}
+
+/// Apply the CRD (idempotent across concurrently running tests) and wait until it is served.
+async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = benchrun_operator::crd();
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    crds.patch(
+        &name,
+        &PatchParams::apply("benchrun-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying the CRD: {e}"));
+    for _ in 0..60 {
+        let c = crds.get(&name).await.expect("read CRD");
+        let established = c
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("CRD {name} not Established after 30 s");
+}
+
+fn spawn_operator(env: &Env) -> JoinHandle<()> {
+    let config = Config {
+        key: KEY.to_vec(),
+        worker_image: env.images.worker.clone(),
+        namespace: Some(env.ns.name().to_string()),
+        agent_port: resources::AGENT_PORT,
+    };
+    tokio::spawn(reconcile::run(
+        env.client.clone(),
+        config,
+        Arc::new(Metrics::new()),
+        std::future::pending(),
+    ))
+}
+
+async fn create_run(env: &Env, name: &str, spec_yaml: &str) -> Api<BenchmarkRun> {
+    let spec: BenchmarkRunSpec = serde_yaml::from_str(spec_yaml)
+        .unwrap_or_else(|e| panic!("test spec parses: {e}\n{spec_yaml}"));
+    let api: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), env.ns.name());
+    api.create(&PostParams::default(), &BenchmarkRun::new(name, spec))
+        .await
+        .unwrap_or_else(|e| panic!("creating run {name}: {e}"));
+    api
+}
+
+/// Poll the run until `pred` holds; panic with its status after `timeout`.
+async fn wait_for(
+    api: &Api<BenchmarkRun>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    pred: impl Fn(&BenchmarkRun) -> bool,
+) -> BenchmarkRun {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let run = api.get(name).await.expect("read run");
+        if pred(&run) {
+            return run;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!(
+                "run {name}: not {what} after {timeout:?}; status:\n{}",
+                serde_yaml::to_string(&run.status).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn phase(r: &BenchmarkRun) -> Phase {
+    r.status.as_ref().map(|s| s.phase).unwrap_or_default()
+}
+
+fn finished(r: &BenchmarkRun) -> bool {
+    phase(r).is_finished()
+}
+
+async fn result_data(env: &Env, run: &str) -> BTreeMap<String, String> {
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), env.ns.name());
+    cms.get(&resources::result_cm_name(run))
+        .await
+        .expect("result ConfigMap")
+        .data
+        .unwrap_or_default()
+}
+
+fn run_selector(run: &str) -> ListParams {
+    ListParams::default().labels(&format!("{}={run}", resources::RUN_LABEL))
+}
+
+async fn run_pods(env: &Env, run: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), env.ns.name());
+    pods.list(&run_selector(run))
+        .await
+        .expect("list pods")
+        .items
+}
+
+/// Wait until the run's worker pods are gone (cleanup or garbage collection).
+async fn wait_pods_gone(env: &Env, run: &str, why: &str) {
+    for _ in 0..120 {
+        if run_pods(env, run).await.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let left: Vec<_> = run_pods(env, run)
+        .await
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    panic!("worker pods of run {run} still present 60 s after {why}: {left:?}");
+}
+
+/// The per-op checks every finished run with results must pass: each op's count is the sum
+/// of the workers' counts, its p99 is the p99 of the merged histograms (not an average), and
+/// the merged summary has exactly the collected workers. Returns the merged summary and the
+/// per-worker summaries.
+async fn check_merged(env: &Env, run: &BenchmarkRun, workers: usize) -> (Summary, Vec<Summary>) {
+    let name = run.metadata.name.clone().unwrap_or_default();
+    let st = run.status.clone().expect("status");
+    let data = result_data(env, &name).await;
+    let parts: Vec<Summary> = st
+        .workers
+        .iter()
+        .map(|w| {
+            let key = resources::summary_key(&w.name);
+            let text = data
+                .get(&key)
+                .unwrap_or_else(|| panic!("result ConfigMap has no {key}: {:?}", data.keys()));
+            serde_json::from_str(text).expect("worker summary")
+        })
+        .collect();
+    assert_eq!(parts.len(), workers, "one summary per worker");
+    let merged: Summary = serde_json::from_str(&data[resources::MERGED_KEY]).expect("merged");
+    let again = Summary::merge(&parts).expect("merge");
+    assert!(!merged.ops.is_empty(), "merged summary has ops");
+    for (op, stats) in &merged.ops {
+        let sum: u64 = parts
+            .iter()
+            .filter_map(|p| p.ops.get(op))
+            .map(|s| s.count)
+            .sum();
+        assert_eq!(stats.count, sum, "{op} count");
+        let r = st
+            .results
+            .get(&op.to_string())
+            .unwrap_or_else(|| panic!("status.results has no {op}: {:?}", st.results.keys()));
+        assert_eq!(r.count, sum, "{op} status count");
+        assert_eq!(
+            r.p99_ms, again.report[op].p99_ms,
+            "{op} p99 from merged histograms"
+        );
+        assert_eq!(r.p99_ms, merged.report[op].p99_ms);
+    }
+    assert_eq!(merged.workers as usize, workers);
+    let mut ids = merged.worker_ids.clone();
+    ids.sort();
+    let mut want: Vec<_> = st.workers.iter().map(|w| w.name.clone()).collect();
+    want.sort();
+    assert_eq!(ids, want, "exactly one result per worker");
+    for (w, p) in st.workers.iter().zip(&parts) {
+        let n: u64 = p.ops.values().map(|s| s.count).sum();
+        assert!(n > 0, "worker {} did no operations", w.name);
+    }
+    (merged, parts)
+}
+
+// ---------------------------------------------------------------------------------------------
+// MinIO, reachable from the pods.
+
+/// `tests/.state/storage.env`, or a panic saying to run tests/storage/up.sh.
+fn storage_env() -> HashMap<String, String> {
+    let path = cluster::state_dir().join("storage.env");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "storage servers not set up: cannot read {}: {e}; run tests/storage/up.sh",
+            path.display()
+        )
+    });
+    let env: HashMap<String, String> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    for k in [
+        "BENCHRUN_S3_ENDPOINT",
+        "BENCHRUN_S3_BUCKET",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    ] {
+        assert!(
+            env.contains_key(k),
+            "{} has no {k}; run tests/storage/up.sh",
+            path.display()
+        );
+    }
+    env
+}
+
+/// MinIO's loopback address from `BENCHRUN_S3_ENDPOINT` (`http://127.0.0.1:9000`), checked to
+/// answer; panics saying to run tests/storage/up.sh otherwise.
+async fn minio_addr(env: &HashMap<String, String>) -> SocketAddr {
+    let ep = &env["BENCHRUN_S3_ENDPOINT"];
+    let hostport = ep
+        .strip_prefix("http://")
+        .unwrap_or_else(|| panic!("BENCHRUN_S3_ENDPOINT {ep} is not http://host:port"))
+        .trim_end_matches('/');
+    let addr: SocketAddr = hostport
+        .parse()
+        .unwrap_or_else(|e| panic!("BENCHRUN_S3_ENDPOINT {ep}: {e}"));
+    assert!(
+        addr.ip().is_loopback(),
+        "BENCHRUN_S3_ENDPOINT {ep} must be a loopback address"
+    );
+    match tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr)).await {
+        Ok(Ok(_)) => addr,
+        Ok(Err(e)) => panic!("MinIO is not up at {ep}: {e}; run tests/storage/up.sh"),
+        Err(_) => {
+            panic!("MinIO did not accept a connection at {ep} in 5 s; run tests/storage/up.sh")
+        }
+    }
+}
+
+/// A TCP forwarder from the bridge address to MinIO, running in this process until dropped.
+struct Forwarder {
+    endpoint: String,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn forward(listener: TcpListener, to: SocketAddr) {
+    loop {
+        let Ok((mut inbound, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        tokio::spawn(async move {
+            if let Ok(mut out) = TcpStream::connect(to).await {
+                let _ = out.set_nodelay(true);
+                let _ = inbound.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+            }
+        });
+    }
+}
+
+/// Bind a listener on the bridge address. The bridge (cni0) only exists once a pod has run on
+/// `vm`: if it is missing, run a throwaway pod there first and bind as soon as it appears.
+async fn bridge_listener(env: &Env) -> TcpListener {
+    let addr = SocketAddr::from((BRIDGE_ADDR, 0));
+    match TcpListener::bind(addr).await {
+        Ok(l) => return l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {}
+        Err(e) => panic!("binding the S3 forwarder on {addr}: {e}"),
+    }
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), env.ns.name());
+    let pod = Pod {
+        metadata: ObjectMeta {
+            name: Some("bridge-warmup".into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("vm".into()),
+            restart_policy: Some("Never".into()),
+            automount_service_account_token: Some(false),
+            security_context: Some(pods::restricted_pod_security()),
+            containers: vec![Container {
+                name: "warmup".into(),
+                image: Some(env.images.worker.clone()),
+                image_pull_policy: Some("Never".into()),
+                args: Some(vec!["--version".into()]),
+                security_context: Some(pods::restricted_container_security()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("creating the bridge warm-up pod: {e}"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let listener = loop {
+        match TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            Err(e) if tokio::time::Instant::now() > deadline => panic!(
+                "the vm node's pod bridge {BRIDGE_ADDR} did not appear within 60 s of running a pod there: {e}"
+            ),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let _ = pods.delete("bridge-warmup", &DeleteParams::default()).await;
+    listener
+}
+
+/// Make MinIO reachable from pods on both nodes at `http://10.88.0.1:<port>`.
+async fn s3_for_pods(env: &Env, storage: &HashMap<String, String>) -> Forwarder {
+    let to = minio_addr(storage).await;
+    let listener = bridge_listener(env).await;
+    let port = listener.local_addr().expect("forwarder address").port();
+    Forwarder {
+        endpoint: format!("http://{BRIDGE_ADDR}:{port}"),
+        task: tokio::spawn(forward(listener, to)),
+    }
+}
+
+/// The S3 keys as a Secret in the test namespace, under the worker's documented environment
+/// variable names; the operator hands it to the workers with `envFrom`.
+async fn create_creds_secret(env: &Env, storage: &HashMap<String, String>) {
+    let mut data = BTreeMap::new();
+    for k in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"] {
+        if let Some(v) = storage.get(k) {
+            data.insert(k.to_string(), v.clone());
+        }
+    }
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(CREDS.into()),
+            ..Default::default()
+        },
+        string_data: Some(data),
+        type_: Some("Opaque".into()),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(env.client.clone(), env.ns.name())
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("creating Secret {CREDS}: {e}"));
+}
+
+/// A short GET/PUT/STAT mix on MinIO under a prefix unique to this test namespace.
+fn s3_spec(
+    storage: &HashMap<String, String>,
+    fwd: &Forwarder,
+    prefix: &str,
+    extra: &str,
+) -> String {
+    format!(
+        r#"
+workload:
+  target: s3://{bucket}/{prefix}/
+  duration: 2s
+  concurrency: 2
+  ops: [{{op: get, weight: 60}}, {{op: put, weight: 30}}, {{op: stat, weight: 10}}]
+  objectSize: 64KiB
+  dataset: {{objects: 16}}
+  storage: {{endpoint: '{endpoint}', allowHttp: true, pathStyle: true, region: us-east-1}}
+secretRef: {{name: {CREDS}}}
+workers:
+  resources: {{limits: {{cpu: 500m, memory: 256Mi}}, requests: {{cpu: 50m, memory: 32Mi}}}}
+{extra}
+startDelay: 3s
+timeout: 3m
+"#,
+        bucket = storage["BENCHRUN_S3_BUCKET"],
+        endpoint = fwd.endpoint,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_node_run_against_minio_on_the_host() {
+    let storage = storage_env();
+    let env = env("op-s3-pernode").await;
+    let fwd = s3_for_pods(&env, &storage).await;
+    create_creds_secret(&env, &storage).await;
+    let _op = spawn_operator(&env);
+    let prefix = env.ns.name().to_string();
+    let spec = s3_spec(&storage, &fwd, &prefix, "cleanup: OnSuccess")
+        .replace("workers:\n", "workers:\n  perNode: true\n");
+    let api = create_run(&env, "s3", &spec).await;
+    let run = wait_for(&api, "s3", Duration::from_secs(150), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+
+    // Exactly one worker on each node, each collected.
+    let mut nodes: Vec<_> = st.workers.iter().filter_map(|w| w.node.clone()).collect();
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        NODES.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    );
+    assert!(
+        st.workers.iter().all(|w| w.phase == "Collected"),
+        "{:#?}",
+        st.workers
+    );
+
+    // Counts are sums, p99 is the merged histograms'; both nodes reached MinIO without errors.
+    let (merged, _) = check_merged(&env, &run, 2).await;
+    assert!(
+        merged.target.starts_with("s3://"),
+        "target {}",
+        merged.target
+    );
+    let errors: u64 = st.results.values().map(|r| r.errors).sum();
+    assert_eq!(errors, 0, "operations failed: {:#?}", st.results);
+    for op in ["get", "put", "stat"] {
+        assert!(
+            st.results.get(op).is_some_and(|r| r.count > 0),
+            "{op} ran: {:#?}",
+            st.results
+        );
+    }
+    let skew = st.start_skew_ms.expect("startSkew reported");
+    assert!(skew < 1000.0, "workers started {skew}ms apart");
+    assert!(st.throughput.is_some() && st.p99.is_some());
+
+    // cleanup: OnSuccess and the run succeeded -> worker pods go away.
+    wait_pods_gone(&env, "s3", "cleanup: OnSuccess of a successful run").await;
+    drop(fwd);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_two_without_per_node_merges_both() {
+    let storage = storage_env();
+    let env = env("op-s3-count").await;
+    let fwd = s3_for_pods(&env, &storage).await;
+    create_creds_secret(&env, &storage).await;
+    let _op = spawn_operator(&env);
+    let prefix = env.ns.name().to_string();
+    let spec = s3_spec(&storage, &fwd, &prefix, "cleanup: Never")
+        .replace("workers:\n", "workers:\n  count: 2\n");
+    let api = create_run(&env, "cnt", &spec).await;
+    let run = wait_for(&api, "cnt", Duration::from_secs(150), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    assert_eq!(st.workers.len(), 2, "{:#?}", st.workers);
+    assert!(
+        st.workers.iter().all(|w| w.phase == "Collected"),
+        "{:#?}",
+        st.workers
+    );
+    check_merged(&env, &run, 2).await;
+    assert!(st.start_skew_ms.is_some(), "startSkew reported");
+    // cleanup: Never -> the (exited) worker pods stay.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        run_pods(&env, "cnt").await.len(),
+        2,
+        "cleanup: Never keeps the pods"
+    );
+    drop(fwd);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ttlSecondsAfterFinished (a file:// run: no storage server needed).
+
+#[tokio::test]
+async fn finished_run_is_deleted_after_its_ttl() {
+    const TTL: i64 = 6;
+    let env = env("op-ttl").await;
+    let _op = spawn_operator(&env);
+    let spec = format!(
+        r#"
+workload:
+  target: file:///data/bench
+  totalOps: 50
+  concurrency: 2
+  ops: [{{op: get, weight: 70}}, {{op: put, weight: 30}}]
+  objectSize: 4KiB
+  dataset: {{objects: 4}}
+workers: {{count: 1}}
+volume: {{emptyDir: {{}}}}
+startDelay: 2s
+timeout: 2m
+cleanup: Never
+ttlSecondsAfterFinished: {TTL}
+"#
+    );
+    let api = create_run(&env, "ttl", &spec).await;
+    let run = wait_for(&api, "ttl", Duration::from_secs(120), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let finish: chrono::DateTime<chrono::Utc> = st
+        .finish_time
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .expect("finishTime")
+        .into();
+    // The owned objects exist while the run does (cleanup: Never keeps the pod).
+    assert_eq!(run_pods(&env, "ttl").await.len(), 1);
+    result_data(&env, "ttl").await;
+
+    // Gone after the TTL, not before. The operator's clock is this process's.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(TTL as u64 + 20);
+    let mut last_seen = chrono::Utc::now();
+    loop {
+        let before = chrono::Utc::now();
+        if api.get_opt("ttl").await.expect("read run").is_none() {
+            break;
+        }
+        last_seen = before;
+        if tokio::time::Instant::now() > deadline {
+            panic!("run still present 20 s after its TTL expired (TTL {TTL}s)");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let present_for = (last_seen - finish).num_milliseconds() as f64 / 1000.0;
+    assert!(
+        present_for >= TTL as f64 - 1.0,
+        "run deleted too early: last seen {present_for:.1}s after it finished, TTL {TTL}s"
+    );
+
+    // Its owned objects are garbage-collected.
+    wait_pods_gone(&env, "ttl", "the run was deleted").await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), env.ns.name());
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), env.ns.name());
+    for _ in 0..120 {
+        let c = cms
+            .list(&run_selector("ttl"))
+            .await
+            .expect("list cms")
+            .items;
+        let s = secrets
+            .list(&run_selector("ttl"))
+            .await
+            .expect("list secrets")
+            .items;
+        if c.is_empty() && s.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("the run's ConfigMaps or token Secret still present 60 s after it was deleted");
+}
