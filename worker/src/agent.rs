@@ -437,7 +437,7 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
         let on_signal = {
             let agent = agent.clone();
             async move {
-                shutdown_signal().await;
+                crate::shutdown::signal().await;
                 agent.request_shutdown();
             }
         };
@@ -464,21 +464,6 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
             let _ = std::fs::write(&args.termination_log, &message);
             Ok(ExitCode::FAILURE)
         }
-    }
-}
-
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }
 

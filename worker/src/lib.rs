@@ -12,6 +12,8 @@
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`metrics`] and [`server`]: live Prometheus metrics and the HTTP endpoint
 //! - [`report`] and [`progress`]: what a person sees on a terminal
+//! - [`shutdown`]: Ctrl-C and SIGTERM
+//! - [`agent`]: the worker pod's control endpoint, driven by the operator
 //! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
 
 pub mod agent;
@@ -22,6 +24,7 @@ pub mod metrics;
 pub mod progress;
 pub mod report;
 pub mod server;
+pub mod shutdown;
 pub mod spec;
 pub mod stats;
 pub mod targets;

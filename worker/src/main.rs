@@ -120,7 +120,9 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     eprintln!("preparing dataset on {}", engine.workload().target);
     let dataset = engine.prepare().await?;
     let bar = progress::spawn(metrics.clone(), args.progress, duration, total_ops);
-    let run = engine.run(&dataset, None, shutdown_signal()).await;
+    let run = engine
+        .run(&dataset, None, benchrun_worker::shutdown::signal())
+        .await;
     if let Some(bar) = bar {
         bar.abort();
     }
@@ -138,20 +140,4 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Ctrl-C or SIGTERM: end the measured stage early, still report and clean up.
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }

@@ -20,16 +20,29 @@ fn workload(dir: &std::path::Path, rest: &str) -> Workload {
         .expect("valid workload")
 }
 
-/// A real file target that takes at least `delay` per GET: a stalled disk, on demand.
+/// A real file target, observed: each GET is delayed by `delay` (a stalled disk, on demand)
+/// and its key recorded.
 #[derive(Debug)]
-struct Stalled {
+struct Observed {
     inner: Arc<dyn Target>,
     delay: Duration,
+    reads: std::sync::Mutex<Vec<String>>,
+}
+
+impl Observed {
+    fn new(inner: Arc<dyn Target>, delay: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            delay,
+            reads: Default::default(),
+        })
+    }
 }
 
 #[async_trait]
-impl Target for Stalled {
+impl Target for Observed {
     async fn get(&self, key: &str, req: &GetRequest) -> Result<GetOutcome, TargetError> {
+        self.reads.lock().unwrap().push(key.to_string());
         tokio::time::sleep(self.delay).await;
         self.inner.get(key, req).await
     }
@@ -51,6 +64,13 @@ impl Target for Stalled {
     fn default_plan(&self) -> ChunkPlan {
         self.inner.default_plan()
     }
+}
+
+/// Run `w` on `target` (prepare + measured stage).
+async fn run_on(w: Workload, target: Arc<dyn Target>) -> benchrun_worker::Summary {
+    let engine = Engine::with_target(w, target, Arc::new(Metrics::new()), "t").unwrap();
+    let ds = engine.prepare().await.unwrap();
+    engine.run(&ds, None, std::future::pending()).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,14 +100,8 @@ async fn open_loop_latency_includes_queueing_behind_a_stall() {
     let dir = scratch();
     // One task, 50 ms per GET, asked for 100 GET/s: the target can do 20/s, so requests queue.
     let w = workload(dir.path(), "duration: 1s\nconcurrency: 1\nrateLimit: 100\nops: [{op: get}]\ndataset: {objects: 2, size: 4KiB}\n");
-    let inner = targets::open(&w).await.unwrap();
-    let slow: Arc<dyn Target> = Arc::new(Stalled {
-        inner,
-        delay: Duration::from_millis(50),
-    });
-    let engine = Engine::with_target(w, slow, Arc::new(Metrics::new()), "t").unwrap();
-    let ds = engine.prepare().await.unwrap();
-    let s = engine.run(&ds, None, std::future::pending()).await.unwrap();
+    let slow = Observed::new(targets::open(&w).await.unwrap(), Duration::from_millis(50));
+    let s = run_on(w, slow).await;
     let get = &s.report[&OpKind::Get];
     assert!(get.count <= 100, "{get:?}");
     // Measured from each op's intended start, latency grows with the backlog: the later
@@ -104,14 +118,8 @@ async fn open_loop_latency_includes_queueing_behind_a_stall() {
         dir.path(),
         "duration: 1s\nconcurrency: 1\nops: [{op: get}]\ndataset: {objects: 2, size: 4KiB}\n",
     );
-    let inner = targets::open(&w).await.unwrap();
-    let slow: Arc<dyn Target> = Arc::new(Stalled {
-        inner,
-        delay: Duration::from_millis(50),
-    });
-    let engine = Engine::with_target(w, slow, Arc::new(Metrics::new()), "t").unwrap();
-    let ds = engine.prepare().await.unwrap();
-    let s = engine.run(&ds, None, std::future::pending()).await.unwrap();
+    let slow = Observed::new(targets::open(&w).await.unwrap(), Duration::from_millis(50));
+    let s = run_on(w, slow).await;
     let get = &s.report[&OpKind::Get];
     assert!((50.0..80.0).contains(&get.p50_ms), "{get:?}");
 }
@@ -207,51 +215,12 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     (code, text)
 }
 
-/// A real file target that remembers which keys were read.
-#[derive(Debug)]
-struct Recording {
-    inner: Arc<dyn Target>,
-    reads: std::sync::Mutex<Vec<String>>,
-}
-
-#[async_trait]
-impl Target for Recording {
-    async fn get(&self, key: &str, req: &GetRequest) -> Result<GetOutcome, TargetError> {
-        self.reads.lock().unwrap().push(key.to_string());
-        self.inner.get(key, req).await
-    }
-    async fn put(&self, key: &str, data: Payload) -> Result<u32, TargetError> {
-        self.inner.put(key, data).await
-    }
-    async fn stat(&self, key: &str) -> Result<ObjectInfo, TargetError> {
-        self.inner.stat(key).await
-    }
-    async fn list(&self, prefix: &str) -> Result<ListOutcome, TargetError> {
-        self.inner.list(prefix).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), TargetError> {
-        self.inner.delete(key).await
-    }
-    async fn check(&self) -> Result<(), TargetError> {
-        self.inner.check().await
-    }
-    fn default_plan(&self) -> ChunkPlan {
-        self.inner.default_plan()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sequential_access_walks_the_dataset_in_key_order() {
     let dir = scratch();
     let w = workload(dir.path(), "totalOps: 10\nconcurrency: 1\nops: [{op: get}]\ndataset: {objects: 4, size: 4KiB, access: sequential}\n");
-    let inner = targets::open(&w).await.unwrap();
-    let rec = Arc::new(Recording {
-        inner,
-        reads: Default::default(),
-    });
-    let engine = Engine::with_target(w, rec.clone(), Arc::new(Metrics::new()), "t").unwrap();
-    let ds = engine.prepare().await.unwrap();
-    engine.run(&ds, None, std::future::pending()).await.unwrap();
+    let rec = Observed::new(targets::open(&w).await.unwrap(), Duration::ZERO);
+    run_on(w, rec.clone()).await;
     let reads = rec.reads.lock().unwrap().clone();
     let want: Vec<String> = (0..10)
         .map(|i| format!("benchrun/obj-{:08}", i % 4))

@@ -115,18 +115,15 @@ impl Target for FileTarget {
     }
 
     async fn stat(&self, key: &str) -> Result<ObjectInfo, TargetError> {
-        let (root, key) = (self.root.clone(), key.to_string());
-        blocking(move || root.stat(&key)).await
+        self.root.stat_async(key).await
     }
 
     async fn list(&self, prefix: &str) -> Result<ListOutcome, TargetError> {
-        let (root, prefix) = (self.root.clone(), prefix.to_string());
-        blocking(move || root.list(&prefix)).await
+        self.root.list_async(prefix).await
     }
 
     async fn delete(&self, key: &str) -> Result<(), TargetError> {
-        let (root, key) = (self.root.clone(), key.to_string());
-        blocking(move || root.delete(&key)).await
+        self.root.delete_async(key).await
     }
 
     async fn check(&self) -> Result<(), TargetError> {

@@ -133,6 +133,24 @@ impl LocalRoot {
     }
 }
 
+/// The metadata operations both local targets share, run off the async runtime.
+impl LocalRoot {
+    pub async fn stat_async(&self, key: &str) -> Result<ObjectInfo, TargetError> {
+        let (root, key) = (self.clone(), key.to_string());
+        blocking(move || root.stat(&key)).await
+    }
+
+    pub async fn list_async(&self, prefix: &str) -> Result<ListOutcome, TargetError> {
+        let (root, prefix) = (self.clone(), prefix.to_string());
+        blocking(move || root.list(&prefix)).await
+    }
+
+    pub async fn delete_async(&self, key: &str) -> Result<(), TargetError> {
+        let (root, key) = (self.clone(), key.to_string());
+        blocking(move || root.delete(&key)).await
+    }
+}
+
 /// Run blocking file I/O off the async runtime.
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, TargetError> + Send + 'static,
