@@ -358,9 +358,19 @@ pub async fn drive(
     result
 }
 
-async fn drive_inner(agent: &Agent, workload: Workload, linger: Duration) -> Result<(), String> {
+async fn drive_inner(
+    agent: &Agent,
+    mut workload: Workload,
+    linger: Duration,
+) -> Result<(), String> {
     let cleanup = workload.dataset.cleanup;
     let worker_id = agent.lock().worker_id.clone();
+    if workload.dataset.prepare {
+        // Each worker prepares, reads and cleans up its own dataset under its own sub-prefix:
+        // workers finish at slightly different instants, and a shared dataset would be
+        // deleted by the first one done while the others still read it.
+        workload.dataset.prefix = format!("{}{worker_id}/", workload.dataset.prefix);
+    }
     let engine = Engine::open(workload, agent.metrics.clone(), &worker_id)
         .await
         .map_err(|e| format!("opening the target: {e}"))?;

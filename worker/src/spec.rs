@@ -219,7 +219,9 @@ pub struct DatasetSpec {
     /// the prefix are listed and used, with the sizes the listing reports.
     #[serde(default = "defaults::yes")]
     pub prepare: bool,
-    /// Delete everything under the prefix after the run.
+    /// Delete what the run created after it: the dataset (when `prepare` wrote it) and the
+    /// objects `put` wrote. Under the operator each worker has its own dataset under
+    /// `<prefix><worker>/`.
     #[serde(default = "defaults::yes")]
     pub cleanup: bool,
     /// Which object each `get` and `stat` reads: `random` (uniform) or `sequential` (one

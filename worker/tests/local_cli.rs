@@ -280,3 +280,28 @@ fn merge_adds_counts_and_keeps_histograms_exact() {
     assert_eq!(op(&m, "put", "bytes"), 300 * 8192);
     assert!(String::from_utf8_lossy(&out.stdout).contains("merged result"));
 }
+
+#[test]
+fn cleanup_never_deletes_an_existing_dataset_it_did_not_prepare() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    let existing = data.join("shared/obj-a");
+    std::fs::create_dir_all(existing.parent().unwrap()).unwrap();
+    std::fs::write(&existing, vec![7u8; 5000]).unwrap();
+    let workload = format!(
+        "target: file://{}\ntotalOps: 40\nops: [{{op: get}}, {{op: put}}]\nobjectSize: 1KiB\ndataset: {{prefix: shared/, prepare: false}}\n",
+        data.display()
+    );
+    let (_, s) = run(&workload, dir.path());
+    assert!(op(&s, "get", "count") > 0 && op(&s, "put", "count") > 0);
+    assert_eq!(
+        op(&s, "get", "bytes"),
+        op(&s, "get", "count") * 5000,
+        "read the listed size"
+    );
+    assert_eq!(
+        files(&data),
+        vec![(existing, 5000)],
+        "only the run's own PUTs were removed"
+    );
+}

@@ -355,11 +355,17 @@ impl Engine {
         Ok(s)
     }
 
-    /// Delete everything under the dataset prefix (dataset and objects `put` wrote).
+    /// Delete what this run created: the dataset, if the prepare stage wrote it, and every
+    /// object `put` wrote. An existing dataset used with `prepare: false` is never deleted.
     pub async fn cleanup(&self) -> Result<StageStats, EngineError> {
         self.metrics.set_stage(Stage::CleaningUp);
         let started = Instant::now();
-        let listing = self.target.list(&self.workload.dataset.prefix).await?;
+        let scope = if self.workload.dataset.prepare {
+            self.workload.dataset.prefix.clone()
+        } else {
+            self.put_prefix()
+        };
+        let listing = self.target.list(&scope).await?;
         let mut stats = StageStats {
             objects: listing.objects.len() as u64,
             requests: listing.requests as u64,
