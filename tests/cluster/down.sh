@@ -14,6 +14,7 @@ for a in "$@"; do
     *) echo "usage: $0 [--wipe]" >&2; exit 2 ;;
   esac
 done
+cluster_lock
 
 # kill_pods NODE: without this the runc shims keep pod containers running past containerd (and
 # in vm2's case past its network namespace).

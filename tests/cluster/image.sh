@@ -18,7 +18,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/cluster.sh"
-mkdir -p "$LOG_DIR" "$IMAGE_CACHE"
+mkdir -p "$LOG_DIR" "$IMAGE_CACHE" "$STATE_DIR/images"
+cluster_lock
 apt_install file binutils ca-certificates >> "$LOG_DIR/apt.log" 2>&1 || die "apt-get install failed" apt
 for n in $NODES; do
   alive "containerd-$n" || die "containerd of node $n is not running; run tests/cluster/up.sh first"
@@ -44,7 +45,7 @@ for b in "${BINS[@]}"; do
   file -L "$bin" | grep -Eq 'static(ally|-pie) linked' || die "$bin is not statically linked: $(file -L "$bin")"
   # The release profile keeps line tables for backtraces; in the image they would only triple
   # its size and the import time. Symbols stay, so panics still name functions.
-  stripped=$IMAGE_CACHE/$b.stripped
+  stripped=$STATE_DIR/images/$b
   strip --strip-debug -o "$stripped.tmp" "$bin" && mv "$stripped.tmp" "$stripped"
   bin=$stripped
   version=$(cd "$REPO_ROOT" && cargo pkgid -p "$b" | sed 's/.*[#@]//')
@@ -64,10 +65,11 @@ for b in "${BINS[@]}"; do
   var=$(echo "${b#benchrun-}" | tr a-z A-Z)_IMAGE
   echo "$var=$ref" >> "$IMAGES_ENV.tmp"
 done
-# Older tarballs of our own images are no longer needed by anything.
+# Older tarballs are not needed by this checkout; the age limit spares another checkout that
+# may be importing its own build right now (the cache is shared).
 for b in "${BINS[@]}"; do
   cur=$(grep -i "^$(echo "${b#benchrun-}" | tr a-z A-Z)_IMAGE=" "$IMAGES_ENV.tmp" | sed 's/.*://')
-  find "$IMAGE_CACHE" -maxdepth 1 -name "${b}_*.tar" ! -name "${b}_${cur}.tar" -delete
+  find "$IMAGE_CACHE" -maxdepth 1 -name "${b}_*.tar" ! -name "${b}_${cur}.tar" -mmin +60 -delete
 done
 # The CRI plugin also names every image by its ID ("sha256:..."); once the tag is gone that
 # name is all that keeps an old build's content alive.

@@ -14,12 +14,18 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/cluster.sh"
 [ "$(id -u)" = 0 ] || die "up.sh must run as root (it starts containerd, kubelet and a network namespace)"
 mkdir -p "$LOG_DIR" "$PID_DIR"
+cluster_lock
 
 # ------------------------------------------------------------------ binaries and packages
 # Another copy of build.sh may already be filling the shared cache (e.g. started by hand); a
 # second go build of the same binaries would only double the time on 2 cores, so wait for it.
 while pgrep -f 'tests/cluster/build\.sh' >/dev/null; do
   log "waiting for a build.sh that is already running (log: $BENCHRUN_CACHE/logs/k8s-build.log)"; sleep 20
+done
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
+  [ -x "$K8S_BIN/$b" ] && continue
+  log "building Kubernetes $K8S_VERSION and etcd into $K8S_BIN (first time only: 15-20 min on 2 cores); log $LOG_DIR/build.log"
+  break
 done
 if ! "$HERE/build.sh" >> "$LOG_DIR/build.log" 2>&1; then die "building Kubernetes failed" build; fi
 apt_install containerd runc containernetworking-plugins iptables conntrack socat iproute2 util-linux \

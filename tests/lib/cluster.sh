@@ -42,6 +42,20 @@ die() {
   exit 1
 }
 
+# cluster_lock: up.sh, down.sh and image.sh of one checkout run one at a time (a second up.sh
+# would start every daemon twice; image.sh's pruning would race another import). A script
+# called by a lock holder (up.sh -> down.sh) inherits the lock.
+cluster_lock() {
+  [ -n "${BENCHRUN_CLUSTER_LOCKED:-}" ] && return 0
+  mkdir -p "$STATE_DIR"
+  exec 8>"$STATE_DIR/.cluster.lock"
+  if ! flock -n 8; then
+    echo "[$(basename "$0")] waiting for another up.sh/down.sh/image.sh of this checkout to finish" >&2
+    flock -w 1800 8 || die "still locked after 30 min: $STATE_DIR/.cluster.lock"
+  fi
+  export BENCHRUN_CLUSTER_LOCKED=1
+}
+
 # A PID alone could be reused by an unrelated process after a crash, so the pid file also keeps
 # the process start time (field 22 of /proc/PID/stat); only an exact match counts as ours.
 _starttime() { awk '{sub(/^.*\) /, ""); print $20}' "/proc/$1/stat" 2>/dev/null; }
@@ -60,7 +74,8 @@ start_daemon() {
   local name=$1; shift
   mkdir -p "$PID_DIR" "$LOG_DIR"
   echo "==== $(date -u +%FT%TZ) start: $*" >> "$LOG_DIR/$name.log"
-  setsid nohup "$@" >> "$LOG_DIR/$name.log" 2>&1 < /dev/null &
+  # 8>&-: a daemon must not inherit the cluster lock, or it would hold it for its whole life.
+  setsid nohup "$@" >> "$LOG_DIR/$name.log" 2>&1 < /dev/null 8>&- &
   local p=$!
   echo "$p $(_starttime "$p")" > "$PID_DIR/$name.pid"
 }
@@ -115,8 +130,8 @@ make_image() {
   printf '%s' "$config" > "$work/out/$csha.json"
   printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' "$csha" "$ref" "$layer" > "$work/out/manifest.json"
   mkdir -p "$(dirname "$tar")"
-  (cd "$work/out" && tar --sort=name --owner=0 --group=0 --numeric-owner --mtime='@0' -cf "$tar.tmp" *)
-  mv "$tar.tmp" "$tar"
+  (cd "$work/out" && tar --sort=name --owner=0 --group=0 --numeric-owner --mtime='@0' -cf "$tar.$$.tmp" *)
+  mv "$tar.$$.tmp" "$tar"
   rm -rf "$work"
 }
 
