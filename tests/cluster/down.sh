@@ -30,7 +30,7 @@ kill_pods() {
   sleep 0.5
   for t in $(ctr_ "$node" tasks ls -q 2>/dev/null); do ctr_ "$node" tasks rm -f "$t" >/dev/null 2>&1; done
   for c in $(ctr_ "$node" containers ls -q 2>/dev/null); do ctr_ "$node" containers rm "$c" >/dev/null 2>&1; done
-  echo "removed pod containers of node $node"
+  log "removed pod containers of node $node"
 }
 
 for node in vm2 vm; do stop_daemon "kubelet-$node"; done

@@ -19,7 +19,7 @@ cluster_lock
 # ------------------------------------------------------------------ binaries and packages
 # Another copy of build.sh may already be filling the shared cache (e.g. started by hand); a
 # second go build of the same binaries would only double the time on 2 cores, so wait for it.
-while pgrep -f 'tests/cluster/build\.sh' >/dev/null; do
+while pgrep -f 'cluster/build\.sh' >/dev/null; do
   log "waiting for a build.sh that is already running (log: $BENCHRUN_CACHE/logs/k8s-build.log)"; sleep 20
 done
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do

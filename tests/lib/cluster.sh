@@ -59,11 +59,13 @@ cluster_lock() {
 # A PID alone could be reused by an unrelated process after a crash, so the pid file also keeps
 # the process start time (field 22 of /proc/PID/stat); only an exact match counts as ours.
 _starttime() { awk '{sub(/^.*\) /, ""); print $20}' "/proc/$1/stat" 2>/dev/null; }
+# An exited daemon stays a zombie until init reaps it (seconds, here); that is not running.
+_running() { local st; st=$(awk '{sub(/^.*\) /, ""); print $1}' "/proc/$1/stat" 2>/dev/null) && [ -n "$st" ] && [ "$st" != Z ]; }
 pid_of() { # pid_of NAME: print the PID if that daemon is ours and running
   local f=$PID_DIR/$1.pid p st
   [ -s "$f" ] || return 1
   read -r p st < "$f"
-  [ -n "$p" ] && [ -n "$st" ] && [ "$(_starttime "$p")" = "$st" ] && echo "$p"
+  [ -n "$p" ] && [ -n "$st" ] && [ "$(_starttime "$p")" = "$st" ] && _running "$p" && echo "$p"
 }
 alive() { pid_of "$1" >/dev/null; }
 
@@ -85,9 +87,9 @@ stop_daemon() {
   local name=$1 p
   if p=$(pid_of "$name"); then
     kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$p" 2>/dev/null; then kill -KILL "$p" 2>/dev/null || true; echo "  $name did not stop, sent KILL"; fi
-    echo "stopped $name (pid $p)"
+    for _ in $(seq 1 100); do _running "$p" || break; sleep 0.1; done
+    if _running "$p"; then kill -KILL "$p" 2>/dev/null || true; echo "  $name did not stop, sent KILL"; fi
+    log "stopped $name (pid $p)"
   fi
   rm -f "$PID_DIR/$name.pid"
 }
