@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced; the variables are used by the scripts that source it
 # Shared layout and helpers of the test cluster (tests/cluster/*.sh). Sourced, not executed.
 #
 # Two real nodes on one machine, adapted from shared/recipes/cluster (+ second-node):
@@ -122,7 +123,8 @@ make_image() {
   printf 'root:x:0:\nnonroot:x:65532:\n' > "$root/etc/group"
   local e
   for e in "$@"; do mkdir -p "$(dirname "$root${e#*:}")"; cp -L "${e%%:*}" "$root${e#*:}"; done
-  (cd "$root" && tar --sort=name --owner=0 --group=0 --numeric-owner --mtime='@0' -cf "$work/layer.tar" $(ls -A))
+  find "$root" -mindepth 1 -maxdepth 1 -printf '%P\n' | LC_ALL=C sort |
+    tar -C "$root" --sort=name --owner=0 --group=0 --numeric-owner --mtime='@0' -cf "$work/layer.tar" -T -
   local layer; layer=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
   mkdir -p "$work/out/$layer"; mv "$work/layer.tar" "$work/out/$layer/layer.tar"
   local config
