@@ -82,8 +82,14 @@ async fn reads_stat_list_on_listed_dataset_then_delete() {
     t.delete(&keys[0]).await.expect("delete");
     let gone = t.stat(&keys[0]).await.expect_err("deleted object");
     assert_eq!(gone.kind(), "not_found", "{gone}");
+    // With `prepare: false` cleanup removes only what the run wrote (nothing here): the seeded
+    // dataset is the user's, not the run's.
     let c = e.cleanup().await.expect("cleanup");
-    assert_eq!((c.objects, c.errors), (3, 0));
+    assert_eq!((c.objects, c.errors), (0, 0));
+    assert_eq!(t.list("").await.expect("list").objects.len(), 3);
+    for k in &keys[1..] {
+        t.delete(k).await.expect("delete");
+    }
     assert!(t.list("").await.expect("list").objects.is_empty());
 }
 
