@@ -4,148 +4,19 @@
 //!
 //! These tests fail (never skip) when the cluster is not up, saying which script to run.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
-use benchrun_operator::metrics::Metrics;
-use benchrun_operator::reconcile::{self, Config};
 use benchrun_operator::resources;
-use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
+use benchrun_test_support::NODES;
 use benchrun_worker::Summary;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
-use tokio::task::JoinHandle;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::Api;
 
-const KEY: &[u8] = b"benchrun-cluster-test-operator-key";
-
-struct Env {
-    client: Client,
-    ns: TestNamespace,
-    images: Images,
-}
-
-async fn env(prefix: &str) -> Env {
-    benchrun_operator::install_crypto_provider();
-    let client = cluster::connect().await;
-    cluster::require_ready_nodes(&client, &NODES).await;
-    let images = Images::load();
-    install_crd(&client).await;
-    let ns = TestNamespace::create(&client, prefix).await;
-    Env { client, ns, images }
-}
-
-/// Apply the CRD (idempotent across concurrently running tests) and wait until it is served.
-async fn install_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = benchrun_operator::crd();
-    let name = crd.metadata.name.clone().unwrap_or_default();
-    crds.patch(
-        &name,
-        &PatchParams::apply("benchrun-tests").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("applying the CRD: {e}"));
-    for _ in 0..60 {
-        let c = crds.get(&name).await.expect("read CRD");
-        let established = c
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    panic!("CRD {name} not Established after 30 s");
-}
-
-fn spawn_operator(env: &Env) -> JoinHandle<()> {
-    let config = Config {
-        key: KEY.to_vec(),
-        worker_image: env.images.worker.clone(),
-        namespace: Some(env.ns.name().to_string()),
-        agent_port: resources::AGENT_PORT,
-    };
-    let client = env.client.clone();
-    tokio::spawn(reconcile::run(
-        client,
-        config,
-        Arc::new(Metrics::new()),
-        std::future::pending(),
-    ))
-}
-
-async fn create_run(env: &Env, name: &str, spec_yaml: &str) -> Api<BenchmarkRun> {
-    let spec: BenchmarkRunSpec = serde_yaml::from_str(spec_yaml).expect("test spec parses");
-    let api: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), env.ns.name());
-    api.create(&PostParams::default(), &BenchmarkRun::new(name, spec))
-        .await
-        .unwrap_or_else(|e| panic!("creating run {name}: {e}"));
-    api
-}
-
-/// Poll the run until `pred` holds; panic with its status after `timeout`.
-async fn wait_for(
-    api: &Api<BenchmarkRun>,
-    name: &str,
-    timeout: Duration,
-    what: &str,
-    pred: impl Fn(&BenchmarkRun) -> bool,
-) -> BenchmarkRun {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let run = api.get(name).await.expect("read run");
-        if pred(&run) {
-            return run;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!(
-                "run {name}: not {what} after {timeout:?}; status:\n{}",
-                serde_yaml::to_string(&run.status).unwrap_or_default()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-fn phase(r: &BenchmarkRun) -> Phase {
-    r.status.as_ref().map(|s| s.phase).unwrap_or_default()
-}
-
-fn finished(r: &BenchmarkRun) -> bool {
-    phase(r).is_finished()
-}
-
-fn condition<'a>(
-    r: &'a BenchmarkRun,
-    t: &str,
-) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    r.status.as_ref()?.conditions.iter().find(|c| c.type_ == t)
-}
-
-async fn result_data(env: &Env, run: &str) -> BTreeMap<String, String> {
-    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), env.ns.name());
-    cms.get(&resources::result_cm_name(run))
-        .await
-        .expect("result ConfigMap")
-        .data
-        .unwrap_or_default()
-}
-
-async fn run_pods(env: &Env, run: &str) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), env.ns.name());
-    pods.list(&ListParams::default().labels(&format!("{}={run}", resources::RUN_LABEL)))
-        .await
-        .expect("list pods")
-        .items
-}
+use common::*;
 
 fn per_node(duration: &str, extra: &str) -> String {
     format!(

@@ -1,0 +1,226 @@
+//! Helpers the operator's cluster tests share: a namespace and the CRD on the real test
+//! cluster, the controller running in the test process, and waits and checks on runs.
+// Each test crate uses a different subset of these.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
+use benchrun_operator::metrics::Metrics;
+use benchrun_operator::reconcile::{self, Config};
+use benchrun_operator::resources;
+use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
+use benchrun_worker::Summary;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use tokio::task::JoinHandle;
+
+/// The operator's HMAC key in tests (workers' control tokens derive from it).
+pub const KEY: &[u8] = b"benchrun-cluster-test-operator-key";
+
+pub struct Env {
+    pub client: Client,
+    pub ns: TestNamespace,
+    pub images: Images,
+}
+
+pub async fn env(prefix: &str) -> Env {
+    benchrun_operator::install_crypto_provider();
+    let client = cluster::connect().await;
+    cluster::require_ready_nodes(&client, &NODES).await;
+    let images = Images::load();
+    install_crd(&client).await;
+    let ns = TestNamespace::create(&client, prefix).await;
+    Env { client, ns, images }
+}
+
+/// Apply the CRD (idempotent across concurrently running tests) and wait until it is served.
+pub async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = benchrun_operator::crd();
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    crds.patch(
+        &name,
+        &PatchParams::apply("benchrun-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying the CRD: {e}"));
+    for _ in 0..60 {
+        let c = crds.get(&name).await.expect("read CRD");
+        let established = c
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("CRD {name} not Established after 30 s");
+}
+
+pub fn spawn_operator(env: &Env) -> JoinHandle<()> {
+    let config = Config {
+        key: KEY.to_vec(),
+        worker_image: env.images.worker.clone(),
+        namespace: Some(env.ns.name().to_string()),
+        agent_port: resources::AGENT_PORT,
+    };
+    tokio::spawn(reconcile::run(
+        env.client.clone(),
+        config,
+        Arc::new(Metrics::new()),
+        std::future::pending(),
+    ))
+}
+
+pub async fn create_run(env: &Env, name: &str, spec_yaml: &str) -> Api<BenchmarkRun> {
+    let spec: BenchmarkRunSpec = serde_yaml::from_str(spec_yaml)
+        .unwrap_or_else(|e| panic!("test spec parses: {e}\n{spec_yaml}"));
+    let api: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), env.ns.name());
+    api.create(&PostParams::default(), &BenchmarkRun::new(name, spec))
+        .await
+        .unwrap_or_else(|e| panic!("creating run {name}: {e}"));
+    api
+}
+
+/// Poll the run until `pred` holds; panic with its status after `timeout`.
+pub async fn wait_for(
+    api: &Api<BenchmarkRun>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    pred: impl Fn(&BenchmarkRun) -> bool,
+) -> BenchmarkRun {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let run = api.get(name).await.expect("read run");
+        if pred(&run) {
+            return run;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!(
+                "run {name}: not {what} after {timeout:?}; status:\n{}",
+                serde_yaml::to_string(&run.status).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub fn phase(r: &BenchmarkRun) -> Phase {
+    r.status.as_ref().map(|s| s.phase).unwrap_or_default()
+}
+
+pub fn finished(r: &BenchmarkRun) -> bool {
+    phase(r).is_finished()
+}
+
+pub async fn result_data(env: &Env, run: &str) -> BTreeMap<String, String> {
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), env.ns.name());
+    cms.get(&resources::result_cm_name(run))
+        .await
+        .expect("result ConfigMap")
+        .data
+        .unwrap_or_default()
+}
+
+pub fn run_selector(run: &str) -> ListParams {
+    ListParams::default().labels(&format!("{}={run}", resources::RUN_LABEL))
+}
+
+pub async fn run_pods(env: &Env, run: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), env.ns.name());
+    pods.list(&run_selector(run))
+        .await
+        .expect("list pods")
+        .items
+}
+
+/// Wait until the run's worker pods are gone (cleanup or garbage collection).
+pub async fn wait_pods_gone(env: &Env, run: &str, why: &str) {
+    for _ in 0..120 {
+        if run_pods(env, run).await.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let left: Vec<_> = run_pods(env, run)
+        .await
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    panic!("worker pods of run {run} still present 60 s after {why}: {left:?}");
+}
+
+/// The per-op checks every finished run with results must pass: each op's count is the sum
+/// of the workers' counts, its p99 is the p99 of the merged histograms (not an average), and
+/// the merged summary has exactly the collected workers. Returns the merged summary and the
+/// per-worker summaries.
+pub async fn check_merged(
+    env: &Env,
+    run: &BenchmarkRun,
+    workers: usize,
+) -> (Summary, Vec<Summary>) {
+    let name = run.metadata.name.clone().unwrap_or_default();
+    let st = run.status.clone().expect("status");
+    let data = result_data(env, &name).await;
+    let parts: Vec<Summary> = st
+        .workers
+        .iter()
+        .map(|w| {
+            let key = resources::summary_key(&w.name);
+            let text = data
+                .get(&key)
+                .unwrap_or_else(|| panic!("result ConfigMap has no {key}: {:?}", data.keys()));
+            serde_json::from_str(text).expect("worker summary")
+        })
+        .collect();
+    assert_eq!(parts.len(), workers, "one summary per worker");
+    let merged: Summary = serde_json::from_str(&data[resources::MERGED_KEY]).expect("merged");
+    let again = Summary::merge(&parts).expect("merge");
+    assert!(!merged.ops.is_empty(), "merged summary has ops");
+    for (op, stats) in &merged.ops {
+        let sum: u64 = parts
+            .iter()
+            .filter_map(|p| p.ops.get(op))
+            .map(|s| s.count)
+            .sum();
+        assert_eq!(stats.count, sum, "{op} count");
+        let r = st
+            .results
+            .get(&op.to_string())
+            .unwrap_or_else(|| panic!("status.results has no {op}: {:?}", st.results.keys()));
+        assert_eq!(r.count, sum, "{op} status count");
+        assert_eq!(
+            r.p99_ms, again.report[op].p99_ms,
+            "{op} p99 from merged histograms"
+        );
+        assert_eq!(r.p99_ms, merged.report[op].p99_ms);
+    }
+    assert_eq!(merged.workers as usize, workers);
+    let mut ids = merged.worker_ids.clone();
+    ids.sort();
+    let mut want: Vec<_> = st.workers.iter().map(|w| w.name.clone()).collect();
+    want.sort();
+    assert_eq!(ids, want, "exactly one result per worker");
+    for (w, p) in st.workers.iter().zip(&parts) {
+        let n: u64 = p.ops.values().map(|s| s.count).sum();
+        assert!(n > 0, "worker {} did no operations", w.name);
+    }
+    (merged, parts)
+}
+
+pub fn condition<'a>(
+    r: &'a BenchmarkRun,
+    t: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    r.status.as_ref()?.conditions.iter().find(|c| c.type_ == t)
+}
