@@ -42,7 +42,7 @@ timeout: 3m
 #[tokio::test]
 async fn per_node_run_merges_exactly_and_cleans_up() {
     let env = env("op-pernode").await;
-    let _op = spawn_operator(&env);
+    let (_op, metrics) = spawn_operator_with_metrics(&env);
     let api = create_run(&env, "pn", &per_node("4s", "cleanup: Always")).await;
     let run = wait_for(&api, "pn", Duration::from_secs(150), "finished", finished).await;
     let st = run.status.clone().expect("status");
@@ -95,6 +95,33 @@ async fn per_node_run_merges_exactly_and_cleans_up() {
     let skew = st.start_skew_ms.expect("startSkew reported");
     assert!(skew < 1000.0, "workers started {skew}ms apart");
     assert!(st.throughput.is_some() && st.p99.is_some());
+
+    // The operator's metrics carry the run: reconciles counted, the run by phase, and its
+    // merged per-op results.
+    let text = metrics.render();
+    let reconciles =
+        sample(&text, "benchrun_operator_reconciles_total").expect("reconciles metric");
+    assert!(reconciles >= 3.0, "{text}");
+    assert_eq!(
+        sample(&text, "benchrun_operator_runs{phase=\"Succeeded\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    for (op, r) in &st.results {
+        let labels = format!("{{namespace=\"{}\",op=\"{op}\",run=\"pn\"}}", env.ns.name());
+        let p99 = sample(&text, &format!("benchrun_operator_run_p99_seconds{labels}"))
+            .unwrap_or_else(|| panic!("no p99 sample for {op}:\n{text}"));
+        assert!(
+            (p99 - r.p99_ms / 1000.0).abs() < 1e-9,
+            "{op}: {p99} vs {}",
+            r.p99_ms
+        );
+        assert!(sample(
+            &text,
+            &format!("benchrun_operator_run_ops_per_second{labels}")
+        )
+        .is_some());
+    }
 
     // cleanup: Always -> worker pods go away.
     for _ in 0..60 {

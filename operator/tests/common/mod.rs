@@ -67,18 +67,36 @@ pub async fn install_crd(client: &Client) {
 }
 
 pub fn spawn_operator(env: &Env) -> JoinHandle<()> {
+    spawn_operator_with_metrics(env).0
+}
+
+/// The controller, and the metrics it exports on `/metrics` in the real binary.
+pub fn spawn_operator_with_metrics(env: &Env) -> (JoinHandle<()>, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
     let config = Config {
         key: KEY.to_vec(),
         worker_image: env.images.worker.clone(),
         namespace: Some(env.ns.name().to_string()),
         agent_port: resources::AGENT_PORT,
     };
-    tokio::spawn(reconcile::run(
+    let task = tokio::spawn(reconcile::run(
         env.client.clone(),
         config,
-        Arc::new(Metrics::new()),
+        metrics.clone(),
         std::future::pending(),
-    ))
+    ));
+    (task, metrics)
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text exposition.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 pub async fn create_run(env: &Env, name: &str, spec_yaml: &str) -> Api<BenchmarkRun> {
