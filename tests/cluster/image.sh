@@ -42,7 +42,8 @@ for b in "${BINS[@]}"; do
   bin=$CARGO_TARGET_DIR/$TARGET/release/$b
   [ -x "$bin" ] || die "$bin was not built"
   # A dynamic executable would fail in the image with a bare "no such file or directory".
-  file -L "$bin" | grep -Eq 'static(ally|-pie) linked' || die "$bin is not statically linked: $(file -L "$bin")"
+  kind=$(file -L "$bin")
+  grep -Eq 'static(ally|-pie) linked' <<< "$kind" || die "$bin is not statically linked: $kind"
   # The release profile keeps line tables for backtraces; in the image they would only triple
   # its size and the import time. Symbols stay, so panics still name functions.
   stripped=$STATE_DIR/images/$b

@@ -246,7 +246,8 @@ start_containerd() {
     # recipe: CRI answers "server is not initialized yet" until it has recovered its state, and
     # a kubelet started before that exits; this line is its last init step.
     local end=$(( $(date +%s) + 60 ))
-    until tail -c +$((off + 1)) "$LOG_DIR/$name.log" | grep -q 'Start streaming server'; do
+    # Not `tail | grep -q`: under pipefail a match that SIGPIPEs tail would read as no match.
+    until grep -q 'Start streaming server' < <(tail -c +$((off + 1)) "$LOG_DIR/$name.log"); do
       [ "$(date +%s)" -lt "$end" ] || die "$name CRI not initialized after 60s" "$name"
       alive "$name" || die "$name exited" "$name"
       sleep 0.1

@@ -142,7 +142,12 @@ make_image() {
 # import_image NODE TAR REF: import into that node's containerd unless it already has REF.
 import_image() {
   local node=$1 tar=$2 ref=$3
-  ctr_ "$node" images ls -q 2>/dev/null | grep -qxF "$ref" && return 0
+  # grep reads a finished listing, not a pipe: under pipefail, `ctr ... | grep -q` fails
+  # whenever grep matches and exits before ctr has written everything (SIGPIPE).
+  local have
+  have=$(ctr_ "$node" images ls -q 2>/dev/null) || have=
+  grep -qxF "$ref" <<< "$have" && return 0
   ctr_ "$node" images import "$tar" > /dev/null || die "import of $ref into containerd on $node failed" "containerd-$node"
-  ctr_ "$node" images ls -q | grep -qxF "$ref" || die "$ref missing on $node after import"
+  have=$(ctr_ "$node" images ls -q) || die "cannot list images on $node" "containerd-$node"
+  grep -qxF "$ref" <<< "$have" || die "$ref missing on $node after import"
 }
