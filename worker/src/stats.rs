@@ -192,6 +192,27 @@ pub struct Second {
     pub errors: u64,
 }
 
+impl Second {
+    /// The entry for `sec` in a timeline, growing it with empty, correctly numbered seconds.
+    pub(crate) fn at(timeline: &mut Vec<Second>, sec: u64) -> &mut Second {
+        let from = timeline.len() as u64;
+        if from <= sec {
+            timeline.extend((from..=sec).map(|second| Second {
+                second,
+                ..Default::default()
+            }));
+        }
+        &mut timeline[sec as usize]
+    }
+
+    /// Add another task's or worker's counts for the same second.
+    pub(crate) fn add(&mut self, o: &Second) {
+        self.ops += o.ops;
+        self.bytes += o.bytes;
+        self.errors += o.errors;
+    }
+}
+
 /// CPU time and page faults of the worker process during the measured stage.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -354,15 +375,7 @@ impl Summary {
                 out.ops.entry(*k).or_default().merge(v);
             }
             for s in &p.timeline {
-                let i = s.second as usize;
-                if out.timeline.len() <= i {
-                    out.timeline.resize_with(i + 1, Second::default);
-                }
-                let t = &mut out.timeline[i];
-                t.second = s.second;
-                t.ops += s.ops;
-                t.bytes += s.bytes;
-                t.errors += s.errors;
+                Second::at(&mut out.timeline, s.second).add(s);
             }
             out.process.merge(&p.process);
             for (mine, theirs) in [

@@ -270,6 +270,7 @@ impl Engine {
                 .ok_or_else(|| EngineError::Workload("no operation has a weight above 0".into()))?,
             mix_without_delete: OpMix::new(&w.ops, |op| op == OpKind::Delete),
             written: Mutex::new(VecDeque::new()),
+            track_written: w.weight_of(OpKind::Delete) > 0,
             get: GetRequest {
                 plan: targets::read_plan(w, self.target.as_ref()),
                 check: if w.read.verify {
@@ -402,6 +403,8 @@ struct RunCtx {
     mix_without_delete: Option<OpMix>,
     /// Keys written by `put`, oldest first, for `delete` to remove.
     written: Mutex<VecDeque<String>>,
+    /// Whether the mix deletes, so `put` must remember its keys (decided once, not per op).
+    track_written: bool,
     get: GetRequest,
     put_prefix: String,
     schedule: Arc<Schedule>,
@@ -527,7 +530,7 @@ impl RunCtx {
                 let key = format!("{}{task}-{seq}", self.put_prefix);
                 let size = self.object_sizes.sample(rng);
                 let requests = t.put(&key, self.pattern.payload(&key, size)).await?;
-                if self.engine_workload.weight_of(OpKind::Delete) > 0 {
+                if self.track_written {
                     self.written
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())

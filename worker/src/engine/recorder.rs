@@ -49,16 +49,7 @@ impl Recorder {
     pub fn record(&mut self, r: OpResult) -> Option<String> {
         let s = &mut self.ops[r.op.index()];
         s.count += 1;
-        let sec = r.finished_at.as_secs() as usize;
-        if self.timeline.len() <= sec {
-            let from = self.timeline.len() as u64;
-            self.timeline
-                .extend((from..=sec as u64).map(|second| Second {
-                    second,
-                    ..Default::default()
-                }));
-        }
-        let t = &mut self.timeline[sec];
+        let t = Second::at(&mut self.timeline, r.finished_at.as_secs());
         t.ops += 1;
         match r.outcome {
             Ok(done) => {
@@ -89,18 +80,7 @@ impl Recorder {
             a.merge(b);
         }
         for s in o.timeline {
-            let i = s.second as usize;
-            if self.timeline.len() <= i {
-                let from = self.timeline.len() as u64;
-                self.timeline.extend((from..=i as u64).map(|second| Second {
-                    second,
-                    ..Default::default()
-                }));
-            }
-            let t = &mut self.timeline[i];
-            t.ops += s.ops;
-            t.bytes += s.bytes;
-            t.errors += s.errors;
+            Second::at(&mut self.timeline, s.second).add(&s);
         }
     }
 }
