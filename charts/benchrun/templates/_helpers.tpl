@@ -1,0 +1,142 @@
+{{/*
+The chart name, or nameOverride; truncated to 63 characters (the DNS label limit of
+Kubernetes names and label values).
+*/}}
+{{- define "benchrun.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name prefix of every resource: fullnameOverride, or <release>-<name> (just the
+release name when it already contains the chart name). Truncated to 63 characters.
+*/}}
+{{- define "benchrun.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version, for the helm.sh/chart label.
+*/}}
+{{- define "benchrun.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Selector labels: stable for the life of a release (Deployment selectors are immutable).
+*/}}
+{{- define "benchrun.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "benchrun.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/*
+Standard labels on every resource the chart creates.
+*/}}
+{{- define "benchrun.labels" -}}
+helm.sh/chart: {{ include "benchrun.chart" . }}
+{{ include "benchrun.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: benchrun
+{{- end }}
+
+{{/*
+Name of the operator's ServiceAccount.
+*/}}
+{{- define "benchrun.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "benchrun.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+Name of the Secret holding the per-run token key: the user's existingKeySecret, or the one
+this chart creates.
+*/}}
+{{- define "benchrun.keySecretName" -}}
+{{- if .Values.operator.existingKeySecret }}
+{{- .Values.operator.existingKeySecret }}
+{{- else }}
+{{- printf "%s-key" (include "benchrun.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/*
+Operator image reference; the tag defaults to the chart's appVersion.
+*/}}
+{{- define "benchrun.operatorImage" -}}
+{{- printf "%s:%s" .Values.operator.image.repository (.Values.operator.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+Default worker image reference; the tag defaults to the chart's appVersion.
+*/}}
+{{- define "benchrun.workerImage" -}}
+{{- printf "%s:%s" .Values.operator.workerImage.repository (.Values.operator.workerImage.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+"true" when leader election is on (more than one replica, or leaderElection.enabled), else "".
+*/}}
+{{- define "benchrun.leaderElect" -}}
+{{- if or (gt (int .Values.operator.replicas) 1) .Values.leaderElection.enabled }}true{{ end }}
+{{- end }}
+
+{{/*
+Namespace the dashboard ConfigMap goes to.
+*/}}
+{{- define "benchrun.dashboardNamespace" -}}
+{{- default .Release.Namespace .Values.dashboards.namespace }}
+{{- end }}
+
+{{/*
+RBAC rules on namespaced resources, the same whether granted by the ClusterRole (all
+namespaces) or by a Role in watchNamespace. Exactly the list at the top of
+operator/src/reconcile.rs. Secrets: create only (the per-run token Secret, deleted by garbage
+collection through its owner reference); never get/list/watch, so the credentials that runs
+reference stay unreadable to the operator.
+*/}}
+{{- define "benchrun.namespacedRules" -}}
+- apiGroups: ["benchrun.dev"]
+  resources: ["benchmarkruns"]
+  verbs: ["get", "list", "watch", "delete"]
+- apiGroups: ["benchrun.dev"]
+  resources: ["benchmarkruns/status"]
+  verbs: ["get", "patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["create", "delete"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "patch"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/*
+RBAC rule on nodes (cluster-scoped): list, for perNode placement.
+*/}}
+{{- define "benchrun.nodeRules" -}}
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list"]
+{{- end }}
