@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Offline tests of the Helm chart charts/benchrun (no cluster):
+#   - helm lint --strict and helm template with each ci/*-values.yaml overlay
+#   - values.schema.json rejects unknown keys and bad types (helm template fails, with the message)
+#   - check.py: restricted Pod Security Standard, RBAC exactly as operator/src/reconcile.rs lists
+#     it (never get/list/watch on Secrets), monitors only when enabled, Role when watchNamespace
+#     is set, dashboard PromQL only on metric names registered in the Rust code
+#   - the chart's CRDs equal crds/
+#   - promtool check/test rules on the rendered PrometheusRule (when promtool can be had)
+# helm is built from the Go module proxy by tests/helm/install.sh (cached).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/lib/cache.sh
+source "$here/../lib/cache.sh"
+chart=$REPO_ROOT/charts/benchrun
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $*"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+helm=$("$here/install.sh")
+echo ">>> $("$helm" version --short)"
+
+# Python with PyYAML for check.py: the default python3, else Debian's with python3-yaml.
+py=
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import yaml' 2>/dev/null; then py=$p; break; fi
+done
+if [ -z "$py" ]; then
+  apt_install python3-yaml
+  py=/usr/bin/python3
+fi
+
+if "$here/crds_in_sync.sh"; then ok "crds in sync"; else fail "crds out of sync"; fi
+
+# Lint and render each overlay.
+for values in "$chart"/ci/*-values.yaml; do
+  name=$(basename "$values" -values.yaml)
+  if "$helm" lint --strict "$chart" -f "$values" > "$work/lint-$name.log" 2>&1; then
+    ok "helm lint --strict -f ci/$name-values.yaml"
+  else
+    cat "$work/lint-$name.log" >&2
+    fail "helm lint --strict -f ci/$name-values.yaml"
+  fi
+  if "$helm" template benchrun "$chart" -n benchrun-system -f "$values" > "$work/$name.yaml" 2> "$work/template-$name.log"; then
+    ok "helm template -f ci/$name-values.yaml"
+  else
+    cat "$work/template-$name.log" >&2
+    fail "helm template -f ci/$name-values.yaml"
+  fi
+done
+for name in default namespaced monitoring; do
+  [ -s "$work/$name.yaml" ] || { fail "no ci/$name-values.yaml rendering: check.py needs it"; }
+done
+
+# The schema rejects bad values: helm template must fail, naming the problem.
+# expect_reject DESCRIPTION MESSAGE HELM-ARGS...
+expect_reject() {
+  local what=$1 want=$2
+  shift 2
+  if "$helm" template benchrun "$chart" "$@" > "$work/reject.out" 2>&1; then
+    fail "schema accepted $what ($*)"
+  elif grep -qF -- "$want" "$work/reject.out"; then
+    ok "schema rejects $what"
+  else
+    cat "$work/reject.out" >&2
+    fail "schema rejected $what, but without the message: $want"
+  fi
+}
+expect_reject "an unknown top-level key" "additional properties 'replicaCount' not allowed" --set replicaCount=2
+expect_reject "an unknown nested key" "additional properties 'tga' not allowed" --set operator.image.tga=v1
+expect_reject "a string for operator.replicas" "at '/operator/replicas': got string, want integer" --set operator.replicas=two
+expect_reject "negative replicas" "at '/operator/replicas': minimum" --set operator.replicas=-1
+expect_reject "an unknown pullPolicy" "value must be one of 'Always', 'IfNotPresent', 'Never'" --set operator.image.pullPolicy=Sometimes
+expect_reject "a number for serviceMonitor.enabled" "at '/serviceMonitor/enabled': got number, want boolean" --set serviceMonitor.enabled=1
+
+# The rendered objects against the code.
+if "$py" "$here/check.py" "$REPO_ROOT" "$work"; then ok "check.py"; else fail "check.py (see FAIL lines above)"; fi
+
+# promtool on the PrometheusRule: Debian's prometheus package, installed when we may (root).
+if ! command -v promtool >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt_install prometheus >/dev/null || echo "note: apt-get install prometheus failed; promtool checks skipped" >&2
+fi
+if command -v promtool >/dev/null; then
+  if [ ! -s "$work/rules.yaml" ]; then
+    fail "no rules.yaml from the monitoring overlay"
+  elif promtool check rules "$work/rules.yaml"; then
+    ok "promtool check rules"
+    cp "$here/alerts_test.yaml" "$work/"
+    if promtool test rules "$work/alerts_test.yaml"; then ok "promtool test rules"; else fail "promtool test rules"; fi
+  else
+    fail "promtool check rules"
+  fi
+else
+  echo "skip: promtool not available (apt-get install prometheus)"
+fi
+
+if command -v shellcheck >/dev/null; then
+  if shellcheck -x "$here"/*.sh; then ok "shellcheck tests/helm/*.sh"; else fail "shellcheck tests/helm/*.sh"; fi
+fi
+
+echo "chart: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
