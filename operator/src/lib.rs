@@ -9,9 +9,11 @@
 //! - [`results`]: persisting each worker's summary, merging, folding into the status
 //! - [`reconcile`]: the controller: context, reconcile, error policy, events, `run()`
 //! - [`metrics`]: the operator's own Prometheus metrics
+//! - [`leader`]: leader election on a Lease, so that only one replica runs the controller
 
 pub mod client;
 pub mod crd;
+pub mod leader;
 pub mod metrics;
 pub mod reconcile;
 pub mod resources;

@@ -1,5 +1,12 @@
 //! `benchrun-operator`: `crd` prints the CRD; `run` runs the controller with its
 //! `/metrics` + `/healthz` endpoint beside it.
+//!
+//! With `--leader-elect`, every replica serves `/metrics` and `/healthz`, but only the holder of
+//! the Lease runs the controller. A leader that loses the lease (another holder, or no renewal
+//! for 10 s) exits with status 1 so that Kubernetes restarts it as a standby: stopping is the
+//! only way to be sure no reconcile of the old leader is still in flight. SIGTERM or SIGINT
+//! stops the controller gracefully and then releases the lease, so a standby takes over at
+//! its next poll (2 s) instead of after the 15 s lease duration.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,6 +16,7 @@ use anyhow::{Context, Result};
 use axum::routing::get;
 use clap::{Parser, Subcommand};
 
+use benchrun_operator::leader::{Elector, LeaderConfig};
 use benchrun_operator::metrics::Metrics;
 use benchrun_operator::reconcile::{self, Config};
 
@@ -43,6 +51,48 @@ struct RunArgs {
     /// Address of /metrics and /healthz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
+    /// Run the controller only while holding the Lease, so that several replicas can run.
+    /// Identity: $POD_NAME, else the hostname and process id.
+    /// (The variable accepts true/false, 1/0, yes/no, on/off.)
+    #[arg(long, env = "BENCHRUN_LEADER_ELECT", value_parser = clap::builder::BoolishValueParser::new())]
+    leader_elect: bool,
+    /// Name of the coordination.k8s.io/v1 Lease the replicas contend for.
+    #[arg(long, env = "BENCHRUN_LEASE_NAME", default_value = "benchrun-operator")]
+    lease_name: String,
+    /// Namespace of the Lease (default: $POD_NAMESPACE); required with --leader-elect.
+    #[arg(long, env = "BENCHRUN_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+}
+
+impl RunArgs {
+    /// The election settings, or `None` without --leader-elect.
+    fn leader(&self) -> Result<Option<LeaderConfig>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let namespace = self
+            .lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .filter(|n| !n.is_empty())
+            .context("--leader-elect needs --lease-namespace, $BENCHRUN_LEASE_NAMESPACE or $POD_NAMESPACE")?;
+        let identity = match std::env::var("POD_NAME").ok().filter(|n| !n.is_empty()) {
+            Some(pod) => pod,
+            // Outside a pod two processes may share a hostname; the pid tells them apart.
+            None => format!(
+                "{}-{}",
+                hostname::get()
+                    .context("reading the hostname for the leader identity")?
+                    .to_string_lossy(),
+                std::process::id()
+            ),
+        };
+        Ok(Some(LeaderConfig::new(
+            &self.lease_name,
+            namespace,
+            identity,
+        )))
+    }
 }
 
 #[tokio::main]
@@ -70,10 +120,9 @@ async fn run(args: RunArgs) -> Result<()> {
         "the key file {} holds fewer than 16 bytes",
         args.key_file.display()
     );
+    let leader = args.leader()?;
     benchrun_operator::install_crypto_provider();
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to Kubernetes")?;
+    let client = connect().await?;
     let metrics = Arc::new(Metrics::new());
     let m = metrics.clone();
     let app = axum::Router::new()
@@ -99,9 +148,89 @@ async fn run(args: RunArgs) -> Result<()> {
         namespace: args.namespace,
         agent_port: benchrun_operator::resources::AGENT_PORT,
     };
-    reconcile::run(client, config, metrics, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let shutdown = {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+    let Some(leader) = leader else {
+        metrics.set_leader(true);
+        reconcile::run(client, config, metrics, shutdown).await;
+        return Ok(());
+    };
+    let (name, ns, me) = (
+        leader.name.clone(),
+        leader.namespace.clone(),
+        leader.identity.clone(),
+    );
+    tracing::info!("leader election on lease {ns}/{name} as {me}");
+    let mut elector = Elector::new(client.clone(), leader);
+    let mut early = stopped.clone();
+    tokio::select! {
+        () = elector.acquire() => {}
+        _ = early.wait_for(|s| *s) => return Ok(()),
+    }
+    tracing::info!("leading (lease {ns}/{name}); starting the controller");
+    metrics.set_leader(true);
+    let lost = tokio::select! {
+        () = reconcile::run(client, config, metrics.clone(), shutdown) => None,
+        why = elector.keep_leading() => Some(why),
+    };
+    metrics.set_leader(false);
+    if let Some(why) = lost {
+        anyhow::bail!(
+            "lost the leadership of lease {ns}/{name}: {why}; exiting so that a restart stands by"
+        );
+    }
+    match elector.release().await {
+        Ok(true) => tracing::info!("released lease {ns}/{name}"),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!("releasing lease {ns}/{name}: {e} (a standby takes it when it expires)")
+        }
+    }
     Ok(())
+}
+
+/// The kube client, from a kubeconfig ($KUBECONFIG or ~/.kube/config) when there is one, else
+/// from the pod's service account (in-cluster), like `Client::try_default`; logs which.
+async fn connect() -> Result<kube::Client> {
+    let (config, source) =
+        match kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions::default()).await {
+            Ok(c) => (c, "kubeconfig"),
+            Err(kubeconfig) => match kube::Config::incluster() {
+                Ok(c) => (c, "in-cluster service account"),
+                Err(incluster) => anyhow::bail!(
+                    "no Kubernetes config: kubeconfig: {kubeconfig}; in-cluster: {incluster}"
+                ),
+            },
+        };
+    tracing::info!("Kubernetes API {} ({source})", config.cluster_url);
+    kube::Client::try_from(config).context("connecting to Kubernetes")
+}
+
+/// SIGTERM (what the kubelet sends) or SIGINT.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!("cannot catch SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down");
 }

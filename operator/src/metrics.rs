@@ -5,14 +5,15 @@
 //! - `benchrun_operator_runs{phase}`: runs this operator has seen, by current phase
 //! - `benchrun_operator_run_ops_per_second{namespace,run,op}` and
 //!   `benchrun_operator_run_p99_seconds{namespace,run,op}`: merged results of finished runs
+//! - `benchrun_operator_leader`: 1 while this replica runs the controller (leads), else 0
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 use crate::crd::{BenchmarkRunStatus, Phase};
@@ -26,6 +27,7 @@ pub struct Metrics {
     runs: IntGaugeVec,
     run_ops: GaugeVec,
     run_p99: GaugeVec,
+    leader: IntGauge,
     phases: Mutex<HashMap<String, Phase>>,
 }
 
@@ -78,6 +80,11 @@ impl Metrics {
             &["namespace", "run", "op"],
         )
         .expect("metric");
+        let leader = IntGauge::new(
+            "benchrun_operator_leader",
+            "1 while this replica runs the controller (holds the leader lease)",
+        )
+        .expect("metric");
         for c in [
             Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(errors.clone()),
@@ -85,6 +92,7 @@ impl Metrics {
             Box::new(runs.clone()),
             Box::new(run_ops.clone()),
             Box::new(run_p99.clone()),
+            Box::new(leader.clone()),
         ] {
             registry.register(c).expect("unique metric");
         }
@@ -96,6 +104,7 @@ impl Metrics {
             runs,
             run_ops,
             run_p99,
+            leader,
             phases: Mutex::new(HashMap::new()),
         }
     }
@@ -138,6 +147,11 @@ impl Metrics {
         }
     }
 
+    /// Whether this replica leads (runs the controller).
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
     pub fn forget(&self, ns: &str, run: &str) {
         let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
         phases.remove(&format!("{ns}/{run}"));
@@ -176,12 +190,14 @@ mod tests {
         }
         m.error("kube");
         m.observe("ns", "r", &BenchmarkRunStatus::default());
+        m.set_leader(true);
         let text = m.render();
         for name in [
             "benchrun_operator_reconciles_total 1",
             "benchrun_operator_reconcile_errors_total{error=\"kube\"} 1",
             "benchrun_operator_runs{phase=\"Pending\"} 1",
             "benchrun_operator_reconcile_duration_seconds_count 1",
+            "benchrun_operator_leader 1",
         ] {
             assert!(text.contains(name), "{name} missing in\n{text}");
         }
