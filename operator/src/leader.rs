@@ -15,6 +15,8 @@
 //!   acting as leader: it does so before any standby may take over.
 //! - On shutdown the leader clears `holderIdentity` ([`Elector::release`]), so a standby takes
 //!   over at its next poll instead of after the lease duration.
+//!
+//! RBAC: `coordination.k8s.io` `leases`: get, create, update, in the Lease's namespace (a Role).
 
 use std::time::Duration;
 
