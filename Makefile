@@ -2,6 +2,8 @@
 #
 # Stages, in order, each failing loudly:
 #   lint          cargo fmt --check, clippy -D warnings
+#   chart         helm lint/template of charts/benchrun per ci/ overlay, schema, RBAC, dashboard
+#                 queries against the registered metric names, CRDs in sync (offline)
 #   unit          unit tests of every crate (no servers)
 #   local         the worker binary and engine on real files (file://, direct://, tmpfs refusal)
 #   storage       MinIO, Azurite, fake-gcs-server on 127.0.0.1, then the object storage tests
@@ -14,13 +16,16 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/benchrun/target
 export CARGO_TERM_COLOR ?= never
 CARGO ?= cargo
 
-.PHONY: test lint unit local storage cluster build release bench-local bench-object clean-state
+.PHONY: test lint chart unit local storage cluster build release bench-local bench-object clean-state
 
-test: lint unit local storage cluster
+test: lint chart unit local storage cluster
 
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+chart:
+	tests/helm/test.sh
 
 unit:
 	$(CARGO) test --workspace --lib --bins

@@ -353,6 +353,7 @@ impl Reconciler<'_> {
                 }
                 PodView::ConfigError(msg) => self.worker_failed(i, "WorkerConfigError", msg),
                 PodView::Failed(msg) => self.worker_failed(i, "WorkerFailed", msg),
+                PodView::Lost(why) => self.lose(i, &why),
                 PodView::Succeeded => {
                     self.lose(i, "its pod exited before its result was collected")
                 }

@@ -55,6 +55,9 @@ pub enum PodView {
     Running { ip: Option<String> },
     /// Exited 0.
     Succeeded,
+    /// Stopped from outside (evicted, OOM-killed, node shut down): whatever the worker measured
+    /// is gone. The kubelet's reason and message, and the worker's own termination message.
+    Lost(String),
     /// Exited non-zero or was evicted; the termination message when there is one.
     Failed(String),
 }
@@ -86,6 +89,29 @@ pub fn classify_pod(pod: Option<&Pod>) -> PodView {
             let term = container
                 .and_then(|c| c.state.as_ref())
                 .and_then(|s| s.terminated.as_ref());
+            // The kubelet's reason for the whole pod (Evicted, Shutdown, ...), or an OOM kill
+            // of the worker's container: the worker did not fail on its own, it was stopped.
+            let stopped = status
+                .reason
+                .as_deref()
+                .filter(|r| !r.is_empty())
+                .map(|r| (r, status.message.as_deref().unwrap_or_default()))
+                .or_else(|| {
+                    term.and_then(|t| t.reason.as_deref())
+                        .filter(|r| *r == "OOMKilled")
+                        .map(|r| (r, "the worker exceeded its memory limit"))
+                });
+            if let Some((reason, message)) = stopped {
+                let mut why = format!("{reason}: {}", message.trim());
+                if let Some(own) = term
+                    .and_then(|t| t.message.as_deref())
+                    .map(str::trim)
+                    .filter(|m| !m.is_empty())
+                {
+                    why.push_str(&format!(" (worker: {own})"));
+                }
+                return PodView::Lost(why);
+            }
             let msg = term
                 .and_then(|t| t.message.clone())
                 .filter(|m| !m.trim().is_empty())
@@ -442,6 +468,42 @@ mod tests {
         assert_eq!(
             classify_pod(Some(&p)),
             PodView::Failed("opening the target: no such dir".into())
+        );
+        // Evicted by the kubelet: lost, with the kubelet's reason and the worker's message.
+        let p = pod(PodStatus {
+            phase: Some("Failed".into()),
+            reason: Some("Evicted".into()),
+            message: Some("Usage of EmptyDir volume \"data\" exceeds the limit \"256Mi\". ".into()),
+            container_statuses: container(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: 1,
+                    message: Some("stopped by a signal in stage running before the operator collected the summary".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            classify_pod(Some(&p)),
+            PodView::Lost("Evicted: Usage of EmptyDir volume \"data\" exceeds the limit \"256Mi\". (worker: stopped by a signal in stage running before the operator collected the summary)".into())
+        );
+        // OOM-killed container: lost, not a worker failure.
+        let p = pod(PodStatus {
+            phase: Some("Failed".into()),
+            container_statuses: container(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: 137,
+                    reason: Some("OOMKilled".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            classify_pod(Some(&p)),
+            PodView::Lost("OOMKilled: the worker exceeded its memory limit".into())
         );
     }
 

@@ -137,6 +137,9 @@ struct Inner {
     summary: Option<Summary>,
     summary_fetched: bool,
     shutdown: bool,
+    /// The stage a SIGTERM/Ctrl-C arrived in (eviction, pod deletion), as opposed to the
+    /// operator's `POST /v1/shutdown`.
+    signalled_in: Option<AgentStage>,
 }
 
 /// The agent's shared state, cheap to clone into handlers.
@@ -163,6 +166,7 @@ impl Agent {
                 summary: None,
                 summary_fetched: false,
                 shutdown: false,
+                signalled_in: None,
             })),
             token: token.into(),
             metrics,
@@ -222,6 +226,33 @@ impl Agent {
         // notify_one stores a permit, so a shutdown sent before anyone waits is not lost.
         self.shutdown.notify_one();
         self.shutdown.notify_waiters();
+    }
+
+    /// A signal (not the operator) asks the agent to stop.
+    fn signalled(&self) {
+        {
+            let mut i = self.lock();
+            let stage = i.stage;
+            i.signalled_in.get_or_insert(stage);
+        }
+        self.request_shutdown();
+    }
+
+    /// Why the agent must not exit 0: a signal stopped it before the operator fetched the
+    /// summary, so whatever it measured is lost or partial.
+    fn stopped_before_collection(&self) -> Option<String> {
+        let i = self.lock();
+        let stage = i.signalled_in?;
+        if i.summary_fetched {
+            return None;
+        }
+        Some(format!(
+            "stopped by a signal in stage {} before the operator collected the summary",
+            serde_json::to_value(stage)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_else(|| format!("{stage:?}"))
+        ))
     }
 
     async fn wait_shutdown(&self) {
@@ -446,9 +477,10 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let outcome = {
         let on_signal = {
             let agent = agent.clone();
+            let signal = crate::shutdown::signal();
             async move {
-                crate::shutdown::signal().await;
-                agent.request_shutdown();
+                signal.await;
+                agent.signalled();
             }
         };
         let signal_task = tokio::spawn(on_signal);
@@ -464,14 +496,16 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
             }
         };
         signal_task.abort();
-        r
+        match (r, agent.stopped_before_collection()) {
+            (Ok(()), Some(message)) => Err(message),
+            (r, _) => r,
+        }
     };
     match outcome {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(message) => {
             eprintln!("error: {message}");
-            // Best effort: outside Kubernetes the file usually does not exist.
-            let _ = std::fs::write(&args.termination_log, &message);
+            crate::shutdown::write_termination_message(&args.termination_log, &message);
             Ok(ExitCode::FAILURE)
         }
     }
@@ -500,6 +534,24 @@ mod tests {
         assert!(!agent.authorized(&h));
         h.insert("authorization", "Bearer s3cret".parse().unwrap());
         assert!(agent.authorized(&h));
+    }
+
+    #[test]
+    fn a_signal_before_the_summary_is_collected_is_a_failure() {
+        let agent = Agent::new("w", "t", Arc::new(Metrics::new()));
+        agent.set_stage(AgentStage::Running);
+        // The operator's own shutdown request is a normal end.
+        agent.request_shutdown();
+        assert_eq!(agent.stopped_before_collection(), None);
+        // A signal (eviction) while running: not a success, and the stage is named.
+        agent.signalled();
+        assert_eq!(
+            agent.stopped_before_collection().as_deref(),
+            Some("stopped by a signal in stage running before the operator collected the summary")
+        );
+        // Once the operator has the summary, a signal loses nothing.
+        agent.lock().summary_fetched = true;
+        assert_eq!(agent.stopped_before_collection(), None);
     }
 
     #[tokio::test]

@@ -59,4 +59,8 @@ pub struct RunArgs {
     /// Keep the dataset after the run, whatever the workload says.
     #[arg(long)]
     pub no_cleanup: bool,
+    /// Where to leave the reason when the run does not finish (a signal stopped it), for the
+    /// kubelet to show in the pod's status. Written only when the file exists.
+    #[arg(long, value_name = "FILE", default_value = crate::shutdown::TERMINATION_LOG)]
+    pub termination_log: PathBuf,
 }

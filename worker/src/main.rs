@@ -14,6 +14,8 @@ use benchrun_worker::{progress, report, server, Engine, Metrics, Summary, Worklo
 const EXIT_INVALID: u8 = 2;
 /// Exit code when the error budget stopped the run.
 const EXIT_ERROR_BUDGET: u8 = 3;
+/// Exit code when a signal stopped the run before it finished (the summary is partial).
+const EXIT_INTERRUPTED: u8 = 4;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -104,6 +106,9 @@ fn emit(s: &Summary, summary: Option<&std::path::Path>) -> Result<()> {
 
 async fn run(args: RunArgs) -> Result<ExitCode> {
     let workload = load(&args.file)?;
+    // From here on a SIGTERM (pod deleted or evicted) or Ctrl-C ends the run with a partial
+    // summary and a non-zero exit, never a silent exit 0.
+    let stop = benchrun_worker::shutdown::signal();
     let metrics = Arc::new(Metrics::new());
     if let Some(addr) = args.metrics_addr {
         let bound = server::spawn(addr, server::router(metrics.clone()))
@@ -120,9 +125,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     eprintln!("preparing dataset on {}", engine.workload().target);
     let dataset = engine.prepare().await?;
     let bar = progress::spawn(metrics.clone(), args.progress, duration, total_ops);
-    let run = engine
-        .run(&dataset, None, benchrun_worker::shutdown::signal())
-        .await;
+    let run = engine.run(&dataset, None, stop).await;
     if let Some(bar) = bar {
         bar.abort();
     }
@@ -135,6 +138,16 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         }
     }
     emit(&summary, args.summary.as_deref())?;
+    if summary.partial {
+        // An evicted or deleted pod must not look like a finished benchmark.
+        let message = format!(
+            "stopped by a signal after {:.1}s, before the workload finished: the summary is partial",
+            summary.elapsed_seconds
+        );
+        eprintln!("error: {message}");
+        benchrun_worker::shutdown::write_termination_message(&args.termination_log, &message);
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
     Ok(if summary.stopped_by.starts_with("errorBudget") {
         ExitCode::from(EXIT_ERROR_BUDGET)
     } else {

@@ -307,6 +307,14 @@ pub struct WriteSpec {
     /// Local files: fsync each file before the write counts as done.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fsync: bool,
+    /// Bound the keys `put` writes: each worker writes at most this many distinct objects
+    /// and then overwrites them in turn, so a long write workload holds at most
+    /// `maxObjects` x the largest `objectSize` of PUT data per worker and cannot fill a volume.
+    /// Unset: every `put` writes a new object (the target must hold everything written).
+    /// At least `concurrency` (two PUTs in flight never share a key); excludes `delete`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_objects: Option<u64>,
 }
 
 impl Default for WriteSpec {
@@ -316,6 +324,7 @@ impl Default for WriteSpec {
             multipart_threshold: defaults::multipart_threshold(),
             part_size: defaults::part_size(),
             fsync: false,
+            max_objects: None,
         }
     }
 }
@@ -729,6 +738,23 @@ impl Workload {
                 ),
             );
         }
+        if let Some(max) = w.max_objects {
+            if max < self.concurrency as u64 {
+                bad(
+                    "write.maxObjects",
+                    format!(
+                        "must be at least concurrency ({}) so that two PUTs in flight never write the same key (got {max})",
+                        self.concurrency
+                    ),
+                );
+            }
+            if self.weight_of(OpKind::Delete) > 0 {
+                bad(
+                    "write.maxObjects",
+                    "overwrites keys in turn, so `delete` could remove a key twice: use one or the other".into(),
+                );
+            }
+        }
         let re = &self.range_engine;
         if re.chunk_size.0 == 0 {
             bad("rangeEngine.chunkSize", "must be greater than 0".into());
@@ -851,6 +877,26 @@ dataset: { objects: 10, size: { uniform: { min: 4KiB, max: 64KiB } } }
 
     fn err(text: &str) -> String {
         Workload::from_yaml(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn max_objects_must_cover_concurrency_and_excludes_delete() {
+        let ok = format!("{GOOD}write: {{maxObjects: 4}}\n");
+        assert_eq!(Workload::from_yaml(&ok).unwrap().write.max_objects, Some(4));
+        let e = err(&format!("{GOOD}write: {{maxObjects: 3}}\n"));
+        assert!(
+            e.contains("write.maxObjects") && e.contains("at least concurrency (4)"),
+            "{e}"
+        );
+        let with_delete = GOOD.replace(
+            "  - { op: stat, weight: 10 }",
+            "  - { op: stat, weight: 10 }\n  - { op: delete, weight: 5 }",
+        );
+        let e = err(&format!("{with_delete}write: {{maxObjects: 8}}\n"));
+        assert!(
+            e.contains("write.maxObjects") && e.contains("delete"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -310,6 +310,10 @@ pub struct Summary {
     pub pre_stat: Option<StageStats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleanup: Option<StageStats>,
+    /// The measured stage was stopped from outside (a signal, a shutdown request) before its
+    /// duration or op count: the figures cover only what ran. True once merged if any part is.
+    #[serde(default)]
+    pub partial: bool,
 }
 
 pub const SUMMARY_VERSION: u32 = 1;
@@ -362,8 +366,10 @@ impl Summary {
             prepare: None,
             pre_stat: None,
             cleanup: None,
+            partial: false,
         };
         for p in parts {
+            out.partial |= p.partial;
             out.workers += p.workers;
             out.worker_ids.extend(p.worker_ids.iter().cloned());
             out.started_at = out.started_at.min(p.started_at);
@@ -425,6 +431,7 @@ mod tests {
             prepare: None,
             pre_stat: None,
             cleanup: None,
+            partial: false,
         };
         s.refresh();
         s

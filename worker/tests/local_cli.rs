@@ -319,3 +319,160 @@ fn direct_whole_object_reads_are_verified_and_use_aligned_4mib_reads() {
     // 9000001 bytes = 2 full 4 MiB reads + a short aligned tail read.
     assert_eq!(op(&s, "get", "requests"), 20 * 3);
 }
+
+/// Reads the child's stderr until it prints the metrics address, and returns it; a thread
+/// keeps draining the rest (a closed pipe would make the worker's next message fail).
+fn metrics_addr(stderr: std::process::ChildStderr) -> String {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(rest) = line.strip_prefix("metrics on http://") {
+                let _ = tx.send(rest.trim_end_matches("/metrics").to_string());
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the worker never printed its metrics address")
+}
+
+/// `GET /metrics` over a plain TCP connection.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to /metrics");
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("read /metrics");
+    body
+}
+
+#[test]
+fn sigterm_mid_run_exits_4_with_a_partial_summary_and_a_termination_message() {
+    let dir = scratch();
+    let file = dir.path().join("workload.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "target: file://{}/data\nduration: 10m\nconcurrency: 1\nrateLimit: 200\nops: [{{op: stat}}]\ndataset: {{objects: 4, size: 4KiB}}\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let summary = dir.path().join("summary.json");
+    // The kubelet creates the termination log; the worker only writes to one that exists.
+    let termination = dir.path().join("termination-log");
+    std::fs::write(&termination, "").unwrap();
+    let mut child = bin()
+        .args(["run", file.to_str().unwrap(), "--progress", "never"])
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .arg("--summary")
+        .arg(&summary)
+        .arg("--termination-log")
+        .arg(&termination)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start the worker");
+    let addr = metrics_addr(child.stderr.take().unwrap());
+    // Bounded wait on an observable event: the measured stage has completed operations.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let m = scrape(&addr);
+        let running = m.lines().any(|l| l == "benchrun_stage 3");
+        let ops = m
+            .lines()
+            .find_map(|l| l.strip_prefix("benchrun_ops_total{op=\"stat\"} "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if running && ops > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started:\n{m}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child's PID.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.wait().expect("wait for the worker");
+    assert_eq!(
+        status.code(),
+        Some(4),
+        "a run stopped by SIGTERM must not exit 0"
+    );
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["partial"], true, "{s}");
+    assert_eq!(s["stoppedBy"], "interrupted", "{s}");
+    assert!(op(&s, "stat", "count") > 0, "{s}");
+    let msg = std::fs::read_to_string(&termination).unwrap();
+    assert!(
+        msg.starts_with("stopped by a signal after") && msg.contains("partial"),
+        "termination message: {msg:?}"
+    );
+}
+
+#[test]
+fn put_with_max_objects_overwrites_within_the_bound() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    let workload = |bound: &str| {
+        format!(
+            "target: file://{}\ntotalOps: 200\nconcurrency: 4\nops: [{{op: put}}]\nobjectSize: 4KiB\ndataset: {{objects: 0, cleanup: false}}\n{bound}",
+            data.display()
+        )
+    };
+    // Unbounded: every PUT is a new file.
+    let (_, s) = run(&workload(""), dir.path());
+    assert_eq!(op(&s, "put", "count"), 200);
+    assert_eq!(files(&data).len(), 200);
+    std::fs::remove_dir_all(&data).unwrap();
+    // Bounded: 8 keys, 2 per task, overwritten in turn.
+    let (_, s) = run(&workload("write: {maxObjects: 8}\n"), dir.path());
+    assert_eq!(op(&s, "put", "count"), 200);
+    assert_eq!(op(&s, "put", "errors"), 0);
+    let written = files(&data);
+    assert!(
+        !written.is_empty() && written.len() <= 8,
+        "{} files for maxObjects 8: {written:?}",
+        written.len()
+    );
+    assert!(written.iter().all(|(_, size)| *size == 4096), "{written:?}");
+}
+
+#[test]
+fn a_run_that_cannot_fit_is_refused_before_writing_anything() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    let file = dir.path().join("workload.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "target: file://{}\ntotalOps: 10\nops: [{{op: get}}]\ndataset: {{objects: 1000, size: 1TiB}}\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let out = bin()
+        .args(["run", file.to_str().unwrap(), "--progress", "never"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not enough space") && err.contains("may write up to 1000TiB"),
+        "{err}"
+    );
+    let written: Vec<_> = files(&data)
+        .into_iter()
+        .filter(|(p, _)| !p.ends_with(".benchrun-probe"))
+        .collect();
+    assert!(written.is_empty(), "wrote {written:?}");
+}

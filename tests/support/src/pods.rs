@@ -61,7 +61,27 @@ pub async fn wait_for_phase(
                 return Ok(pod);
             }
             if phase == "Succeeded" || phase == "Failed" {
-                anyhow::bail!("pod {ns}/{name} ended {phase}, wanted {want}");
+                // Say why: the kubelet's reason (Evicted, ...) and each container's end.
+                let mut why = format!(
+                    "{} {}",
+                    status.reason.clone().unwrap_or_default(),
+                    status.message.clone().unwrap_or_default()
+                );
+                for cs in status.container_statuses.iter().flatten() {
+                    if let Some(t) = cs.state.as_ref().and_then(|s| s.terminated.as_ref()) {
+                        why.push_str(&format!(
+                            "; container {} exited {} ({}): {}",
+                            cs.name,
+                            t.exit_code,
+                            t.reason.clone().unwrap_or_default(),
+                            t.message.clone().unwrap_or_default()
+                        ));
+                    }
+                }
+                anyhow::bail!(
+                    "pod {ns}/{name} ended {phase}, wanted {want}: {}",
+                    why.trim()
+                );
             }
             for cs in status.container_statuses.unwrap_or_default() {
                 if let Some(w) = cs.state.and_then(|s| s.waiting) {

@@ -1,6 +1,10 @@
 //! Proves the test cluster is real: one worker pod per node (vm and vm2) runs the worker image
 //! against an emptyDir `file://` target, completes, and its JSON summary, read back through the
 //! API (pod logs), counts operations. Needs tests/cluster/up.sh and tests/cluster/image.sh.
+//!
+//! The data volume fits its limit by construction, not by timing: the kubelet evicts a pod
+//! whose emptyDir passes its `sizeLimit` whenever its housekeeping looks, so the workload's
+//! bound ([`MAX_BYTES_WRITTEN`]) must stay well under [`DATA_LIMIT`], whatever the speed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,7 +30,23 @@ ops:
   - { op: get, weight: 3 }
 objectSize: 64KiB
 dataset: { objects: 20 }
+write: { maxObjects: 8 }
 ";
+
+/// What the workload can ever hold on the volume: 20 dataset objects plus 8 PUT keys
+/// (overwritten in turn), 64 KiB each.
+const MAX_BYTES_WRITTEN: u64 = (20 + 8) * 64 * 1024;
+/// The emptyDir's `sizeLimit`.
+const DATA_LIMIT: &str = "64Mi";
+// A wide margin under the limit (checked at compile time).
+const _: () = assert!(MAX_BYTES_WRITTEN * 4 < 64 << 20);
+
+#[test]
+fn the_workload_fits_the_volume_by_construction() {
+    let w = benchrun_worker::Workload::from_yaml(WORKLOAD).expect("valid workload");
+    let keys = w.dataset.objects + w.write.max_objects.expect("PUTs must be bounded");
+    assert_eq!(keys * w.object_size.max(), MAX_BYTES_WRITTEN);
+}
 
 fn worker_pod(node: &str, image: &str) -> Pod {
     Pod {
@@ -93,7 +113,7 @@ fn worker_pod(node: &str, image: &str) -> Pod {
                 Volume {
                     name: "data".into(),
                     empty_dir: Some(EmptyDirVolumeSource {
-                        size_limit: Some(Quantity("256Mi".into())),
+                        size_limit: Some(Quantity(DATA_LIMIT.into())),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -160,11 +180,19 @@ async fn one_worker_per_node_completes_with_ops() {
             .iter()
             .map(|(op, v)| (op.as_str(), v["count"].as_u64().unwrap_or(0)))
             .collect();
-        let total: u64 = counts.values().sum();
         eprintln!("node {node}: pod {name} ops {counts:?}");
-        assert!(
-            total > 0,
-            "worker on {node} completed no operations: {summary}"
-        );
+        for op in ["get", "put"] {
+            assert!(
+                counts.get(op).copied().unwrap_or(0) > 0,
+                "worker on {node} completed no {op}: {summary}"
+            );
+            assert_eq!(
+                ops[op]["errors"].as_u64(),
+                Some(0),
+                "worker on {node}: {op} errors: {summary}"
+            );
+        }
+        assert_eq!(summary["partial"], false, "{summary}");
+        assert_eq!(summary["stoppedBy"], "duration", "{summary}");
     }
 }

@@ -32,6 +32,9 @@ use crate::spec::{Access, OpKind, Workload};
 use crate::stats::{ProcessStats, StageStats, Summary, SUMMARY_VERSION};
 use crate::targets::{self, GetRequest, ObjectInfo, ReadCheck, Target, TargetError};
 
+/// `stopped_by` of a measured stage stopped from outside before it finished.
+pub const INTERRUPTED: &str = "interrupted";
+
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -49,6 +52,8 @@ pub enum EngineError {
     Dataset(String),
     #[error("workload: {0}")]
     Workload(String),
+    #[error("not enough space: {0}")]
+    Space(String),
 }
 
 /// The objects reads run against, with sizes from the prepare stage or the listing.
@@ -124,9 +129,50 @@ impl Engine {
         format!("{}put/", self.workload.dataset.prefix)
     }
 
+    /// The most this run can write: the dataset the prepare stage creates plus what `put`
+    /// can create (bounded by `write.maxObjects` or `totalOps`). `None` when `put` is
+    /// unbounded (a duration with no `write.maxObjects`).
+    pub fn max_bytes_written(&self) -> Option<u64> {
+        let w = &self.workload;
+        let dataset = if w.dataset.prepare {
+            w.dataset.objects.saturating_mul(self.dataset_sizes.max())
+        } else {
+            0
+        };
+        let puts = if w.weight_of(OpKind::Put) == 0 {
+            0
+        } else {
+            let keys = match (put_keys_per_task(w), w.total_ops) {
+                (Some(per_task), Some(n)) => (per_task * w.concurrency as u64).min(n),
+                (Some(per_task), None) => per_task * w.concurrency as u64,
+                (None, Some(n)) => n,
+                (None, None) => return None,
+            };
+            keys.saturating_mul(self.object_sizes.max())
+        };
+        Some(dataset.saturating_add(puts))
+    }
+
+    /// Refuse, before anything is written, a run that cannot fit in the target's free space.
+    pub fn check_space(&self) -> Result<(), EngineError> {
+        let (Some(free), Some(need)) = (self.target.free_space(), self.max_bytes_written()) else {
+            return Ok(());
+        };
+        if need > free {
+            return Err(EngineError::Space(format!(
+                "this run may write up to {} (dataset.objects x dataset size, plus what `put` writes, bounded by write.maxObjects or totalOps) but {} has only {} free; shrink the dataset or lower write.maxObjects",
+                crate::units::ByteSize(need),
+                self.workload.target,
+                crate::units::ByteSize(free),
+            )));
+        }
+        Ok(())
+    }
+
     /// Create the dataset (or list the existing one), then pre-stat it if asked.
     pub async fn prepare(&self) -> Result<Dataset, EngineError> {
         self.metrics.set_stage(Stage::Preparing);
+        self.check_space()?;
         let w = &self.workload;
         let needs_dataset = w.weight_of(OpKind::Get) + w.weight_of(OpKind::Stat) > 0;
         let mut ds = Dataset::default();
@@ -281,6 +327,7 @@ impl Engine {
                 size_hint: None,
             },
             put_prefix: format!("{}{}/", self.put_prefix(), self.worker_id),
+            put_keys_per_task: put_keys_per_task(w),
             schedule: schedule.clone(),
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -291,7 +338,7 @@ impl Engine {
             let (schedule, ctx) = (schedule.clone(), ctx.clone());
             tokio::spawn(async move {
                 shutdown.await;
-                ctx.stop("interrupted");
+                ctx.stop(INTERRUPTED);
                 schedule.stop();
             })
         };
@@ -331,6 +378,8 @@ impl Engine {
                 }
                 .to_string()
             });
+        // Stopped from outside (signal, shutdown request) before the duration or op count.
+        let partial = stopped_by == INTERRUPTED;
         let mut s = Summary {
             version: SUMMARY_VERSION,
             target: w.target.clone(),
@@ -351,6 +400,7 @@ impl Engine {
             prepare: dataset.prepare.clone(),
             pre_stat: dataset.pre_stat.clone(),
             cleanup: None,
+            partial,
         };
         s.refresh();
         Ok(s)
@@ -407,6 +457,8 @@ struct RunCtx {
     track_written: bool,
     get: GetRequest,
     put_prefix: String,
+    /// With `write.maxObjects`: how many keys each task cycles through (tasks never share one).
+    put_keys_per_task: Option<u64>,
     schedule: Arc<Schedule>,
     done: AtomicU64,
     failed: AtomicU64,
@@ -527,7 +579,11 @@ impl RunCtx {
             }
             OpKind::Put => {
                 *seq += 1;
-                let key = format!("{}{task}-{seq}", self.put_prefix);
+                let n = match self.put_keys_per_task {
+                    Some(keys) => *seq % keys,
+                    None => *seq,
+                };
+                let key = format!("{}{task}-{n}", self.put_prefix);
                 let size = self.object_sizes.sample(rng);
                 let requests = t.put(&key, self.pattern.payload(&key, size)).await?;
                 if self.track_written {
@@ -570,6 +626,14 @@ impl RunCtx {
             }
         }
     }
+}
+
+/// With `write.maxObjects`, the keys each task writes in turn: an equal share, so tasks never
+/// write the same key at once and all of them together stay within the bound.
+fn put_keys_per_task(w: &Workload) -> Option<u64> {
+    w.write
+        .max_objects
+        .map(|max| (max / w.concurrency.max(1) as u64).max(1))
 }
 
 /// How long until `at`, or zero if it has passed.

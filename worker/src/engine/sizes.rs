@@ -21,6 +21,14 @@ pub enum SizeSampler {
 }
 
 impl SizeSampler {
+    /// The largest size this sampler can draw.
+    pub fn max(&self) -> u64 {
+        match self {
+            SizeSampler::Fixed(s) => *s,
+            SizeSampler::Uniform { max, .. } | SizeSampler::Lognormal { max, .. } => *max,
+        }
+    }
+
     pub fn new(spec: &SizeSpec) -> Result<Self, String> {
         Ok(match spec {
             SizeSpec::Fixed(s) => SizeSampler::Fixed(s.0),

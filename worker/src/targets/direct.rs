@@ -246,4 +246,8 @@ impl Target for DirectTarget {
     fn default_plan(&self) -> ChunkPlan {
         ChunkPlan::Fixed(DEFAULT_CHUNK)
     }
+
+    fn free_space(&self) -> Option<u64> {
+        self.root.free_space()
+    }
 }

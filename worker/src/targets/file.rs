@@ -134,4 +134,8 @@ impl Target for FileTarget {
     fn default_plan(&self) -> ChunkPlan {
         ChunkPlan::Fixed(DEFAULT_CHUNK)
     }
+
+    fn free_space(&self) -> Option<u64> {
+        self.root.free_space()
+    }
 }

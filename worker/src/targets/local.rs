@@ -27,6 +27,19 @@ impl LocalRoot {
         }
     }
 
+    /// Bytes an unprivileged writer can still use on the root's file system (statvfs
+    /// `f_bavail`); `None` when the root does not exist yet or cannot be examined.
+    pub fn free_space(&self) -> Option<u64> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(self.root.as_os_str().as_bytes()).ok()?;
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: c is a valid NUL-terminated path and st a valid out-pointer.
+        if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+
     /// Create the parent directories of `key`'s file.
     pub fn make_parent(&self, key: &str) -> Result<(), TargetError> {
         let p = self.path(key);

@@ -161,6 +161,11 @@ pub trait Target: Send + Sync + fmt::Debug {
     async fn check(&self) -> Result<(), TargetError>;
     /// The default read plan for this backend when the workload sets none.
     fn default_plan(&self) -> ChunkPlan;
+    /// Bytes that can still be written, when the backend can tell (local file systems);
+    /// checked before a run writes anything.
+    fn free_space(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A failed storage operation.
@@ -181,6 +186,9 @@ pub enum TargetError {
         what: String,
         source: std::io::Error,
     },
+    /// The target is full (ENOSPC) or over its quota (EDQUOT).
+    #[error("{what}: no space left on the target; bound what `put` writes with write.maxObjects, or give the volume more room")]
+    NoSpace { what: String },
     #[error("{key}: data read back differs from what was written, first at byte {offset}")]
     Corrupt { key: String, offset: u64 },
     #[error("{0}")]
@@ -192,7 +200,11 @@ pub enum TargetError {
 }
 
 impl TargetError {
+    /// An I/O error; a full target becomes [`TargetError::NoSpace`], counted as `no_space`.
     pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+            return TargetError::NoSpace { what: what.into() };
+        }
         TargetError::Io {
             what: what.into(),
             source,
@@ -209,6 +221,7 @@ impl TargetError {
                 "timeout".into()
             }
             TargetError::Io { .. } => "io".into(),
+            TargetError::NoSpace { .. } => "no_space".into(),
             TargetError::Corrupt { .. } => "corrupt".into(),
             TargetError::Unsupported(_) => "unsupported".into(),
             TargetError::Config(_) => "config".into(),
@@ -250,6 +263,21 @@ pub fn read_plan(workload: &Workload, target: &dyn Target) -> ChunkPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_target_is_its_own_error_kind_with_advice() {
+        for errno in [libc::ENOSPC, libc::EDQUOT] {
+            let e = TargetError::io("/data/x", std::io::Error::from_raw_os_error(errno));
+            assert_eq!(e.kind(), "no_space");
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with("/data/x: no space left") && msg.contains("write.maxObjects"),
+                "{msg}"
+            );
+        }
+        let other = TargetError::io("/data/x", std::io::Error::from_raw_os_error(libc::EIO));
+        assert_eq!(other.kind(), "io");
+    }
 
     #[test]
     fn adaptive_plan_grows_to_max_and_stays_aligned() {
