@@ -100,9 +100,56 @@ pub struct BenchmarkRunSpec {
     #[serde(default)]
     pub cleanup: CleanupPolicy,
     /// Delete the finished run (and everything it owns) this many seconds after it finished.
+    /// At most one year.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = 31_536_000))]
     pub ttl_seconds_after_finished: Option<i64>,
+}
+
+/// Largest `startDelay`: the start time must stay close enough to be measured as skew.
+pub const MAX_START_DELAY: std::time::Duration = std::time::Duration::from_secs(3600);
+/// Largest `timeout` (30 days).
+pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
+/// Largest `ttlSecondsAfterFinished` (one year); also in the schema.
+pub const MAX_TTL_SECONDS: i64 = 31_536_000;
+
+impl BenchmarkRunSpec {
+    /// Check what the schema cannot (durations are strings to it): each problem as
+    /// "spec.<field>: <why>". Bounds keep every timestamp sum the reconciler makes in range.
+    pub fn validate(&self) -> Result<(), Vec<String>> {
+        let mut errs: Vec<String> = match self.workload.validate() {
+            Ok(()) => vec![],
+            Err(e) => e.iter().map(|e| format!("spec.workload.{e}")).collect(),
+        };
+        if let Some(d) = self.start_delay {
+            if d.0 > MAX_START_DELAY {
+                errs.push(format!(
+                    "spec.startDelay: must be at most 1h (got {}s)",
+                    d.0.as_secs()
+                ));
+            }
+        }
+        if let Some(t) = self.timeout {
+            if t.0.is_zero() || t.0 > MAX_TIMEOUT {
+                errs.push(format!(
+                    "spec.timeout: must be more than 0 and at most 720h (got {}s)",
+                    t.0.as_secs()
+                ));
+            }
+        }
+        if let Some(ttl) = self.ttl_seconds_after_finished {
+            if !(0..=MAX_TTL_SECONDS).contains(&ttl) {
+                errs.push(format!(
+                    "spec.ttlSecondsAfterFinished: must be between 0 and {MAX_TTL_SECONDS} (one year) (got {ttl})"
+                ));
+            }
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs)
+        }
+    }
 }
 
 /// A Secret in the run's namespace.
@@ -435,6 +482,11 @@ mod tests {
         let want = crate::crd_yaml();
         let have = std::fs::read_to_string(path).unwrap_or_default();
         if std::env::var_os("BENCHRUN_UPDATE_CRD").is_some() {
+            // A rewrite makes this test pass whatever the file held: never in CI.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "BENCHRUN_UPDATE_CRD is set in CI: the snapshot would be rewritten, not checked"
+            );
             std::fs::write(path, &want).expect("write crds/benchmarkrun.yaml");
             return;
         }
@@ -443,6 +495,53 @@ mod tests {
             "crds/benchmarkrun.yaml is stale: run `cargo run -p benchrun-operator -- crd > crds/benchmarkrun.yaml` \
              (or BENCHRUN_UPDATE_CRD=1 cargo test -p benchrun-operator --lib crd)"
         );
+    }
+
+    #[test]
+    fn durations_and_ttl_are_bounded_and_named() {
+        let base = "workload: {target: file:///data, duration: 10s, ops: [{op: get}]}\n";
+        let spec = |extra: &str| -> BenchmarkRunSpec {
+            serde_yaml::from_str(&format!("{base}{extra}")).expect("parses")
+        };
+        assert_eq!(spec("").validate(), Ok(()));
+        assert_eq!(
+            spec("startDelay: 1h\ntimeout: 720h\nttlSecondsAfterFinished: 31536000\n").validate(),
+            Ok(())
+        );
+        for (extra, field) in [
+            ("startDelay: 2h\n", "spec.startDelay"),
+            ("startDelay: 100000000000h\n", "spec.startDelay"),
+            ("timeout: 721h\n", "spec.timeout"),
+            ("timeout: 0s\n", "spec.timeout"),
+            (
+                "ttlSecondsAfterFinished: 9223372036854775807\n",
+                "spec.ttlSecondsAfterFinished",
+            ),
+            (
+                "ttlSecondsAfterFinished: -1\n",
+                "spec.ttlSecondsAfterFinished",
+            ),
+        ] {
+            let errs = spec(extra).validate().expect_err(extra);
+            assert!(
+                errs.len() == 1 && errs[0].starts_with(&format!("{field}: must be")),
+                "{extra}: {errs:?}"
+            );
+        }
+        let schema = serde_json::to_value(schemars::schema_for!(BenchmarkRunSpec)).unwrap();
+        assert_eq!(
+            schema["properties"]["ttlSecondsAfterFinished"]["maximum"].as_f64(),
+            Some(MAX_TTL_SECONDS as f64)
+        );
+    }
+
+    #[test]
+    fn deadline_of_a_huge_duration_saturates() {
+        let spec: BenchmarkRunSpec = serde_yaml::from_str(
+            "workload: {target: file:///data, duration: 1000000000000h, ops: [{op: get}]}\n",
+        )
+        .expect("parses");
+        assert!(crate::state::timeout(&spec) >= std::time::Duration::from_secs(1 << 50));
     }
 
     /// Walk the schema and check the structural rules the apiserver enforces, so a bad schema

@@ -265,13 +265,9 @@ impl Reconciler<'_> {
         if self.status.phase.is_finished() {
             return self.finished().await;
         }
-        // 1. The workload must be valid; the schema cannot say everything.
-        if let Err(errs) = self.run.spec.workload.validate() {
-            let msg = errs
-                .iter()
-                .map(|e| format!("spec.workload.{e}"))
-                .collect::<Vec<_>>()
-                .join("; ");
+        // 1. The spec must be valid; the schema cannot say everything.
+        if let Err(errs) = self.run.spec.validate() {
+            let msg = errs.join("; ");
             self.condition(cond::VALID, false, "InvalidWorkload", msg.clone());
             self.fail("InvalidWorkload", msg);
             return Ok(Action::requeue(POLL));
@@ -440,7 +436,18 @@ impl Reconciler<'_> {
                 .start_delay
                 .map(|d| d.0)
                 .unwrap_or(DEFAULT_START_DELAY);
-            let at = self.now + chrono::Duration::from_std(delay).unwrap_or_default();
+            // Bounded by validation; checked anyway, since a panic here would crash-loop the
+            // operator on this run.
+            let Some(at) = chrono::Duration::from_std(delay)
+                .ok()
+                .and_then(|d| self.now.checked_add_signed(d))
+            else {
+                self.fail(
+                    "InvalidWorkload",
+                    format!("spec.startDelay: {delay:?} is out of range"),
+                );
+                return Ok(Action::requeue(POLL));
+            };
             self.status.start_time = Some(at.to_rfc3339());
             self.condition(
                 cond::READY,
@@ -865,7 +872,16 @@ impl Reconciler<'_> {
                 .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
                 .map(|t| t.with_timezone(&Utc))
                 .unwrap_or(self.now);
-            let due = finished + chrono::Duration::seconds(ttl);
+            // Bounded by the schema and validation; checked anyway (a panic would crash-loop).
+            let Some(due) =
+                chrono::Duration::try_seconds(ttl).and_then(|d| finished.checked_add_signed(d))
+            else {
+                warn!(
+                    "{}/{}: ttlSecondsAfterFinished {ttl} is out of range; keeping the run",
+                    self.ns, self.name
+                );
+                return Ok(Action::await_change());
+            };
             if self.now >= due {
                 let api: Api<BenchmarkRun> = self.api();
                 match api.delete(&self.name, &DeleteParams::background()).await {

@@ -269,7 +269,7 @@ fn round2(x: f64) -> f64 {
 pub fn timeout(spec: &BenchmarkRunSpec) -> Duration {
     match (spec.timeout, spec.workload.duration) {
         (Some(t), _) => t.0,
-        (None, Some(d)) => d.0 + Duration::from_secs(600),
+        (None, Some(d)) => d.0.saturating_add(Duration::from_secs(600)),
         (None, None) => Duration::from_secs(3600),
     }
 }
