@@ -236,6 +236,8 @@ impl Operator {
             .env("POD_NAMESPACE", ns)
             .env("POD_NAME", name)
             .env("BENCHRUN_LOG", "info,kube=warn")
+            // The lost-lease exit is expected here: its error, not a backtrace.
+            .env("RUST_BACKTRACE", "0")
             .stdin(Stdio::null())
             .spawn()
             .expect("start benchrun-operator");
