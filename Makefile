@@ -12,11 +12,13 @@
 # ~/.cache/benchrun, outside the checkout.
 
 SHELL := /bin/bash
-export CARGO_TARGET_DIR ?= $(HOME)/.cache/benchrun/target
+# BENCHRUN_CACHE=/elsewhere gives a whole separate cache (a cold run beside a warm one).
+export BENCHRUN_CACHE ?= $(HOME)/.cache/benchrun
+export CARGO_TARGET_DIR ?= $(BENCHRUN_CACHE)/target
 export CARGO_TERM_COLOR ?= never
 CARGO ?= cargo
 
-.PHONY: test lint chart unit local storage cluster build release bench-local bench-object clean-state
+.PHONY: test lint chart unit local storage cluster build release images bench-local bench-object clean-state
 
 test: lint chart unit local storage cluster
 
@@ -49,6 +51,10 @@ build:
 
 release:
 	$(CARGO) build --release -p benchrun-worker
+
+# OCI image archives of the worker and operator, without Docker (see images/build.sh).
+images:
+	images/build.sh $(or $(IMAGES_DIR),target/images)
 
 bench-local:
 	bench/local.sh

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The chart on the real test cluster, as a user installs it (issue: install it like users do):
+#   1. helm template | kubectl apply --dry-run=server for the default and namespaced overlays
+#      (the monitoring overlay needs the prometheus-operator CRDs, which this cluster lacks)
+#   2. helm install with replicas 2 (leader election), the images tests/cluster/image.sh imported
+#   3. leader election: exactly one holder; delete the leader pod, another replica takes over
+#   4. examples/benchmarkrun-s3-get.yaml applied unmodified completes under the installed
+#      operator, merged results in status, `kubectl get br` columns seen while it runs
+#   5. helm upgrade with a changed value keeps the token key Secret's data
+#   6. helm uninstall leaves nothing of the release but the CRD
+# Needs tests/cluster/up.sh (with kube-proxy and CoreDNS), tests/cluster/image.sh and
+# tests/storage/up.sh. Every wait is bounded and on an observable state.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/lib/cluster.sh
+source "$here/../lib/cluster.sh"
+chart=$REPO_ROOT/charts/benchrun
+helm=$("$here/install.sh")
+release=benchrun
+rns=benchrun-system
+run_ns="helm-e2e"
+k() { kubectl_ "$@"; }
+h() { "$helm" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+fail() {
+  echo "FAIL: $*" >&2
+  k -n "$rns" get pods,lease -o wide >&2 || true
+  k -n "$rns" logs -l app.kubernetes.io/name=benchrun --tail=40 --all-containers >&2 || true
+  k -n "$run_ns" get br,pods -o wide >&2 || true
+  exit 1
+}
+[ -s "$IMAGES_ENV" ] || fail "no $IMAGES_ENV: run tests/cluster/image.sh"
+# shellcheck disable=SC1090
+. "$IMAGES_ENV"
+[ -s "$STATE_DIR/storage.env" ] || fail "no $STATE_DIR/storage.env: run tests/storage/up.sh"
+# shellcheck disable=SC1091
+. "$STATE_DIR/storage.env"
+
+image_values=(
+  --set "operator.image.repository=${OPERATOR_IMAGE%:*}" --set "operator.image.tag=${OPERATOR_IMAGE##*:}"
+  --set operator.image.pullPolicy=Never
+  --set "operator.workerImage.repository=${WORKER_IMAGE%:*}" --set "operator.workerImage.tag=${WORKER_IMAGE##*:}"
+)
+
+# A previous, interrupted run of this script.
+h uninstall "$release" -n "$rns" --wait >/dev/null 2>&1 || true
+k delete namespace "$run_ns" --ignore-not-found --wait=true >/dev/null
+
+log "1. server-side dry run of the rendered chart"
+for overlay in default namespaced; do
+  h template "$release" "$chart" -n "$rns" --include-crds -f "$chart/ci/$overlay-values.yaml" \
+    | k apply --dry-run=server -f - >/dev/null || fail "dry run of the $overlay overlay"
+  log "ok: $overlay overlay accepted by the API server (dry run)"
+done
+
+log "2. helm install (2 replicas, leader election)"
+h install "$release" "$chart" -n "$rns" --create-namespace "${image_values[@]}" \
+  --set operator.replicas=2 --wait --timeout 180s || fail "helm install"
+key_before=$(k -n "$rns" get secret -l app.kubernetes.io/instance="$release" -o jsonpath='{.items[0].data}')
+[ -n "$key_before" ] || fail "no token key Secret"
+
+log "3. leader election"
+lease=$(k -n "$rns" get deploy -l app.kubernetes.io/instance="$release" \
+  -o jsonpath='{.items[0].spec.template.spec.containers[0].env[?(@.name=="BENCHRUN_LEASE_NAME")].value}')
+[ -n "$lease" ] || fail "the Deployment sets no BENCHRUN_LEASE_NAME"
+holder() { k -n "$rns" get lease "$lease" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true; }
+wait_holder() { # wait_holder NOT_THIS: print a holder that is a running pod other than NOT_THIS
+  local deadline=$((SECONDS + $2)) h
+  while [ $SECONDS -lt $deadline ]; do
+    h=$(holder)
+    if [ -n "$h" ] && [ "$h" != "$1" ] && k -n "$rns" get pod "$h" >/dev/null 2>&1; then
+      echo "$h"; return 0
+    fi
+    sleep 0.5
+  done
+  return 1
+}
+leader=$(wait_holder "" 60) || fail "no replica took the lease $lease within 60 s"
+log "leader: $leader"
+t0=$SECONDS
+k -n "$rns" delete pod "$leader" --wait=false >/dev/null
+next=$(wait_holder "$leader" 60) || fail "no takeover within 60 s of deleting the leader $leader"
+log "ok: $next took over $((SECONDS - t0)) s after $leader was deleted"
+
+log "4. examples/benchmarkrun-s3-get.yaml under the installed operator"
+k create namespace "$run_ns" >/dev/null
+k label namespace "$run_ns" pod-security.kubernetes.io/enforce=restricted >/dev/null
+k -n "$run_ns" create secret generic s3-creds \
+  --from-literal=AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" \
+  --from-literal=AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY" >/dev/null
+k -n "$run_ns" apply -f "$REPO_ROOT/examples/benchmarkrun-s3-get.yaml" >/dev/null
+name=s3-get
+seen_running=
+deadline=$((SECONDS + 420))
+while :; do
+  phase=$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.phase}')
+  if [ "$phase" = Running ] && [ -z "$seen_running" ]; then
+    seen_running=$(k -n "$run_ns" get br "$name" --no-headers)
+    log "kubectl get br while running: $seen_running"
+  fi
+  case $phase in
+    Succeeded) break ;;
+    Failed) fail "the run failed: $(k -n "$run_ns" get br "$name" -o jsonpath='{.status.conditions}')" ;;
+  esac
+  [ $SECONDS -lt $deadline ] || fail "the run is still $phase after 420 s"
+  sleep 1
+done
+[ -n "$seen_running" ] || fail "never saw the run Running"
+ops=$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.result.ops.get.count}')
+workers=$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.result.workers}')
+[ "${ops:-0}" -gt 0 ] || fail "no merged GET count in status.result"
+[ "$workers" = 2 ] || fail "merged result has $workers workers, want 2 (one per node)"
+log "ok: $(k -n "$run_ns" get br "$name" --no-headers)"
+
+log "5. helm upgrade keeps the token key"
+h upgrade "$release" "$chart" -n "$rns" "${image_values[@]}" --set operator.replicas=2 \
+  --set operator.logLevel=debug --wait --timeout 180s || fail "helm upgrade"
+key_after=$(k -n "$rns" get secret -l app.kubernetes.io/instance="$release" -o jsonpath='{.items[0].data}')
+[ "$key_before" = "$key_after" ] || fail "helm upgrade changed the token key"
+log "ok: token key unchanged by helm upgrade"
+
+log "6. helm uninstall"
+k delete namespace "$run_ns" --wait=true >/dev/null
+h uninstall "$release" -n "$rns" --wait --timeout 120s >/dev/null || fail "helm uninstall"
+left=$(k get all,secrets,configmaps,serviceaccounts,roles,rolebindings,leases -n "$rns" \
+  -l app.kubernetes.io/instance="$release" -o name 2>/dev/null
+  k get clusterroles,clusterrolebindings -l app.kubernetes.io/instance="$release" -o name)
+[ -z "$left" ] || fail "left behind after uninstall: $left"
+k get crd benchmarkruns.benchrun.dev >/dev/null || fail "the CRD went with the release"
+k delete namespace "$rns" --wait=false >/dev/null
+log "ok: nothing left but the CRD"
