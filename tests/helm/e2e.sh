@@ -8,6 +8,9 @@
 #      operator, merged results in status, `kubectl get br` columns seen while it runs
 #   5. helm upgrade with a changed value keeps the token key Secret's data
 #   6. helm uninstall leaves nothing of the release but the CRD
+# During 4, a real Prometheus (tests/monitoring/prometheus.sh) scrapes the operator and the
+# workers through pod discovery; `promtool check metrics` passes on the real /metrics of a
+# worker and of the operator; every PromQL expression of the dashboard returns data for the run.
 # Needs tests/cluster/up.sh (with kube-proxy and CoreDNS), tests/cluster/image.sh and
 # tests/storage/up.sh. Every wait is bounded and on an observable state.
 set -euo pipefail
@@ -81,7 +84,16 @@ k -n "$rns" delete pod "$leader" --wait=false >/dev/null
 next=$(wait_holder "$leader" 60) || fail "no takeover within 60 s of deleting the leader $leader"
 log "ok: $next took over $((SECONDS - t0)) s after $leader was deleted"
 
-log "4. examples/benchmarkrun-s3-get.yaml under the installed operator"
+log "4. examples/benchmarkrun-s3-get.yaml under the installed operator, scraped by Prometheus"
+"$REPO_ROOT/tests/monitoring/prometheus.sh" start
+prom=http://127.0.0.1:9095
+# check_metrics WHAT URL: promtool's lint of a real /metrics page.
+check_metrics() {
+  local page
+  page=$(curl -sf --max-time 5 "$2") || fail "cannot read $1 metrics at $2"
+  printf '%s\n' "$page" | promtool check metrics || fail "promtool check metrics: $1 ($2)"
+  log "ok: promtool check metrics on the $1's /metrics"
+}
 k create namespace "$run_ns" >/dev/null
 k label namespace "$run_ns" pod-security.kubernetes.io/enforce=restricted >/dev/null
 k -n "$run_ns" create secret generic s3-creds \
@@ -96,6 +108,10 @@ while :; do
   if [ "$phase" = Running ] && [ -z "$seen_running" ]; then
     seen_running=$(k -n "$run_ns" get br "$name" --no-headers)
     log "kubectl get br while running: $seen_running"
+    worker_ip=$(k -n "$run_ns" get pods -l benchrun.dev/run="$name" -o jsonpath='{.items[0].status.podIP}')
+    operator_ip=$(k -n "$rns" get pod "$(holder)" -o jsonpath='{.status.podIP}')
+    check_metrics worker "http://$worker_ip:8080/metrics"
+    check_metrics operator "http://$operator_ip:8080/metrics"
   fi
   case $phase in
     Succeeded) break ;;
@@ -105,11 +121,25 @@ while :; do
   sleep 1
 done
 [ -n "$seen_running" ] || fail "never saw the run Running"
-ops=$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.result.ops.get.count}')
-workers=$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.result.workers}')
-[ "${ops:-0}" -gt 0 ] || fail "no merged GET count in status.result"
-[ "$workers" = 2 ] || fail "merged result has $workers workers, want 2 (one per node)"
+ops=$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.results.get.count}')
+workers=$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.workers[*].phase}')
+[ "${ops:-0}" -gt 0 ] || fail "no merged GET count in status.results"
+[ "$workers" = "Collected Collected" ] || fail "workers ended '$workers', want one Collected per node"
 log "ok: $(k -n "$run_ns" get br "$name" --no-headers)"
+# The operator publishes the merged result once the run finished: wait for Prometheus to have
+# scraped it, then evaluate the whole dashboard over the run.
+deadline=$((SECONDS + 60))
+until curl -sf "$prom/api/v1/query" --data-urlencode \
+    "query=benchrun_operator_run_ops_per_second{namespace=\"$run_ns\",run=\"$name\"}" |
+    grep -q '"value"'; do
+  [ $SECONDS -lt $deadline ] || fail "Prometheus never scraped the operator's result for $name"
+  sleep 1
+done
+started=$(date -d "$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.startTime}')" +%s)
+python3 "$REPO_ROOT/tests/monitoring/check_dashboard.py" "$prom" \
+  "$chart/dashboards/benchrun.json" "$run_ns" "$name" $((started - 10)) "$(date +%s)" ||
+  fail "a dashboard query returned no data"
+"$REPO_ROOT/tests/monitoring/prometheus.sh" stop
 
 log "5. helm upgrade keeps the token key"
 h upgrade "$release" "$chart" -n "$rns" "${image_values[@]}" --set operator.replicas=2 \
