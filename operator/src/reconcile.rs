@@ -13,6 +13,9 @@
 //!   get/list, so credentials referenced by runs stay unreadable to the operator)
 //! - `nodes`: list (perNode); `events.k8s.io/events`: create, patch
 //!
+//! With `--leader-elect`, also get, create and update on Leases (coordination.k8s.io) in the
+//! lease's namespace only: a Role, not part of the cluster-wide list above (see `leader.rs`).
+//!
 //! The operator reaches each worker at `<pod IP>:8080`; the workers' `/v1/*` endpoints accept
 //! only the per-run token (HMAC-SHA256 of the run UID under the operator's key).
 
