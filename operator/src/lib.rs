@@ -8,11 +8,13 @@
 //! - [`client`]: the workers' control endpoint (`/v1/start`, `/v1/status`, `/v1/summary`)
 //! - [`results`]: persisting each worker's summary, merging, folding into the status
 //! - [`reconcile`]: the controller: context, reconcile, error policy, events, `run()`
+//! - [`decode`]: runs decoded one at a time, so one unreadable run is reported, not fatal
 //! - [`metrics`]: the operator's own Prometheus metrics
 //! - [`leader`]: leader election on a Lease, so that only one replica runs the controller
 
 pub mod client;
 pub mod crd;
+pub mod decode;
 pub mod leader;
 pub mod metrics;
 pub mod reconcile;

@@ -26,7 +26,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Secret};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{watcher, Controller};
@@ -38,7 +38,7 @@ use crate::crd::{BenchmarkRun, BenchmarkRunStatus, CleanupPolicy, Phase, Progres
 use crate::metrics::Metrics;
 use crate::resources::{self, MANAGER, RUN_LABEL};
 use crate::state::{self, cond, worker_phase as wp, PodView};
-use crate::{results, Error, Result};
+use crate::{decode, results, Error, Result};
 
 /// Default `startDelay`.
 const DEFAULT_START_DELAY: Duration = Duration::from_secs(5);
@@ -84,27 +84,31 @@ impl Context {
 }
 
 /// Run the controller until `shutdown` completes.
+///
+/// Runs are watched untyped and decoded one by one ([`crate::decode`]): a run the Rust type
+/// cannot read is reported on itself instead of failing the watch of every run.
 pub async fn run(
     client: Client,
     config: Config,
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (runs, pods): (Api<BenchmarkRun>, Api<Pod>) = match &config.namespace {
+    let ar = decode::api_resource();
+    let (runs, pods): (Api<DynamicObject>, Api<Pod>) = match &config.namespace {
         Some(ns) => (
-            Api::namespaced(client.clone(), ns),
+            Api::namespaced_with(client.clone(), ns, &ar),
             Api::namespaced(client.clone(), ns),
         ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
+        None => (Api::all_with(client.clone(), &ar), Api::all(client.clone())),
     };
     let ctx = Arc::new(Context::new(client, config, metrics));
-    Controller::new(runs, watcher::Config::default())
+    Controller::new_with(runs, watcher::Config::default(), ar)
         .owns(
             pods,
             watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={MANAGER}")),
         )
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile_object, error_policy, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {
                 warn!("reconcile: {e}");
@@ -113,10 +117,22 @@ pub async fn run(
         .await;
 }
 
-fn error_policy(run: Arc<BenchmarkRun>, err: &Error, ctx: Arc<Context>) -> Action {
+fn error_policy(run: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
     warn!("reconcile {} failed: {err}", run.name_any());
     ctx.metrics.error(err.metric_label());
     Action::requeue(Duration::from_secs(5))
+}
+
+/// Decode the run, then reconcile it; a run that does not decode is reported on itself.
+async fn reconcile_object(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action> {
+    match decode::decode(&obj) {
+        Ok(run) => reconcile(Arc::new(run), ctx).await,
+        Err(message) => {
+            ctx.metrics.error("decode");
+            decode::report(&obj, &message, &ctx).await?;
+            Ok(Action::await_change())
+        }
+    }
 }
 
 /// One pass over one run.
