@@ -8,6 +8,12 @@ use chrono::{DateTime, Utc};
 
 use crate::state::clock_offset_ms;
 
+/// Largest summary body read from a worker: what one result ConfigMap can hold (1 MiB). A
+/// worker's answer is read up to this and no further before it is parsed.
+pub const MAX_SUMMARY_BYTES: usize = 1 << 20;
+/// Largest status, start or error body.
+const MAX_SMALL_BODY: usize = 64 << 10;
+
 /// Talks to one worker at `http://<addr>`.
 #[derive(Clone, Debug)]
 pub struct WorkerClient {
@@ -56,32 +62,73 @@ impl WorkerClient {
             Ok(resp)
         } else {
             let code = resp.status();
-            let body = resp.text().await.unwrap_or_default();
-            Err(format!("{}: HTTP {code}: {}", self.base, body.trim()))
+            let body = self.read(resp, 4096, "error").await.unwrap_or_default();
+            Err(format!(
+                "{}: HTTP {code}: {}",
+                self.base,
+                String::from_utf8_lossy(&body).trim()
+            ))
         }
     }
 
-    pub async fn status(&self) -> CallResult<AgentStatus> {
-        self.send(self.http.get(format!("{}/v1/status", self.base)))
-            .await?
-            .json()
+    /// The body, read chunk by chunk and refused past `max` bytes (never buffered whole first).
+    async fn read(
+        &self,
+        mut resp: reqwest::Response,
+        max: usize,
+        what: &str,
+    ) -> CallResult<Vec<u8>> {
+        if resp.content_length().is_some_and(|n| n > max as u64) {
+            return Err(format!(
+                "{}: {what} body of {} bytes is larger than the {max} allowed",
+                self.base,
+                resp.content_length().unwrap_or_default()
+            ));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
             .await
-            .map_err(|e| format!("{}: bad status body: {e}", self.base))
+            .map_err(|e| format!("{}: reading {what}: {e}", self.base))?
+        {
+            if body.len() + chunk.len() > max {
+                return Err(format!(
+                    "{}: {what} body is larger than the {max} bytes allowed",
+                    self.base
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        resp: reqwest::Response,
+        what: &str,
+    ) -> CallResult<T> {
+        let body = self.read(resp, MAX_SMALL_BODY, what).await?;
+        serde_json::from_slice(&body).map_err(|e| format!("{}: bad {what} body: {e}", self.base))
+    }
+
+    pub async fn status(&self) -> CallResult<AgentStatus> {
+        let resp = self
+            .send(self.http.get(format!("{}/v1/status", self.base)))
+            .await?;
+        self.json(resp, "status").await
     }
 
     /// Send the start time; measure the clock offset from the round trip.
     pub async fn start(&self, at: DateTime<Utc>) -> CallResult<Started> {
         let sent = Utc::now();
-        let response: StartResponse = self
+        let resp = self
             .send(
                 self.http
                     .post(format!("{}/v1/start", self.base))
                     .json(&StartRequest { start_at: at }),
             )
-            .await?
-            .json()
-            .await
-            .map_err(|e| format!("{}: bad start body: {e}", self.base))?;
+            .await?;
+        let response: StartResponse = self.json(resp, "start").await?;
         let received = Utc::now();
         Ok(Started {
             clock_offset_ms: clock_offset_ms(sent, received, response.worker_time),
@@ -91,12 +138,12 @@ impl WorkerClient {
 
     /// The raw JSON text of the summary (persisted as is) and its parsed form.
     pub async fn summary(&self) -> CallResult<(String, Summary)> {
-        let text = self
+        let resp = self
             .send(self.http.get(format!("{}/v1/summary", self.base)))
-            .await?
-            .text()
-            .await
-            .map_err(|e| format!("{}: reading summary: {e}", self.base))?;
+            .await?;
+        let body = self.read(resp, MAX_SUMMARY_BYTES, "summary").await?;
+        let text = String::from_utf8(body)
+            .map_err(|e| format!("{}: summary is not UTF-8: {e}", self.base))?;
         let s = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not a summary: {e}", self.base))?;
         Ok((text, s))

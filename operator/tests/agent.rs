@@ -167,3 +167,55 @@ async fn shutdown_interrupts_a_running_stage() {
     assert_eq!(r.unwrap(), Ok(()));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A "worker" on 127.0.0.1 that answers every request with `body` (chunked when `chunked`,
+/// so no Content-Length warns the client in advance).
+async fn serve_body(body: Vec<u8>, chunked: bool) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let head = if chunked {
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n".to_string()
+                } else {
+                    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len())
+                };
+                let _ = s.write_all(head.as_bytes()).await;
+                if chunked {
+                    for part in body.chunks(64 << 10) {
+                        let _ = s
+                            .write_all(format!("{:x}\r\n", part.len()).as_bytes())
+                            .await;
+                        let _ = s.write_all(part).await;
+                        let _ = s.write_all(b"\r\n").await;
+                    }
+                    let _ = s.write_all(b"0\r\n\r\n").await;
+                } else {
+                    let _ = s.write_all(&body).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn oversized_worker_answers_are_refused_before_parsing() {
+    let big = vec![b' '; benchrun_operator::client::MAX_SUMMARY_BYTES + 1];
+    for chunked in [false, true] {
+        let addr = serve_body(big.clone(), chunked).await;
+        let c = WorkerClient::new(WorkerClient::http(), &addr, "t");
+        let e = c
+            .summary()
+            .await
+            .expect_err("a 1 MiB + 1 summary is refused");
+        assert!(e.contains("larger than"), "chunked={chunked}: {e}");
+        let e = c.status().await.expect_err("a huge status is refused");
+        assert!(e.contains("larger than"), "chunked={chunked}: {e}");
+    }
+}
