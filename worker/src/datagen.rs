@@ -53,7 +53,9 @@ impl DataPattern {
 
     /// The content of object `key` of `len` bytes.
     pub fn payload(&self, key: &str, len: u64) -> Payload {
-        let mut parts = Vec::with_capacity((len / PATTERN_LEN as u64 + 1) as usize);
+        // Sizes come from a validated sampler (at most 5 TiB, ~1.3M slices); the capacity is
+        // capped anyway so a bad length can never abort on a huge allocation up front.
+        let mut parts = Vec::with_capacity((len / PATTERN_LEN as u64 + 1).min(1 << 16) as usize);
         let mut pos = self.rotation(key);
         let mut left = len;
         while left > 0 {

@@ -80,9 +80,15 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
 }
 
 fn load(path: &std::path::Path) -> Result<Workload> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Workload::from_yaml(&text)
+    use std::io::Read;
+    // Read at most one byte more than a workload may have, so a huge file (or /dev/zero) is
+    // refused by its size without being read whole.
+    let limit = benchrun_worker::spec::limits::MAX_FILE_BYTES as u64 + 1;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(limit).read_to_end(&mut bytes))
+        .with_context(|| format!("reading {}", path.display()))?;
+    Workload::from_bytes(&bytes)
         .with_context(|| format!("{} is not a valid workload", path.display()))
 }
 

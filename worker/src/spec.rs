@@ -18,20 +18,21 @@ use crate::units::{ByteSize, HumanDuration};
 pub struct Workload {
     /// Where the benchmark runs: `file:///dir` (buffered), `direct:///dir` (O_DIRECT),
     /// `s3://bucket/prefix`, `gs://bucket/prefix` or `az://container/prefix`.
+    #[schemars(length(min = 1, max = 1024))]
     pub target: String,
     /// How long the measured stage runs, e.g. `30s` or `5m`. Give this or `totalOps`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<HumanDuration>,
     /// Stop after this many operations instead of after a duration. Give this or `duration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = limits::MAX_TOTAL_OPS))]
     pub total_ops: Option<u64>,
     /// Operations in flight at once (tasks issuing operations).
     #[serde(default = "defaults::concurrency")]
-    #[schemars(range(min = 1, max = 65536))]
+    #[schemars(range(min = 1, max = limits::MAX_CONCURRENCY))]
     pub concurrency: u32,
     /// The operation mix: each operation is picked with probability weight / sum of weights.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 5))]
     pub ops: Vec<OpWeight>,
     /// Size of objects written by `put`, and of the dataset unless `dataset.size` is given.
     #[serde(default = "defaults::object_size")]
@@ -43,7 +44,7 @@ pub struct Workload {
     /// When set, operations are scheduled open-loop and latency is measured from each
     /// operation's intended start, so a stalled target cannot hide its queueing delay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.001))]
+    #[schemars(range(min = limits::MIN_RATE, max = limits::MAX_RATE))]
     pub rate_limit: Option<f64>,
     /// How objects are read.
     #[serde(default)]
@@ -122,12 +123,12 @@ pub struct OpWeight {
     pub op: OpKind,
     /// Relative weight; 0 disables the entry.
     #[serde(default = "defaults::weight")]
+    #[schemars(range(max = limits::MAX_WEIGHT))]
     pub weight: u32,
 }
 
 /// An object size: fixed (`1MiB`) or drawn from a distribution.
-#[derive(Clone, Debug, PartialEq, JsonSchema)]
-#[serde(untagged)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum SizeSpec {
     /// Every object has this size.
     Fixed(ByteSize),
@@ -186,9 +187,96 @@ impl<'de> Deserialize<'de> for SizeSpec {
     }
 }
 
+impl JsonSchema for SizeSpec {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SizeSpec".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    /// Structural for Kubernetes, and as strict as the parser: a value that is an integer, a
+    /// string or an object, so no single `type`; `x-kubernetes-preserve-unknown-fields` is
+    /// the only untyped node a CRD allows. Each keyword below constrains one JSON type only
+    /// (`minimum`/`maximum` integers, `pattern` strings, `properties`/`*Properties`/`required`
+    /// objects), so together they check every form. "Exactly one of uniform, lognormal" is
+    /// `not: {allOf: [{not: {required: [uniform]}}, {not: {required: [lognormal]}}]}` with
+    /// `maxProperties: 1` (an anyOf of the two `required`s, written without anyOf, which the
+    /// operator's schema rewriting would turn into an unchecked node).
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let max = limits::MAX_OBJECT_SIZE;
+        let size = |description: &str| {
+            serde_json::json!({
+                "description": description,
+                "x-kubernetes-int-or-string": true,
+                "minimum": 0,
+                "maximum": max,
+                "pattern": crate::units::byte_size_pattern(),
+            })
+        };
+        schemars::json_schema!({
+            "description": "An object size: an integer or a string such as 4096, 64KiB, 1.5MiB, or a distribution: {uniform: {min, max}} or {lognormal: {mean, stdDev, min, max}}.",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "minimum": 0,
+            "maximum": max,
+            "pattern": crate::units::byte_size_pattern(),
+            "minProperties": 1,
+            "maxProperties": 1,
+            "not": {"allOf": [
+                {"not": {"required": ["uniform"]}},
+                {"not": {"required": ["lognormal"]}}
+            ]},
+            "properties": {
+                "uniform": {
+                    "description": "Uniform between `min` and `max`, inclusive.",
+                    "type": "object",
+                    "required": ["min", "max"],
+                    "properties": {
+                        "min": size("Smallest size."),
+                        "max": size("Largest size."),
+                    },
+                    "additionalProperties": false
+                },
+                "lognormal": {
+                    "description": "Log-normal with this mean and standard deviation, clamped to `[min, max]`.",
+                    "type": "object",
+                    "required": ["mean", "stdDev"],
+                    "properties": {
+                        "mean": size("Mean size."),
+                        "stdDev": size("Standard deviation."),
+                        "min": size("Smallest size (default 1)."),
+                        "max": size("Largest size (default 64GiB)."),
+                    },
+                    "additionalProperties": false
+                }
+            }
+        })
+    }
+}
+
 impl SizeSpec {
     pub fn fixed(size: ByteSize) -> Self {
         SizeSpec::Fixed(size)
+    }
+
+    /// Every size this spec gives, with the path suffix of each (`""`, `.uniform.min`, ...).
+    pub fn sizes(&self) -> Vec<(&'static str, u64)> {
+        match self {
+            SizeSpec::Fixed(s) => vec![("", s.0)],
+            SizeSpec::Distribution(SizeDistribution::Uniform { min, max }) => {
+                vec![(".uniform.min", min.0), (".uniform.max", max.0)]
+            }
+            SizeSpec::Distribution(SizeDistribution::Lognormal {
+                mean,
+                std_dev,
+                min,
+                max,
+            }) => vec![
+                (".lognormal.mean", mean.0),
+                (".lognormal.stdDev", std_dev.0),
+                (".lognormal.min", min.0),
+                (".lognormal.max", max.0),
+            ],
+        }
     }
 
     /// The largest size this spec can produce, for sizing buffers.
@@ -208,9 +296,11 @@ pub struct DatasetSpec {
     /// Key prefix under the target for everything this run creates; `put` writes under
     /// `<prefix>put/`.
     #[serde(default = "defaults::prefix")]
+    #[schemars(length(max = limits::MAX_PREFIX_LEN))]
     pub prefix: String,
     /// Number of objects in the dataset.
     #[serde(default = "defaults::objects")]
+    #[schemars(range(max = limits::MAX_OBJECTS))]
     pub objects: u64,
     /// Size of dataset objects; defaults to `objectSize`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -263,6 +353,7 @@ pub struct ReadSpec {
     /// 4MiB for `direct://` (a multiple of 4KiB); for object storage, unset means one
     /// streaming GET per object and a size means sequential ranged GETs of that size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maximum" = limits::MAX_CHUNK_SIZE))]
     pub chunk_size: Option<ByteSize>,
     /// Read each object with a single request into one buffer of the object's size.
     /// For comparisons only; excludes `chunkSize` and `adaptive`.
@@ -281,12 +372,14 @@ pub struct ReadSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AdaptiveChunks {
     /// First chunk size.
+    #[schemars(extend("maximum" = limits::MAX_CHUNK_SIZE))]
     pub initial: ByteSize,
     /// Multiply the chunk size by this after each chunk.
     #[serde(default = "defaults::growth")]
-    #[schemars(range(min = 1.0))]
+    #[schemars(range(min = 1.0, max = limits::MAX_GROWTH))]
     pub factor: f64,
     /// Largest chunk size.
+    #[schemars(extend("maximum" = limits::MAX_CHUNK_SIZE))]
     pub max: ByteSize,
 }
 
@@ -300,9 +393,11 @@ pub struct WriteSpec {
     pub compressibility: f64,
     /// Object storage: objects at least this large are uploaded in parts.
     #[serde(default = "defaults::multipart_threshold")]
+    #[schemars(extend("maximum" = limits::MAX_OBJECT_SIZE))]
     pub multipart_threshold: ByteSize,
     /// Object storage: size of each multipart part.
     #[serde(default = "defaults::part_size")]
+    #[schemars(extend("maximum" = limits::MAX_PART_SIZE))]
     pub part_size: ByteSize,
     /// Local files: fsync each file before the write counts as done.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -313,7 +408,7 @@ pub struct WriteSpec {
     /// Unset: every `put` writes a new object (the target must hold everything written).
     /// At least `concurrency` (two PUTs in flight never share a key); excludes `delete`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = limits::MAX_OBJECTS))]
     pub max_objects: Option<u64>,
 }
 
@@ -338,13 +433,15 @@ pub struct RangeEngineSpec {
     pub enabled: bool,
     /// Only objects at least this large are split.
     #[serde(default = "defaults::min_split")]
+    #[schemars(extend("maximum" = limits::MAX_OBJECT_SIZE))]
     pub min_split_size: ByteSize,
     /// Size of each range.
     #[serde(default = "defaults::range_chunk")]
+    #[schemars(extend("maximum" = limits::MAX_CHUNK_SIZE))]
     pub chunk_size: ByteSize,
     /// Ranges in flight per object.
     #[serde(default = "defaults::max_ranges")]
-    #[schemars(range(min = 1, max = 1024))]
+    #[schemars(range(min = 1, max = limits::MAX_CONCURRENT_RANGES))]
     pub max_concurrent_ranges: u32,
     /// Timeout of each range request.
     #[serde(default = "defaults::range_timeout")]
@@ -389,6 +486,7 @@ pub struct StorageSpec {
     /// Endpoint URL for S3-compatible servers and emulators, e.g. `http://127.0.0.1:9000`.
     /// When set, no metadata service or public host is ever contacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
     pub endpoint: Option<String>,
     /// Region (S3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -412,12 +510,75 @@ pub struct StorageSpec {
     /// count as an error of its kind (`http_503`, `timeout`, ...) and keeps requests per
     /// operation exact; retries would hide both.
     #[serde(default, skip_serializing_if = "is_zero")]
-    #[schemars(range(max = 100))]
+    #[schemars(range(max = limits::MAX_RETRIES))]
     pub max_retries: u32,
 }
 
 fn is_zero(v: &u32) -> bool {
     *v == 0
+}
+
+/// The bounds every workload is held to. Each is both in the schema (so the CRD rejects it at
+/// admission where a schema can express it) and in [`Workload::validate`] (so a standalone
+/// file is held to the same bounds): one source of truth.
+pub mod limits {
+    /// Tasks issuing operations (`concurrency`).
+    pub const MAX_CONCURRENCY: u32 = 65_536;
+    /// `totalOps`.
+    pub const MAX_TOTAL_OPS: u64 = 1_000_000_000_000;
+    /// One object (`objectSize`, `dataset.size`, every size of a distribution): 5 TiB, the
+    /// largest S3 object.
+    pub const MAX_OBJECT_SIZE: u64 = 5 << 40;
+    /// What one run's dataset may hold in all: `dataset.objects` x the largest dataset size.
+    pub const MAX_DATASET_BYTES: u64 = 1 << 50;
+    /// `dataset.objects` and `write.maxObjects`.
+    pub const MAX_OBJECTS: u64 = 100_000_000;
+    /// Chunk and range sizes (`read.chunkSize`, `read.adaptive.*`, `rangeEngine.chunkSize`):
+    /// each is one buffer per task.
+    pub const MAX_CHUNK_SIZE: u64 = 1 << 30;
+    /// A buffer holding a whole object (`read.wholeObject`, the range engine): larger objects
+    /// are refused with an error instead of allocated.
+    pub const MAX_WHOLE_OBJECT_BUFFER: u64 = 1 << 30;
+    /// `write.partSize`: 5 GiB, the largest S3 part.
+    pub const MAX_PART_SIZE: u64 = 5 << 30;
+    /// `rateLimit`, operations per second.
+    pub const MIN_RATE: f64 = 0.001;
+    pub const MAX_RATE: f64 = 10_000_000.0;
+    /// Every duration (`duration`, `rangeEngine.rangeTimeout`, `storage.requestTimeout`): 30 days.
+    pub const MAX_DURATION_SECS: u64 = 30 * 24 * 3600;
+    /// `read.adaptive.factor`.
+    pub const MAX_GROWTH: f64 = 16.0;
+    /// `ops[].weight`.
+    pub const MAX_WEIGHT: u32 = 1_000_000;
+    /// `dataset.prefix`, in bytes.
+    pub const MAX_PREFIX_LEN: u32 = 256;
+    /// `rangeEngine.maxConcurrentRanges`.
+    pub const MAX_CONCURRENT_RANGES: u32 = 1024;
+    /// `storage.maxRetries`.
+    pub const MAX_RETRIES: u32 = 100;
+    /// All tasks' latency histograms together (see [`crate::engine::Recorder`]).
+    pub const MAX_HISTOGRAM_BYTES: u64 = 4 << 30;
+    /// A workload file, in bytes.
+    pub const MAX_FILE_BYTES: usize = 1 << 20;
+    /// Nesting of `[` and `{` in a workload file.
+    pub const MAX_NESTING: usize = 32;
+    /// Characters of a user's value quoted in an error message.
+    pub const MAX_QUOTED: usize = 100;
+    /// Errors listed for one file; the rest are counted.
+    pub const MAX_ERRORS_SHOWN: usize = 20;
+}
+
+/// `s` cut to [`limits::MAX_QUOTED`] characters, saying how much was left out, for quoting
+/// user input in messages without echoing a megabyte back.
+pub fn clip(s: &str) -> std::borrow::Cow<'_, str> {
+    clip_to(s, limits::MAX_QUOTED)
+}
+
+fn clip_to(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(max) {
+        None => s.into(),
+        Some((at, _)) => format!("{}... ({} more bytes)", &s[..at], s.len() - at).into(),
+    }
 }
 
 mod defaults {
@@ -546,10 +707,133 @@ impl FromStr for TargetUri {
 /// A workload file that failed to parse or validate. The message names the field.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("{path}: {message}")]
+    #[error("{path}: {}", clip_message(message))]
     Parse { path: String, message: String },
-    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+    #[error("{}", list_errors(.0))]
     Invalid(Vec<FieldError>),
+}
+
+/// A message cut in the middle when long, keeping its start (the field and value) and its end
+/// (serde_yaml's "at line L column C").
+fn clip_message(m: &str) -> std::borrow::Cow<'_, str> {
+    const HEAD: usize = 300;
+    const TAIL: usize = 80;
+    if m.chars().count() <= HEAD + TAIL {
+        return m.into();
+    }
+    let head_end = m.char_indices().nth(HEAD).map_or(m.len(), |(i, _)| i);
+    let tail_start = m
+        .char_indices()
+        .rev()
+        .nth(TAIL - 1)
+        .map_or(head_end, |(i, _)| i.max(head_end));
+    format!(
+        "{} ... ({} bytes left out) ... {}",
+        &m[..head_end],
+        tail_start - head_end,
+        &m[tail_start..]
+    )
+    .into()
+}
+
+fn list_errors(errs: &[FieldError]) -> String {
+    let mut lines: Vec<String> = errs
+        .iter()
+        .take(limits::MAX_ERRORS_SHOWN)
+        .map(|e| e.to_string())
+        .collect();
+    if errs.len() > limits::MAX_ERRORS_SHOWN {
+        lines.push(format!(
+            "... and {} more errors",
+            errs.len() - limits::MAX_ERRORS_SHOWN
+        ));
+    }
+    lines.join("\n")
+}
+
+fn check_file_size(len: usize) -> Result<(), SpecError> {
+    if len > limits::MAX_FILE_BYTES {
+        return Err(SpecError::Parse {
+            path: "workload".into(),
+            message: format!(
+                "the file is {} bytes; a workload file is at most {}",
+                len,
+                ByteSize(limits::MAX_FILE_BYTES as u64)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// One linear pass over a YAML text, before parsing it: refuse flow nesting deeper than
+/// [`limits::MAX_NESTING`] (the parser's cost grows with the square of the depth) and alias
+/// nodes (`*name`, which can expand quadratically or worse). Quoted scalars and comments are
+/// skipped; a `*` or quote counts as the start of a node only where a node can start.
+fn prescan(text: &str) -> Result<(), String> {
+    let mut depth = 0usize;
+    let mut line = 1usize;
+    // The previous character on this line, and the last one that was not a space.
+    let mut prev: Option<char> = None;
+    let mut last_sig: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        let node_start = prev.is_none_or(|p| p == ' ' || p == '\t' || "[{,".contains(p))
+            && last_sig.is_none_or(|p| ":-[{,?".contains(p));
+        match c {
+            '\n' => {
+                line += 1;
+                prev = None;
+                last_sig = None;
+                continue;
+            }
+            '#' if prev.is_none_or(|p| p == ' ' || p == '\t') => {
+                while chars.peek().is_some_and(|c| *c != '\n') {
+                    chars.next();
+                }
+                continue;
+            }
+            '\'' | '"' if node_start => {
+                // A quoted scalar, possibly over several lines.
+                while let Some(q) = chars.next() {
+                    match q {
+                        '\n' => line += 1,
+                        '\\' if c == '"' => {
+                            chars.next();
+                        }
+                        '\'' if c == '\'' && chars.peek() == Some(&'\'') => {
+                            chars.next();
+                        }
+                        q if q == c => break,
+                        _ => {}
+                    }
+                }
+                prev = Some(c);
+                last_sig = Some(c);
+                continue;
+            }
+            '*' if node_start => {
+                return Err(format!(
+                    "YAML aliases (`*name`, line {line}) are not supported: write the value out"
+                ));
+            }
+            '[' | '{' => {
+                depth += 1;
+                if depth > limits::MAX_NESTING {
+                    return Err(format!(
+                        "nested more than {} levels deep (line {line})",
+                        limits::MAX_NESTING
+                    ));
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = Some(c);
+        if c != ' ' && c != '\t' {
+            last_sig = Some(c);
+        }
+    }
+    Ok(())
 }
 
 /// One invalid field.
@@ -562,13 +846,40 @@ pub struct FieldError {
 
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
+        write!(f, "{}: {}", clip(&self.path), clip_message(&self.message))
     }
 }
 
 impl Workload {
+    /// Parse a workload file's bytes: at most [`limits::MAX_FILE_BYTES`], UTF-8, then
+    /// [`Workload::from_yaml`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, SpecError> {
+        check_file_size(bytes.len())?;
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            let at = e.valid_up_to();
+            let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
+            SpecError::Parse {
+                path: "workload".into(),
+                message: format!(
+                    "the file is not UTF-8: invalid byte at offset {at} (line {line})"
+                ),
+            }
+        })?;
+        Self::from_yaml(text)
+    }
+
     /// Parse a workload from YAML (or JSON) and validate it.
+    ///
+    /// Bounded in time and memory whatever the input: at most [`limits::MAX_FILE_BYTES`],
+    /// `[`/`{` nested at most [`limits::MAX_NESTING`] deep, and no YAML aliases (`*name`),
+    /// which could expand a small file into an unbounded document; all checked by one linear
+    /// scan before the YAML parser runs.
     pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
+        check_file_size(text.len())?;
+        prescan(text).map_err(|message| SpecError::Parse {
+            path: "workload".into(),
+            message,
+        })?;
         let de = serde_yaml::Deserializer::from_str(text);
         let w: Workload = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
@@ -812,12 +1123,224 @@ impl Workload {
                 );
             }
         }
+        self.check_bounds(uri.as_ref(), &mut bad);
         if errs.is_empty() {
             Ok(())
         } else {
             Err(errs)
         }
     }
+
+    /// The bounds of [`limits`], and paths that could leave the target.
+    fn check_bounds(&self, uri: Option<&TargetUri>, bad: &mut impl FnMut(&str, String)) {
+        use limits::*;
+        let at_most = |bad: &mut dyn FnMut(&str, String),
+                       path: &str,
+                       v: u64,
+                       max: u64,
+                       show: &dyn Fn(u64) -> String| {
+            if v > max {
+                bad(
+                    path,
+                    format!("must be at most {} (got {})", show(max), show(v)),
+                );
+            }
+        };
+        let size = |v: u64| ByteSize(v).to_string();
+        let num = |v: u64| v.to_string();
+        let secs = |v: u64| HumanDuration(std::time::Duration::from_secs(v)).to_string();
+        at_most(
+            bad,
+            "concurrency",
+            self.concurrency as u64,
+            MAX_CONCURRENCY as u64,
+            &num,
+        );
+        if let Some(n) = self.total_ops {
+            at_most(bad, "totalOps", n, MAX_TOTAL_OPS, &num);
+        }
+        for (i, w) in self.ops.iter().enumerate() {
+            at_most(
+                bad,
+                &format!("ops[{i}].weight"),
+                w.weight as u64,
+                MAX_WEIGHT as u64,
+                &num,
+            );
+        }
+        at_most(
+            bad,
+            "dataset.objects",
+            self.dataset.objects,
+            MAX_OBJECTS,
+            &num,
+        );
+        if let Some(m) = self.write.max_objects {
+            at_most(bad, "write.maxObjects", m, MAX_OBJECTS, &num);
+        }
+        for (path, spec) in [
+            ("objectSize", Some(&self.object_size)),
+            ("dataset.size", self.dataset.size.as_ref()),
+        ] {
+            let Some(spec) = spec else { continue };
+            for (sub, v) in spec.sizes() {
+                at_most(bad, &format!("{path}{sub}"), v, MAX_OBJECT_SIZE, &size);
+            }
+        }
+        let dataset_max = self.dataset_size().max().min(MAX_OBJECT_SIZE);
+        if self.dataset.objects.saturating_mul(dataset_max) > MAX_DATASET_BYTES {
+            bad(
+                "dataset.objects",
+                format!(
+                    "{} objects of up to {} is more than the {} a dataset may hold",
+                    self.dataset.objects,
+                    ByteSize(dataset_max),
+                    ByteSize(MAX_DATASET_BYTES)
+                ),
+            );
+        }
+        let rd = &self.read;
+        if let Some(c) = rd.chunk_size {
+            at_most(bad, "read.chunkSize", c.0, MAX_CHUNK_SIZE, &size);
+        }
+        if let Some(a) = &rd.adaptive {
+            at_most(
+                bad,
+                "read.adaptive.initial",
+                a.initial.0,
+                MAX_CHUNK_SIZE,
+                &size,
+            );
+            at_most(bad, "read.adaptive.max", a.max.0, MAX_CHUNK_SIZE, &size);
+            if a.factor > MAX_GROWTH {
+                bad(
+                    "read.adaptive.factor",
+                    format!("must be at most {MAX_GROWTH} (got {})", a.factor),
+                );
+            }
+        }
+        let reads = self.weight_of(OpKind::Get) > 0;
+        if reads && rd.whole_object && dataset_max > MAX_WHOLE_OBJECT_BUFFER {
+            bad(
+                "read.wholeObject",
+                format!(
+                    "reads each object into one buffer, at most {}, but dataset objects may be {}: use read.chunkSize",
+                    ByteSize(MAX_WHOLE_OBJECT_BUFFER),
+                    ByteSize(dataset_max)
+                ),
+            );
+        }
+        at_most(
+            bad,
+            "write.multipartThreshold",
+            self.write.multipart_threshold.0,
+            MAX_OBJECT_SIZE,
+            &size,
+        );
+        at_most(
+            bad,
+            "write.partSize",
+            self.write.part_size.0,
+            MAX_PART_SIZE,
+            &size,
+        );
+        let re = &self.range_engine;
+        at_most(
+            bad,
+            "rangeEngine.chunkSize",
+            re.chunk_size.0,
+            MAX_CHUNK_SIZE,
+            &size,
+        );
+        at_most(
+            bad,
+            "rangeEngine.minSplitSize",
+            re.min_split_size.0,
+            MAX_OBJECT_SIZE,
+            &size,
+        );
+        at_most(
+            bad,
+            "rangeEngine.maxConcurrentRanges",
+            re.max_concurrent_ranges as u64,
+            MAX_CONCURRENT_RANGES as u64,
+            &num,
+        );
+        for (path, d) in [
+            ("duration", self.duration),
+            ("rangeEngine.rangeTimeout", Some(re.range_timeout)),
+            ("storage.requestTimeout", self.storage.request_timeout),
+        ] {
+            if let Some(d) = d {
+                at_most(bad, path, d.0.as_secs(), MAX_DURATION_SECS, &secs);
+            }
+        }
+        if let Some(r) = self.rate_limit {
+            if r.is_finite() && r > 0.0 && !(MIN_RATE..=MAX_RATE).contains(&r) {
+                bad(
+                    "rateLimit",
+                    format!(
+                        "must be between {MIN_RATE} and {MAX_RATE} operations per second (got {r})"
+                    ),
+                );
+            }
+        }
+        let hist = crate::engine::Recorder::histogram_bytes_per_task(self);
+        let total = hist.saturating_mul(self.concurrency as u64);
+        if total > MAX_HISTOGRAM_BYTES {
+            bad(
+                "concurrency",
+                format!(
+                    "{} tasks x {} of latency histograms each ({} operations in the mix) is {}, more than the {} a worker may use: lower concurrency or run more workers",
+                    self.concurrency,
+                    ByteSize(hist),
+                    self.ops.iter().filter(|o| o.weight > 0).count(),
+                    ByteSize(total),
+                    ByteSize(MAX_HISTOGRAM_BYTES)
+                ),
+            );
+        }
+        if let Some(TargetUri::File { root } | TargetUri::Direct { root }) = uri {
+            if root
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                bad(
+                    "target",
+                    format!("`{}`: `..` in the path could leave the target directory; give the directory itself", clip(&self.target)),
+                );
+            }
+        }
+        if let Err(e) = check_prefix(&self.dataset.prefix) {
+            bad("dataset.prefix", e);
+        }
+    }
+}
+
+/// A key prefix stays under the target: relative, no `..` or `.` segment, no NUL or backslash.
+fn check_prefix(p: &str) -> Result<(), String> {
+    let shown = clip(p);
+    if p.len() > limits::MAX_PREFIX_LEN as usize {
+        return Err(format!(
+            "must be at most {} bytes (got {})",
+            limits::MAX_PREFIX_LEN,
+            p.len()
+        ));
+    }
+    if p.starts_with('/') {
+        return Err(format!(
+            "`{shown}` must be relative to the target (no leading /)"
+        ));
+    }
+    if p.split('/').any(|seg| seg == ".." || seg == ".") {
+        return Err(format!(
+            "`{shown}`: `..` and `.` segments could leave the target"
+        ));
+    }
+    if p.contains(['\\', '\0']) {
+        return Err(format!("`{shown}` must not contain a backslash or NUL"));
+    }
+    Ok(())
 }
 
 fn check_size(bad: &mut impl FnMut(&str, String), path: &str, s: &SizeSpec) {
@@ -1020,6 +1543,196 @@ dataset: { objects: 10, size: { uniform: { min: 4KiB, max: 64KiB } } }
             .replace("concurrency: 4", "concurrency: 0")
             .replace("file://", "nope://"));
         assert!(e.contains("target:") && e.contains("concurrency:"), "{e}");
+    }
+
+    #[test]
+    fn every_bound_is_enforced_with_the_field_named() {
+        for (edit, field) in [
+            (
+                ("concurrency: 4", "concurrency: 1000000000"),
+                "concurrency: must be at most 65536",
+            ),
+            (
+                ("concurrency: 4", "concurrency: 65537"),
+                "concurrency: must be at most 65536",
+            ),
+            (
+                ("objectSize: 1MiB", "objectSize: 100TiB"),
+                "objectSize: must be at most 5TiB",
+            ),
+            (
+                ("objectSize: 1MiB", "objectSize: 18446744073709551615"),
+                "objectSize: must be at most 5TiB",
+            ),
+            (
+                ("max: 64KiB", "max: 6TiB"),
+                "dataset.size.uniform.max: must be at most 5TiB",
+            ),
+            (
+                ("objects: 10", "objects: 100000001"),
+                "dataset.objects: must be at most 100000000",
+            ),
+            (
+                (
+                    "objects: 10, size: { uniform: { min: 4KiB, max: 64KiB } }",
+                    "objects: 1000000, size: 5TiB",
+                ),
+                "dataset.objects: 1000000 objects of up to 5TiB",
+            ),
+            (
+                ("duration: 10s", "duration: 31d"),
+                "duration: must be at most 30days",
+            ),
+            (
+                ("duration: 10s", "totalOps: 1000000000001"),
+                "totalOps: must be at most",
+            ),
+            (
+                ("weight: 60", "weight: 1000001"),
+                "ops[0].weight: must be at most 1000000",
+            ),
+        ] {
+            let e = err(&GOOD.replace(edit.0, edit.1));
+            assert!(e.contains(field), "{edit:?}: {e}");
+        }
+        for (extra, field) in [
+            (
+                "rateLimit: 0.0001",
+                "rateLimit: must be between 0.001 and 10000000",
+            ),
+            ("rateLimit: 1e-20", "rateLimit: must be between"),
+            ("rateLimit: 20000000", "rateLimit: must be between"),
+            ("rateLimit: .inf", "rateLimit: must be a positive number"),
+            ("rateLimit: 0", "rateLimit: must be a positive number"),
+            (
+                "read: {chunkSize: 2GiB}",
+                "read.chunkSize: must be at most 1GiB",
+            ),
+            (
+                "read: {adaptive: {initial: 1MiB, max: 2GiB}}",
+                "read.adaptive.max: must be at most 1GiB",
+            ),
+            (
+                "read: {adaptive: {initial: 1MiB, max: 2MiB, factor: 1000}}",
+                "read.adaptive.factor: must be at most 16",
+            ),
+            (
+                "rangeEngine: {chunkSize: 2GiB}",
+                "rangeEngine.chunkSize: must be at most 1GiB",
+            ),
+            (
+                "rangeEngine: {rangeTimeout: 400d}",
+                "rangeEngine.rangeTimeout: must be at most 30days",
+            ),
+            (
+                "rangeEngine: {maxConcurrentRanges: 5000}",
+                "rangeEngine.maxConcurrentRanges: must be at most 1024",
+            ),
+            (
+                "storage: {requestTimeout: 365d}",
+                "storage.requestTimeout: must be at most 30days",
+            ),
+            (
+                "write: {partSize: 6GiB}",
+                "write.partSize: must be at most 5GiB",
+            ),
+            (
+                "write: {multipartThreshold: 6TiB}",
+                "write.multipartThreshold: must be at most 5TiB",
+            ),
+            (
+                "write: {maxObjects: 100000001}",
+                "write.maxObjects: must be at most 100000000",
+            ),
+        ] {
+            let e = err(&format!("{GOOD}{extra}\n"));
+            assert!(e.contains(field), "{extra}: {e}");
+        }
+        // Whole-object reads of objects larger than a buffer may be.
+        let big = GOOD.replace("size: { uniform: { min: 4KiB, max: 64KiB } }", "size: 2GiB");
+        let e = err(&format!("{big}read: {{wholeObject: true}}\n"));
+        assert!(
+            e.contains("read.wholeObject: reads each object into one buffer"),
+            "{e}"
+        );
+        // Histograms of 65536 tasks x 3 ops + TTFB pass the memory bound.
+        let e = err(&GOOD.replace("concurrency: 4", "concurrency: 65536"));
+        assert!(e.contains("concurrency: 65536 tasks x"), "{e}");
+        // The bounds themselves are accepted.
+        let ok = GOOD
+            .replace("concurrency: 4", "concurrency: 4096")
+            .replace("duration: 10s", "duration: 30d")
+            .replace("objectSize: 1MiB", "objectSize: 5TiB");
+        Workload::from_yaml(&format!("{ok}rateLimit: 0.001\n")).unwrap();
+    }
+
+    #[test]
+    fn paths_that_leave_the_target_are_refused() {
+        let e = err(&GOOD.replace("file:///tmp/bench", "file:///data/bench/../../../etc"));
+        assert!(
+            e.contains("target: `file:///data/bench/../../../etc`: `..`"),
+            "{e}"
+        );
+        for prefix in ["../../../etc/", "/etc/", "a/../../b/", "./x/", "a\\b/"] {
+            let e = err(&format!("{GOOD}dataset: {{prefix: '{prefix}'}}\n").replace(
+                "dataset: { objects: 10, size: { uniform: { min: 4KiB, max: 64KiB } } }\n",
+                "",
+            ));
+            assert!(e.contains("dataset.prefix:"), "{prefix}: {e}");
+        }
+        let ok = GOOD.replace("objects: 10,", "objects: 10, prefix: runs/a.b/,");
+        Workload::from_yaml(&ok).unwrap();
+    }
+
+    #[test]
+    fn hostile_files_are_refused_fast_with_bounded_messages() {
+        // An alias bomb: a 10,000-item leaf referenced through alias levels.
+        let mut bomb = String::from("a: &a [");
+        bomb.push_str(&vec!["x"; 10_000].join(","));
+        bomb.push_str(
+            "]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n",
+        );
+        let t = std::time::Instant::now();
+        let e = err(&format!("{GOOD}objectSize: *c\n{bomb}"));
+        assert!(e.contains("YAML aliases"), "{e}");
+        // 100,000 nested brackets.
+        let deep = format!(
+            "{GOOD}seed: {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let e = err(&deep);
+        assert!(e.contains("nested more than 32 levels"), "{e}");
+        let e = err(&"#".repeat(2 << 20));
+        assert!(e.contains("a workload file is at most 1MiB"), "{e}");
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        // A 500 KB bad value is not echoed whole.
+        let e = err(&GOOD.replace("file:///tmp/bench", &"x".repeat(500_000)));
+        assert!(e.len() < 1000, "{} bytes: {}", e.len(), &e[..200]);
+        assert!(e.contains("more bytes") || e.contains("left out"), "{e}");
+        let e = err(&GOOD.replace(
+            "concurrency: 4",
+            &format!("concurrency: {}", "9".repeat(500_000)),
+        ));
+        assert!(
+            e.starts_with("concurrency") && e.len() < 1000,
+            "{}",
+            e.len()
+        );
+        // Duplicate keys and invalid UTF-8.
+        let e = err(&GOOD.replace("concurrency: 4", "concurrency: 4\nconcurrency: 5"));
+        assert!(e.contains("duplicate field `concurrency`"), "{e}");
+        let mut bytes = GOOD.as_bytes().to_vec();
+        bytes.extend_from_slice(b"seed: \xff\xfe\n");
+        let e = Workload::from_bytes(&bytes).unwrap_err().to_string();
+        assert!(e.contains("not UTF-8") && e.contains("line 11"), "{e}");
+        // What looks like an alias or a quote inside a plain scalar is not one.
+        let ok = GOOD.replace("objects: 10,", "objects: 10, prefix: it's*fine/,");
+        Workload::from_yaml(&ok).unwrap();
     }
 
     #[test]

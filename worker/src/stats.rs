@@ -36,6 +36,14 @@ impl PartialEq for Latency {
 }
 
 impl Latency {
+    /// Memory of one histogram's counts (fixed by its bounds and precision).
+    pub fn bytes() -> u64 {
+        static BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        *BYTES.get_or_init(|| {
+            (Latency::default().0.distinct_values() * std::mem::size_of::<u64>()) as u64
+        })
+    }
+
     pub fn record(&mut self, d: Duration) {
         let us = (d.as_micros() as u64).clamp(1, MAX_US);
         // saturating_record cannot fail: the value is clamped to the bounds.
@@ -76,16 +84,82 @@ impl<'de> Deserialize<'de> for Latency {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let s = String::deserialize(d)?;
+        if s.len() > MAX_HISTOGRAM_TEXT {
+            return Err(D::Error::custom(format!(
+                "histogram is {} bytes of text, more than the {MAX_HISTOGRAM_TEXT} a histogram of this tool takes",
+                s.len()
+            )));
+        }
         let raw = base64::engine::general_purpose::STANDARD
             .decode(s.as_bytes())
             .map_err(|e| D::Error::custom(format!("histogram is not base64: {e}")))?;
+        let v2 = checked_v2(&raw).map_err(|e| D::Error::custom(format!("histogram: {e}")))?;
         let h: Histogram<u64> = HdrDe::new()
-            .deserialize(&mut raw.as_slice())
+            .deserialize(&mut v2.as_slice())
             .map_err(|e| D::Error::custom(format!("histogram is not HdrHistogram V2: {e:?}")))?;
         let mut l = Latency::default();
         l.add(&Latency(h));
         Ok(l)
     }
+}
+
+/// Longest base64 text of a histogram accepted in a summary. A full histogram of this tool
+/// (every one of its ~24,000 buckets used) compresses to well under this.
+const MAX_HISTOGRAM_TEXT: usize = 1 << 20;
+/// Largest decompressed histogram accepted: the V2 header plus at most 9 bytes per bucket.
+const MAX_HISTOGRAM_V2: u64 = 1 << 20;
+
+/// The plain HdrHistogram V2 bytes of a V2 (compressed or not) histogram, after checking what
+/// its header would make a decoder allocate: the decompressed size is bounded, the payload
+/// length must match what is there, and the bounds and precision must be this tool's own or
+/// narrower (HdrHistogram sizes its counts from them, and a forged header would otherwise
+/// allocate gigabytes from a few bytes).
+fn checked_v2(raw: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    const V2: u32 = 0x1c84_9313;
+    const V2_COMPRESSED: u32 = 0x1c84_9314;
+    let be32 = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let be64 = |b: &[u8], at: usize| -> Option<u64> {
+        Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    };
+    let v2 = match be32(raw, 0) {
+        Some(V2) => raw.to_vec(),
+        Some(V2_COMPRESSED) => {
+            let mut out = Vec::new();
+            flate2::read::ZlibDecoder::new(raw.get(8..).unwrap_or_default())
+                .take(MAX_HISTOGRAM_V2 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("not zlib data: {e}"))?;
+            out
+        }
+        _ => return Err("not HdrHistogram V2 (unknown cookie)".into()),
+    };
+    if v2.len() as u64 > MAX_HISTOGRAM_V2 {
+        return Err(format!("more than {MAX_HISTOGRAM_V2} bytes decompressed"));
+    }
+    let header = 40;
+    let bad = || "truncated V2 header".to_string();
+    if be32(&v2, 0) != Some(V2) {
+        return Err("not HdrHistogram V2 (bad inner cookie)".into());
+    }
+    let payload = be32(&v2, 4).ok_or_else(bad)? as usize;
+    let digits = be32(&v2, 12).ok_or_else(bad)?;
+    let low = be64(&v2, 16).ok_or_else(bad)?;
+    let high = be64(&v2, 24).ok_or_else(bad)?;
+    if payload > v2.len().saturating_sub(header) {
+        return Err(format!(
+            "header announces {payload} payload bytes but {} follow",
+            v2.len().saturating_sub(header)
+        ));
+    }
+    if digits > 3 || low < 1 || high > MAX_US || low > high {
+        return Err(format!(
+            "bounds {low}..{high} with {digits} digits are not this tool's (1..{MAX_US}, 3 digits)"
+        ));
+    }
+    Ok(v2)
 }
 
 /// Everything measured for one operation.
@@ -112,12 +186,15 @@ pub struct OpStats {
 
 impl OpStats {
     pub fn merge(&mut self, o: &OpStats) {
-        self.count += o.count;
-        self.errors += o.errors;
-        self.bytes += o.bytes;
-        self.requests += o.requests;
+        // Saturating: summaries come from other processes, and a forged count must not
+        // overflow (a panic in a debug build, a wrap in release).
+        self.count = self.count.saturating_add(o.count);
+        self.errors = self.errors.saturating_add(o.errors);
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.requests = self.requests.saturating_add(o.requests);
         for (k, v) in &o.errors_by_kind {
-            *self.errors_by_kind.entry(k.clone()).or_default() += v;
+            let e = self.errors_by_kind.entry(k.clone()).or_default();
+            *e = e.saturating_add(*v);
         }
         self.latency.add(&o.latency);
         if let Some(t) = &o.ttfb {
@@ -207,9 +284,9 @@ impl Second {
 
     /// Add another task's or worker's counts for the same second.
     pub(crate) fn add(&mut self, o: &Second) {
-        self.ops += o.ops;
-        self.bytes += o.bytes;
-        self.errors += o.errors;
+        self.ops = self.ops.saturating_add(o.ops);
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.errors = self.errors.saturating_add(o.errors);
     }
 }
 
@@ -251,8 +328,8 @@ impl ProcessStats {
     fn merge(&mut self, o: &ProcessStats) {
         self.cpu_user_seconds += o.cpu_user_seconds;
         self.cpu_system_seconds += o.cpu_system_seconds;
-        self.minor_faults += o.minor_faults;
-        self.major_faults += o.major_faults;
+        self.minor_faults = self.minor_faults.saturating_add(o.minor_faults);
+        self.major_faults = self.major_faults.saturating_add(o.major_faults);
     }
 }
 
@@ -270,10 +347,10 @@ pub struct StageStats {
 impl StageStats {
     fn merge(&mut self, o: &StageStats) {
         self.seconds = self.seconds.max(o.seconds);
-        self.objects += o.objects;
-        self.bytes += o.bytes;
-        self.requests += o.requests;
-        self.errors += o.errors;
+        self.objects = self.objects.saturating_add(o.objects);
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.requests = self.requests.saturating_add(o.requests);
+        self.errors = self.errors.saturating_add(o.errors);
     }
 }
 
@@ -324,7 +401,14 @@ pub enum MergeError {
     Empty,
     #[error("summary version {0} is not supported (this build reads version {SUMMARY_VERSION})")]
     Version(u32),
+    #[error("summary of {worker}: timeline second {second} is past the longest run ({MAX_TIMELINE_SECONDS} s)")]
+    Timeline { worker: String, second: u64 },
 }
+
+/// The last timeline second a summary may have: the longest `duration` plus a day (a
+/// `totalOps` run has no duration, but one so long is refused too). Merging allocates one
+/// entry per second up to the last, so this bounds the merge's memory (about 80 MiB).
+pub const MAX_TIMELINE_SECONDS: u64 = crate::spec::limits::MAX_DURATION_SECS + 24 * 3600;
 
 impl Summary {
     /// Recompute `report` from the histograms.
@@ -369,8 +453,16 @@ impl Summary {
             partial: false,
         };
         for p in parts {
+            if let Some(s) = p.timeline.iter().find(|s| s.second > MAX_TIMELINE_SECONDS) {
+                return Err(MergeError::Timeline {
+                    worker: crate::spec::clip(&p.worker_ids.join(",")).into_owned(),
+                    second: s.second,
+                });
+            }
+        }
+        for p in parts {
             out.partial |= p.partial;
-            out.workers += p.workers;
+            out.workers = out.workers.saturating_add(p.workers);
             out.worker_ids.extend(p.worker_ids.iter().cloned());
             out.started_at = out.started_at.min(p.started_at);
             out.elapsed_seconds = out.elapsed_seconds.max(p.elapsed_seconds);

@@ -344,21 +344,42 @@ impl Engine {
         };
         self.metrics.set_stage(Stage::Running);
         let cpu0 = ProcessStats::now();
-        let tasks: Vec<_> = (0..w.concurrency)
-            .map(|i| {
-                let ctx = ctx.clone();
-                let rng = SmallRng::seed_from_u64(
-                    w.seed
-                        .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1)),
-                );
-                tokio::spawn(ctx.task(i, rng))
-            })
-            .collect();
-        let mut all = Recorder::new(self.metrics.clone());
-        for t in tasks {
-            match t.await {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..w.concurrency {
+            let ctx = ctx.clone();
+            let rng = SmallRng::seed_from_u64(
+                w.seed
+                    .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1)),
+            );
+            tasks.spawn(ctx.task(i, rng));
+        }
+        let mut all = Recorder::new(self.metrics.clone(), Recorder::mix_ops(w));
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
                 Ok(rec) => all.absorb(rec),
-                Err(e) => return Err(EngineError::Workload(format!("a worker task failed: {e}"))),
+                Err(e) => {
+                    // One task panicked (or was cancelled): stop every other one now, so none
+                    // keeps hitting the target, and report the failure instead of a result.
+                    ctx.stop("a task failed");
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                    watcher.abort();
+                    self.metrics.set_stage(Stage::Done);
+                    let what = if e.is_panic() {
+                        let p = e.into_panic();
+                        let msg = p
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| p.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        format!("panicked: {}", crate::spec::clip(&msg))
+                    } else {
+                        e.to_string()
+                    };
+                    return Err(EngineError::Workload(format!(
+                        "a worker task failed ({what}); all tasks were stopped"
+                    )));
+                }
             }
         }
         let elapsed = start.elapsed();
@@ -391,8 +412,8 @@ impl Engine {
             ops: OpKind::ALL
                 .iter()
                 .zip(all.ops)
-                .filter(|(op, s)| s.count > 0 || w.weight_of(**op) > 0)
-                .map(|(op, s)| (*op, s))
+                .filter_map(|(op, s)| s.map(|s| (*op, s)))
+                .filter(|(op, s)| s.count > 0 || w.weight_of(*op) > 0)
                 .collect(),
             report: Default::default(),
             timeline: all.timeline,
@@ -475,13 +496,18 @@ impl RunCtx {
     }
 
     async fn task(self: Arc<Self>, id: u32, mut rng: SmallRng) -> Recorder {
-        let mut rec = Recorder::new(self.metrics.clone());
+        let mut rec = Recorder::new(
+            self.metrics.clone(),
+            Recorder::mix_ops(&self.engine_workload),
+        );
         let start = self.schedule.start();
         let open_loop = self.schedule.is_open_loop();
         let mut seq = 0u64;
         while let Some(ticket) = self.schedule.next(Instant::now()) {
-            if ticket.due > Instant::now() {
-                tokio::time::sleep_until(ticket.due).await;
+            // Woken by a stop (signal, error budget, a failed task): at 0.001 ops/s the next
+            // ticket may be 1000 s away.
+            if ticket.due > Instant::now() && self.schedule.sleep_until(ticket.due).await {
+                break;
             }
             let began = if open_loop {
                 ticket.due

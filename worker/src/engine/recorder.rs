@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::metrics::Metrics;
-use crate::spec::OpKind;
-use crate::stats::{OpStats, Second};
+use crate::spec::{OpKind, Workload};
+use crate::stats::{Latency, OpStats, Second};
 use crate::targets::TargetError;
 
 /// What one finished operation contributes.
@@ -29,25 +29,62 @@ pub struct Done {
     pub ttfb: Option<Duration>,
 }
 
+/// One task's statistics.
+///
+/// # Memory
+///
+/// A latency histogram (1 us to 1 h, 3 significant digits) takes
+/// [`Latency::bytes`](crate::stats::Latency::bytes) (about 190 KiB). A task allocates one
+/// for each operation of its mix with a weight above 0, plus one for GET time-to-first-byte,
+/// and nothing for the others: [`Recorder::histogram_bytes_per_task`]. A worker's histograms
+/// take at most `concurrency` x that, which
+/// [`Workload::validate`](crate::spec::Workload::validate) holds under
+/// [`MAX_HISTOGRAM_BYTES`](crate::spec::limits::MAX_HISTOGRAM_BYTES) (4 GiB). Beside them a
+/// worker holds per task one read buffer of at most
+/// [`MAX_CHUNK_SIZE`](crate::spec::limits::MAX_CHUNK_SIZE) (or a whole object of at most
+/// [`MAX_WHOLE_OBJECT_BUFFER`](crate::spec::limits::MAX_WHOLE_OBJECT_BUFFER)), one PUT payload
+/// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (32 bytes
+/// per second of the run).
 #[derive(Debug)]
 pub struct Recorder {
-    pub ops: [OpStats; 5],
+    /// Per op (by [`OpKind::index`]); `None` for an op the mix never picks.
+    pub ops: [Option<OpStats>; 5],
     pub timeline: Vec<Second>,
     metrics: Arc<Metrics>,
 }
 
 impl Recorder {
-    pub fn new(metrics: Arc<Metrics>) -> Self {
+    /// A recorder with histograms for `ops` only (the ops of the mix).
+    pub fn new(metrics: Arc<Metrics>, ops: impl IntoIterator<Item = OpKind>) -> Self {
+        let mut stats: [Option<OpStats>; 5] = Default::default();
+        for op in ops {
+            stats[op.index()].get_or_insert_with(OpStats::default);
+        }
         Self {
-            ops: Default::default(),
+            ops: stats,
             timeline: Vec::new(),
             metrics,
         }
     }
 
+    /// The ops of `w`'s mix (weight above 0).
+    pub fn mix_ops(w: &Workload) -> Vec<OpKind> {
+        OpKind::ALL
+            .into_iter()
+            .filter(|op| w.weight_of(*op) > 0)
+            .collect()
+    }
+
+    /// Histogram memory of one task running `w`: one per op of the mix, plus GET's TTFB.
+    pub fn histogram_bytes_per_task(w: &Workload) -> u64 {
+        let ops = Self::mix_ops(w);
+        let n = ops.len() as u64 + ops.contains(&OpKind::Get) as u64;
+        n * Latency::bytes()
+    }
+
     /// Record one operation; returns the error kind if it failed.
     pub fn record(&mut self, r: OpResult) -> Option<String> {
-        let s = &mut self.ops[r.op.index()];
+        let s = self.ops[r.op.index()].get_or_insert_with(OpStats::default);
         s.count += 1;
         let t = Second::at(&mut self.timeline, r.finished_at.as_secs());
         t.ops += 1;
@@ -77,10 +114,33 @@ impl Recorder {
     /// Fold another task's recorder into this one.
     pub fn absorb(&mut self, o: Recorder) {
         for (a, b) in self.ops.iter_mut().zip(o.ops.iter()) {
-            a.merge(b);
+            if let Some(b) = b {
+                a.get_or_insert_with(OpStats::default).merge(b);
+            }
         }
         for s in o.timeline {
             Second::at(&mut self.timeline, s.second).add(&s);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_only_for_the_ops_of_the_mix() {
+        let w = Workload::from_yaml(
+            "target: file:///tmp/x\nduration: 1s\nops: [{op: put}, {op: stat, weight: 0}]\n",
+        )
+        .unwrap();
+        assert_eq!(Recorder::mix_ops(&w), vec![OpKind::Put]);
+        let r = Recorder::new(Arc::new(Metrics::new()), Recorder::mix_ops(&w));
+        assert_eq!(r.ops.iter().filter(|o| o.is_some()).count(), 1);
+        assert!(r.ops[OpKind::Put.index()].is_some());
+        assert_eq!(Recorder::histogram_bytes_per_task(&w), Latency::bytes());
+        // A histogram is a fixed, known size: ~190 KiB, five of them about 1 MiB.
+        let b = Latency::bytes();
+        assert!((100 << 10..300 << 10).contains(&b), "{b}");
     }
 }

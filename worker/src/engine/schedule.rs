@@ -30,6 +30,8 @@ pub struct Schedule {
     interval: Option<Duration>,
     next: AtomicU64,
     stopped: AtomicBool,
+    /// Wakes tasks sleeping until their ticket is due when the stage is stopped.
+    stop_signal: tokio::sync::watch::Sender<bool>,
 }
 
 impl Schedule {
@@ -43,9 +45,12 @@ impl Schedule {
             start,
             deadline: duration.map(|d| start + d),
             max_ops,
-            interval: rate.map(|r| Duration::from_secs_f64(1.0 / r)),
+            // A rate too small to give an interval (validate refuses it) gives one ticket and
+            // then none, never a panic.
+            interval: rate.map(|r| Duration::try_from_secs_f64(1.0 / r).unwrap_or(Duration::MAX)),
             next: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
+            stop_signal: tokio::sync::watch::channel(false).0,
         }
     }
 
@@ -67,7 +72,10 @@ impl Schedule {
             return None;
         }
         let due = match self.interval {
-            Some(iv) => self.start + iv.mul_f64(index as f64),
+            // Checked: a due time past what an Instant can hold means no more tickets.
+            Some(iv) => Duration::try_from_secs_f64(iv.as_secs_f64() * index as f64)
+                .ok()
+                .and_then(|d| self.start.checked_add(d))?,
             None => now,
         };
         if self.deadline.is_some_and(|d| due >= d || now >= d) {
@@ -79,6 +87,22 @@ impl Schedule {
     /// End the stage: no more tickets.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
+        self.stop_signal.send_replace(true);
+    }
+
+    /// Completes once [`stop`](Schedule::stop) has been called (at once if it already was).
+    pub async fn stopped(&self) {
+        let mut rx = self.stop_signal.subscribe();
+        // The sender lives in self, so the channel cannot close while this waits.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Sleep until `due`, or less if the stage is stopped meanwhile; true if it was stopped.
+    pub async fn sleep_until(&self, due: Instant) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep_until(due) => self.is_stopped(),
+            _ = self.stopped() => true,
+        }
     }
 
     pub fn is_stopped(&self) -> bool {
@@ -101,6 +125,40 @@ mod tests {
         assert_eq!(dues.len(), 100, "100 ops/s for 1 s");
         assert_eq!(dues[1], Duration::from_millis(10));
         assert_eq!(dues[99], Duration::from_millis(990));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn absurd_rates_end_the_stage_instead_of_panicking() {
+        let now = Instant::now();
+        let s = Schedule::new(now, None, Some(5), Some(1e-20));
+        assert!(s.next(now).is_some(), "the first ticket is due at once");
+        assert!(
+            s.next(now).is_none(),
+            "the next would be due past any Instant"
+        );
+        let s = Schedule::new(now, None, None, Some(0.0));
+        assert!(s.next(now).is_some());
+        assert!(s.next(now).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_stop_wakes_a_sleeper_waiting_for_a_distant_ticket() {
+        let start = Instant::now();
+        let s = std::sync::Arc::new(Schedule::new(start, None, Some(5), Some(0.001)));
+        s.next(start).unwrap();
+        let t = s.next(start).unwrap();
+        assert_eq!(t.due - start, Duration::from_secs(1000));
+        let sleeper = {
+            let s = s.clone();
+            tokio::spawn(async move { s.sleep_until(t.due).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        s.stop();
+        let stopped = tokio::time::timeout(Duration::from_secs(1), sleeper)
+            .await
+            .expect("the sleeper must wake within 1 s of the stop")
+            .unwrap();
+        assert!(stopped);
     }
 
     #[tokio::test(start_paused = true)]

@@ -3,7 +3,9 @@
 use rand::Rng;
 use rand_distr::{Distribution, LogNormal};
 
+use crate::spec::limits::MAX_OBJECT_SIZE;
 use crate::spec::{SizeDistribution, SizeSpec};
+use crate::units::ByteSize;
 
 /// A sampler built once per run from a validated spec.
 #[derive(Clone, Debug)]
@@ -29,7 +31,27 @@ impl SizeSampler {
         }
     }
 
+    /// Refuses what [`Workload::validate`](crate::spec::Workload::validate) refuses about
+    /// sizes (above [`MAX_OBJECT_SIZE`], max below min), so a spec that skipped validation is
+    /// an error here, never a panic or an unbounded allocation when data is generated.
     pub fn new(spec: &SizeSpec) -> Result<Self, String> {
+        for (path, v) in spec.sizes() {
+            if v > MAX_OBJECT_SIZE {
+                return Err(format!(
+                    "size{path} {} is above the largest object, {}",
+                    ByteSize(v),
+                    ByteSize(MAX_OBJECT_SIZE)
+                ));
+            }
+        }
+        if let SizeSpec::Distribution(
+            SizeDistribution::Uniform { min, max } | SizeDistribution::Lognormal { min, max, .. },
+        ) = spec
+        {
+            if max < min {
+                return Err(format!("size: max {max} is smaller than min {min}"));
+            }
+        }
         Ok(match spec {
             SizeSpec::Fixed(s) => SizeSampler::Fixed(s.0),
             SizeSpec::Distribution(SizeDistribution::Uniform { min, max }) => {
@@ -73,6 +95,21 @@ impl SizeSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absurd_sizes_are_errors_not_panics() {
+        let e = SizeSampler::new(&SizeSpec::Fixed(ByteSize(u64::MAX))).unwrap_err();
+        assert!(e.contains("above the largest object"), "{e}");
+        let inverted = SizeSpec::Distribution(SizeDistribution::Lognormal {
+            mean: ByteSize(10),
+            std_dev: ByteSize(5),
+            min: ByteSize(100),
+            max: ByteSize(1),
+        });
+        assert!(SizeSampler::new(&inverted)
+            .unwrap_err()
+            .contains("smaller than min"));
+    }
     use crate::units::ByteSize;
     use rand::SeedableRng;
 

@@ -15,8 +15,8 @@ use async_trait::async_trait;
 
 use super::local::{blocking, LocalRoot};
 use super::{
-    BufferPool, ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo, Payload, Target,
-    TargetError, DIRECT_ALIGN,
+    whole_object_buffer, BufferPool, ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo,
+    Payload, Target, TargetError, DIRECT_ALIGN,
 };
 use crate::spec::Workload;
 
@@ -89,7 +89,13 @@ impl Target for DirectTarget {
             let file = open_direct(&root.path(&key), false).map_err(|e| root.err(&key, e))?;
             let buf_len = match req.plan.max_chunk() {
                 Some(c) => round_up(c),
-                None => round_up(file.metadata().map_err(|e| root.err(&key, e))?.len().max(1)),
+                None => round_up(
+                    whole_object_buffer(
+                        &key,
+                        file.metadata().map_err(|e| root.err(&key, e))?.len(),
+                    )?
+                    .max(1) as u64,
+                ),
             } as usize;
             let mut buf = pool.take(buf_len);
             // A whole-object read lands in one buffer of the object's size, filled by the same

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use super::local::{blocking, LocalRoot};
 use super::{
-    BufferPool, ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo, Payload, Target,
-    TargetError,
+    whole_object_buffer, BufferPool, ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo,
+    Payload, Target, TargetError,
 };
 use crate::spec::Workload;
 
@@ -51,7 +51,10 @@ impl Target for FileTarget {
             let start = Instant::now();
             let file = std::fs::File::open(root.path(&key)).map_err(|e| root.err(&key, e))?;
             let size = match req.plan {
-                ChunkPlan::Whole => Some(file.metadata().map_err(|e| root.err(&key, e))?.len()),
+                ChunkPlan::Whole => Some(whole_object_buffer(
+                    &key,
+                    file.metadata().map_err(|e| root.err(&key, e))?.len(),
+                )? as u64),
                 _ => None,
             };
             let buf_len = match (req.plan.max_chunk(), size) {

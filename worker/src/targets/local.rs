@@ -13,8 +13,16 @@ pub struct LocalRoot {
 }
 
 impl LocalRoot {
+    /// Where `key` lives: always under the root. Keys are built from a validated prefix, but
+    /// `..`, `.` and root components are dropped here too, so no key can name a path outside.
     pub fn path(&self, key: &str) -> PathBuf {
-        self.root.join(key.trim_start_matches('/'))
+        let mut p = self.root.clone();
+        for c in std::path::Path::new(key).components() {
+            if let std::path::Component::Normal(part) = c {
+                p.push(part);
+            }
+        }
+        p
     }
 
     pub fn err(&self, key: &str, e: std::io::Error) -> TargetError {
@@ -66,7 +74,7 @@ impl LocalRoot {
             Some(i) => (&prefix[..i], &prefix[i + 1..]),
             None => ("", prefix),
         };
-        let base = self.root.join(dir);
+        let base = self.path(dir);
         self.walk(&base, dir, stem, &mut out)?;
         out.objects.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
@@ -171,4 +179,35 @@ pub async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| TargetError::Other(format!("I/O task failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_cannot_leave_the_root() {
+        let root = LocalRoot {
+            root: PathBuf::from("/data/bench"),
+            uri: "file:///data/bench".into(),
+        };
+        for key in [
+            "../../../etc/passwd",
+            "/etc/passwd",
+            "a/../../etc/passwd",
+            "./../etc/passwd",
+        ] {
+            let p = root.path(key);
+            assert!(p.starts_with("/data/bench"), "{key} -> {}", p.display());
+            assert!(
+                !p.components().any(|c| c == std::path::Component::ParentDir),
+                "{key} -> {}",
+                p.display()
+            );
+        }
+        assert_eq!(
+            root.path("benchrun/obj-1"),
+            PathBuf::from("/data/bench/benchrun/obj-1")
+        );
+    }
 }

@@ -199,6 +199,22 @@ pub enum TargetError {
     Other(String),
 }
 
+/// The length of a buffer that holds a whole object of `size` bytes (a size a server or the
+/// file system reported): an error above
+/// [`MAX_WHOLE_OBJECT_BUFFER`](crate::spec::limits::MAX_WHOLE_OBJECT_BUFFER), so a huge or
+/// lying size is refused instead of allocated.
+pub fn whole_object_buffer(key: &str, size: u64) -> Result<usize, TargetError> {
+    let max = crate::spec::limits::MAX_WHOLE_OBJECT_BUFFER;
+    if size > max {
+        return Err(TargetError::Unsupported(format!(
+            "{key}: the object is {}, more than the {} a whole-object read may buffer; read it in chunks (read.chunkSize)",
+            crate::units::ByteSize(size),
+            crate::units::ByteSize(max)
+        )));
+    }
+    Ok(size as usize)
+}
+
 impl TargetError {
     /// An I/O error; a full target becomes [`TargetError::NoSpace`], counted as `no_space`.
     pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {

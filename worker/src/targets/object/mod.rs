@@ -35,8 +35,8 @@ use object_store::{
 use self::credentials::{CredentialSource, Redactor};
 use self::range::RangeSettings;
 use super::{
-    BufferPool, ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo, Payload, ReadCheck,
-    Target, TargetError,
+    whole_object_buffer, BufferPool, ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo,
+    Payload, ReadCheck, Target, TargetError,
 };
 use crate::spec::{StorageSpec, TargetUri, Workload};
 
@@ -275,9 +275,9 @@ impl ObjectTarget {
     ) -> Result<GetOutcome, TargetError> {
         let start = Instant::now();
         let res = self.get_plain(path, key).await?;
-        let size = res.meta.size;
-        let mut buf = self.pool.take(size as usize);
-        let dst = &mut buf.as_mut_slice()[..size as usize];
+        let size = whole_object_buffer(key, res.meta.size)?;
+        let mut buf = self.pool.take(size);
+        let dst = &mut buf.as_mut_slice()[..size];
         let result = self
             .drain(res, key, &req.check, start, |off, c| {
                 copy_at(dst, off, c, key)

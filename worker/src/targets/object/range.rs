@@ -69,7 +69,8 @@ pub async fn get(
         }
         return Ok(out);
     }
-    let mut buf = t.pool.take(size as usize);
+    let len = crate::targets::whole_object_buffer(key, size)?;
+    let mut buf = t.pool.take(len);
     let result = fill(
         t,
         path,
@@ -77,7 +78,7 @@ pub async fn get(
         &req.check,
         re,
         first,
-        &mut buf.as_mut_slice()[..size as usize],
+        &mut buf.as_mut_slice()[..len],
         start,
     )
     .await;
