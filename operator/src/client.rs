@@ -25,6 +25,20 @@ pub struct WorkerClient {
 /// Why a call failed, as text: these end up in conditions and logs, never matched on.
 pub type CallResult<T> = std::result::Result<T, String>;
 
+/// Why a summary could not be had.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SummaryError {
+    /// No answer, or not done yet (HTTP 409): ask again on the next pass.
+    Unreachable(String),
+    /// The worker answered with something that is not a usable summary (too large, not
+    /// UTF-8, not a summary of this version): asking again will not help. The body, when it
+    /// is text, so that it can be kept rather than lost.
+    Invalid {
+        message: String,
+        body: Option<String>,
+    },
+}
+
 /// Result of a start request: the worker's answer and our clock-offset estimate.
 #[derive(Clone, Debug)]
 pub struct Started {
@@ -137,15 +151,39 @@ impl WorkerClient {
     }
 
     /// The raw JSON text of the summary (persisted as is) and its parsed form.
-    pub async fn summary(&self) -> CallResult<(String, Summary)> {
+    pub async fn summary(&self) -> Result<(String, Summary), SummaryError> {
         let resp = self
             .send(self.http.get(format!("{}/v1/summary", self.base)))
-            .await?;
-        let body = self.read(resp, MAX_SUMMARY_BYTES, "summary").await?;
+            .await
+            .map_err(SummaryError::Unreachable)?;
+        let invalid =
+            |message: String, body: Option<String>| SummaryError::Invalid { message, body };
+        let body = self
+            .read(resp, MAX_SUMMARY_BYTES, "summary")
+            .await
+            .map_err(|e| invalid(e, None))?;
         let text = String::from_utf8(body)
-            .map_err(|e| format!("{}: summary is not UTF-8: {e}", self.base))?;
-        let s = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a summary: {e}", self.base))?;
+            .map_err(|e| invalid(format!("{}: summary is not UTF-8: {e}", self.base), None))?;
+        let s: Summary = match serde_json::from_str(&text) {
+            Ok(s) => s,
+            Err(e) => {
+                return Err(invalid(
+                    format!("{}: not a summary: {e}", self.base),
+                    Some(text),
+                ))
+            }
+        };
+        if s.version != benchrun_worker::stats::SUMMARY_VERSION {
+            return Err(invalid(
+                format!(
+                    "{}: summary version {} (this operator reads version {})",
+                    self.base,
+                    s.version,
+                    benchrun_worker::stats::SUMMARY_VERSION
+                ),
+                Some(text),
+            ));
+        }
         Ok((text, s))
     }
 

@@ -33,7 +33,7 @@ use kube::runtime::{watcher, Controller};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
-use crate::client::WorkerClient;
+use crate::client::{SummaryError, WorkerClient};
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus, CleanupPolicy, Phase, Progress, WorkerStatus};
 use crate::metrics::Metrics;
 use crate::resources::{self, MANAGER, RUN_LABEL};
@@ -710,7 +710,24 @@ impl Reconciler<'_> {
                         tracing::debug!("shutdown {name}: {e}");
                     }
                 }
-                Err(e) => tracing::debug!("summary of {name}: {e}"),
+                Err(SummaryError::Unreachable(e)) => tracing::debug!("summary of {name}: {e}"),
+                Err(SummaryError::Invalid { message, body }) => {
+                    // Keep what the worker sent (not counted: only worker-*.json are), then
+                    // say why this worker has no result instead of asking until the timeout.
+                    if let Some(body) = body {
+                        results::persist(
+                            &self.api::<ConfigMap>(),
+                            &self.name,
+                            &resources::rejected_key(&name),
+                            &body,
+                        )
+                        .await?;
+                    }
+                    self.worker_failed(i, "InvalidSummary", message);
+                    if let Err(e) = client.shutdown().await {
+                        tracing::debug!("shutdown {name}: {e}");
+                    }
+                }
             }
         }
         Ok(())
@@ -776,7 +793,16 @@ impl Reconciler<'_> {
             .await?;
         let persisted = results::collected(cm.as_ref());
         let names: Vec<&str> = live.iter().map(|w| w.name.as_str()).collect();
-        let merged = results::merge(&persisted, &names)?;
+        // A persisted summary that does not merge will not merge on the next pass either:
+        // fail now and say which, rather than retry until the timeout. The data stays.
+        let merged = match results::merge(&persisted, &names) {
+            Ok(m) => m,
+            Err(e) => {
+                self.fail("MergeFailed", e.to_string());
+                self.stop_workers().await;
+                return Ok(());
+            }
+        };
         let text = serde_json::to_string(&merged)?;
         results::persist(&self.api::<ConfigMap>(), &self.name, results::MERGED, &text).await?;
         results::fold_merged(&mut self.status, &merged);

@@ -52,6 +52,10 @@ pub fn pod_name(run: &str, worker: &str) -> String {
 pub fn claim_name(run: &str, worker: &str) -> String {
     format!("{run}-{worker}-data")
 }
+/// Key under which an unusable answer of a worker is kept (never counted or merged).
+pub fn rejected_key(worker: &str) -> String {
+    format!("rejected-{worker}.json")
+}
 /// Key of one worker's summary in the result ConfigMap.
 pub fn summary_key(worker: &str) -> String {
     format!("worker-{worker}.json")
@@ -288,6 +292,9 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
             ..Default::default()
         });
     }
+    // A finished worker keeps its summary until the operator collects it: for as long as the
+    // run may last, so an operator outage shorter than the run's timeout loses no result.
+    let linger = format!("{}s", crate::state::timeout(spec).as_secs().max(600));
     let container = Container {
         name: CONTAINER.into(),
         image: Some(
@@ -305,6 +312,8 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
                 &format!("0.0.0.0:{AGENT_PORT}"),
                 "--token-file",
                 &format!("{TOKEN_DIR}/token"),
+                "--linger",
+                &linger,
             ]
             .iter()
             .map(|s| s.to_string())
@@ -445,6 +454,10 @@ secretRef: {name: creds}
             Some(&["ALL".to_string()][..])
         );
         assert_eq!(c.image.as_deref(), Some("img:1"));
+        // 5 s run: the default timeout is 10 min 5 s, and the summary is kept that long.
+        let args = c.args.as_ref().unwrap();
+        let at = args.iter().position(|a| a == "--linger").expect("--linger");
+        assert_eq!(args[at + 1], "605s");
         let term = &spec
             .affinity
             .unwrap()

@@ -87,11 +87,12 @@ async fn agent_runs_from_start_time_and_serves_summary() {
         200
     );
     // Summary before the run: 409.
-    assert!(c
-        .summary()
-        .await
-        .expect_err("no summary yet")
-        .contains("409"));
+    match c.summary().await {
+        Err(benchrun_operator::client::SummaryError::Unreachable(e)) => {
+            assert!(e.contains("409"), "{e}")
+        }
+        other => panic!("no summary yet must be asked again: {other:?}"),
+    }
 
     let at = Utc::now() + chrono::Duration::milliseconds(500);
     let started = c.start(at).await.expect("start");
@@ -210,12 +211,40 @@ async fn oversized_worker_answers_are_refused_before_parsing() {
     for chunked in [false, true] {
         let addr = serve_body(big.clone(), chunked).await;
         let c = WorkerClient::new(WorkerClient::http(), &addr, "t");
-        let e = c
-            .summary()
-            .await
-            .expect_err("a 1 MiB + 1 summary is refused");
-        assert!(e.contains("larger than"), "chunked={chunked}: {e}");
+        match c.summary().await {
+            Err(benchrun_operator::client::SummaryError::Invalid {
+                message,
+                body: None,
+            }) => assert!(
+                message.contains("larger than"),
+                "chunked={chunked}: {message}"
+            ),
+            other => panic!("chunked={chunked}: {other:?}"),
+        }
         let e = c.status().await.expect_err("a huge status is refused");
         assert!(e.contains("larger than"), "chunked={chunked}: {e}");
     }
+}
+
+#[tokio::test]
+async fn an_unusable_summary_is_invalid_not_retried_and_its_body_kept() {
+    use benchrun_operator::client::SummaryError;
+    let addr = serve_body(br#"{"not": "a summary"}"#.to_vec(), false).await;
+    let c = WorkerClient::new(WorkerClient::http(), &addr, "t");
+    match c.summary().await {
+        Err(SummaryError::Invalid { message, body }) => {
+            assert!(message.contains("not a summary"), "{message}");
+            assert_eq!(body.as_deref(), Some(r#"{"not": "a summary"}"#));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nobody listening: unreachable, to be asked again.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let c = WorkerClient::new(WorkerClient::http(), &addr, "t");
+    assert!(matches!(
+        c.summary().await,
+        Err(SummaryError::Unreachable(_))
+    ));
 }
