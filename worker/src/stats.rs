@@ -581,4 +581,71 @@ mod tests {
             .to_string();
         assert!(e.contains("not base64"), "{e}");
     }
+
+    /// A V2 histogram header with the given fields, compressed as V2 deflate, as base64 JSON.
+    fn forged(payload_len: u32, digits: u32, low: u64, high: u64, payload: &[u8]) -> String {
+        use std::io::Write;
+        let mut v2 = Vec::new();
+        v2.extend_from_slice(&0x1c84_9313u32.to_be_bytes());
+        v2.extend_from_slice(&payload_len.to_be_bytes());
+        v2.extend_from_slice(&0u32.to_be_bytes());
+        v2.extend_from_slice(&digits.to_be_bytes());
+        v2.extend_from_slice(&low.to_be_bytes());
+        v2.extend_from_slice(&high.to_be_bytes());
+        v2.extend_from_slice(&1.0f64.to_be_bytes());
+        v2.extend_from_slice(payload);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&v2).unwrap();
+        let z = z.finish().unwrap();
+        let mut raw = Vec::new();
+        raw.extend_from_slice(&0x1c84_9314u32.to_be_bytes());
+        raw.extend_from_slice(&(z.len() as u32).to_be_bytes());
+        raw.extend_from_slice(&z);
+        format!(
+            "\"{}\"",
+            base64::engine::general_purpose::STANDARD.encode(raw)
+        )
+    }
+
+    #[test]
+    fn forged_histogram_headers_are_refused_before_allocating() {
+        // Announces a 4 GiB payload: HdrHistogram would zero a 4 GiB buffer for it.
+        let e = serde_json::from_str::<Latency>(&forged(u32::MAX, 3, 1, MAX_US, &[]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("payload bytes"), "{e}");
+        // Bounds and precision that would size the counts array in the hundreds of MiB.
+        let e = serde_json::from_str::<Latency>(&forged(0, 5, 1, u64::MAX / 2, &[]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("are not this tool's"), "{e}");
+        // A zlib bomb: 8 MiB of zeros after the header.
+        let e = serde_json::from_str::<Latency>(&forged(0, 3, 1, MAX_US, &vec![0; 8 << 20]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("decompressed"), "{e}");
+        // A genuine histogram still round-trips through the same checks.
+        let mut l = Latency::default();
+        l.record(Duration::from_millis(3));
+        let back: Latency = serde_json::from_str(&serde_json::to_string(&l).unwrap()).unwrap();
+        assert_eq!(back, l);
+    }
+
+    #[test]
+    fn a_forged_timeline_or_count_cannot_blow_up_a_merge() {
+        let mut bad = summary("w1", &[100]);
+        bad.timeline[0].second = u64::MAX;
+        let e = Summary::merge(&[summary("w0", &[100]), bad]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("timeline second 18446744073709551615"),
+            "{e}"
+        );
+        let mut big = summary("w1", &[100]);
+        big.ops.get_mut(&OpKind::Get).unwrap().count = u64::MAX;
+        big.timeline[0].ops = u64::MAX;
+        let m = Summary::merge(&[summary("w0", &[100]), big]).unwrap();
+        assert_eq!(m.ops[&OpKind::Get].count, u64::MAX, "saturates");
+        assert_eq!(m.timeline[0].ops, u64::MAX);
+    }
 }

@@ -227,3 +227,148 @@ async fn sequential_access_walks_the_dataset_in_key_order() {
         .collect();
     assert_eq!(reads, want);
 }
+
+/// `rateLimit: 0.001` (the schema's minimum) with a small `totalOps`: the second ticket is due
+/// 1000 s after the first. A stop while the task sleeps for it ends the run within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_a_long_wait_for_the_next_ticket_ends_the_run_at_once() {
+    let dir = scratch();
+    let w = workload(
+        dir.path(),
+        "totalOps: 3\nconcurrency: 1\nrateLimit: 0.001\nops: [{op: put}]\nobjectSize: 4KiB\ndataset: {objects: 0}\n",
+    );
+    let engine = Engine::open(w, Arc::new(Metrics::new()), "t")
+        .await
+        .unwrap();
+    let ds = engine.prepare().await.unwrap();
+    let started = std::time::Instant::now();
+    let stop = tokio::time::sleep(Duration::from_millis(300));
+    let s = tokio::time::timeout(Duration::from_secs(10), engine.run(&ds, None, stop))
+        .await
+        .expect("the run must end soon after the stop, not after 1000 s")
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1300), "took {took:?}");
+    assert_eq!(s.stopped_by, "interrupted");
+    assert!(s.partial);
+    assert_eq!(
+        s.ops[&OpKind::Put].count,
+        1,
+        "only the first ticket was due"
+    );
+}
+
+/// A target whose GET panics after a few calls, while PUTs keep working and are counted.
+#[derive(Debug)]
+struct Panicky {
+    inner: Arc<dyn Target>,
+    gets: std::sync::atomic::AtomicU64,
+    puts_after_panic: std::sync::atomic::AtomicU64,
+    panicked: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl Target for Panicky {
+    async fn get(&self, key: &str, req: &GetRequest) -> Result<GetOutcome, TargetError> {
+        use std::sync::atomic::Ordering;
+        if self.gets.fetch_add(1, Ordering::SeqCst) == 5 {
+            self.panicked.store(true, Ordering::SeqCst);
+            panic!("injected failure in a GET");
+        }
+        self.inner.get(key, req).await
+    }
+    async fn put(&self, key: &str, data: Payload) -> Result<u32, TargetError> {
+        use std::sync::atomic::Ordering;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        if self.panicked.load(Ordering::SeqCst) {
+            self.puts_after_panic.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.put(key, data).await
+    }
+    async fn stat(&self, key: &str) -> Result<ObjectInfo, TargetError> {
+        self.inner.stat(key).await
+    }
+    async fn list(&self, prefix: &str) -> Result<ListOutcome, TargetError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), TargetError> {
+        self.inner.delete(key).await
+    }
+    async fn check(&self) -> Result<(), TargetError> {
+        self.inner.check().await
+    }
+    fn default_plan(&self) -> ChunkPlan {
+        self.inner.default_plan()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_task_stops_all_the_others_and_the_run_fails() {
+    let dir = scratch();
+    let w = workload(
+        dir.path(),
+        "duration: 30s\nconcurrency: 8\nops: [{op: get}, {op: put}]\nobjectSize: 1KiB\ndataset: {objects: 4, size: 1KiB}\n",
+    );
+    let target = Arc::new(Panicky {
+        inner: targets::open(&w).await.unwrap(),
+        gets: Default::default(),
+        puts_after_panic: Default::default(),
+        panicked: Default::default(),
+    });
+    let engine = Engine::with_target(w, target.clone(), Arc::new(Metrics::new()), "t").unwrap();
+    let ds = engine.prepare().await.unwrap();
+    let started = std::time::Instant::now();
+    let e = engine
+        .run(&ds, None, std::future::pending())
+        .await
+        .expect_err("a panicked task must fail the run");
+    assert!(started.elapsed() < Duration::from_secs(5), "not after 30 s");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("panicked: injected failure in a GET")
+            && msg.contains("all tasks were stopped"),
+        "{msg}"
+    );
+    // Nothing hits the target any more once run() has returned.
+    let after = target
+        .puts_after_panic
+        .load(std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        target
+            .puts_after_panic
+            .load(std::sync::atomic::Ordering::SeqCst),
+        after,
+        "tasks kept writing after the run failed"
+    );
+}
+
+/// Sizes that skipped validation, and a whole-object read of a file larger than a buffer may
+/// be: errors, never a panic or a huge allocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_sizes_and_huge_objects_are_errors_not_aborts() {
+    use benchrun_worker::spec::SizeSpec;
+    use benchrun_worker::units::ByteSize;
+    let dir = scratch();
+    let mut w = workload(dir.path(), "totalOps: 1\nops: [{op: put}]\n");
+    w.object_size = SizeSpec::Fixed(ByteSize(u64::MAX));
+    let target = targets::open(&w).await.unwrap();
+    let e = Engine::with_target(w.clone(), target.clone(), Arc::new(Metrics::new()), "t")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("above the largest object"), "{e}");
+
+    // A sparse 2 GiB file (no disk used), read whole: refused before any buffer is allocated.
+    let f = std::fs::File::create(dir.path().join("huge")).unwrap();
+    f.set_len(2 << 30).unwrap();
+    let req = GetRequest {
+        plan: ChunkPlan::Whole,
+        check: targets::ReadCheck::Discard,
+        size_hint: None,
+    };
+    let e = target.get("huge", &req).await.unwrap_err().to_string();
+    assert!(
+        e.contains("more than the 1GiB a whole-object read may buffer"),
+        "{e}"
+    );
+}
