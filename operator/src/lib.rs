@@ -9,6 +9,7 @@
 //! - [`results`]: persisting each worker's summary, merging, folding into the status
 //! - [`reconcile`]: the controller: context, reconcile, error policy, events, `run()`
 //! - [`decode`]: runs decoded one at a time, so one unreadable run is reported, not fatal
+//! - [`policy`]: the administrator's limits on runs (worker images, hostPath)
 //! - [`metrics`]: the operator's own Prometheus metrics
 //! - [`leader`]: leader election on a Lease, so that only one replica runs the controller
 
@@ -17,6 +18,7 @@ pub mod crd;
 pub mod decode;
 pub mod leader;
 pub mod metrics;
+pub mod policy;
 pub mod reconcile;
 pub mod resources;
 pub mod results;

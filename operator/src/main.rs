@@ -62,6 +62,17 @@ struct RunArgs {
     /// Namespace of the Lease (default: $POD_NAMESPACE); required with --leader-elect.
     #[arg(long, env = "BENCHRUN_LEASE_NAMESPACE")]
     lease_namespace: Option<String>,
+    /// Images runs may name in workers.image besides --worker-image: exact references or
+    /// prefixes ending in `*`. Repeat the flag, or separate with commas in the variable.
+    #[arg(
+        long = "allowed-worker-image",
+        env = "BENCHRUN_ALLOWED_WORKER_IMAGES",
+        value_delimiter = ','
+    )]
+    allowed_worker_images: Vec<String>,
+    /// Let runs mount hostPath volumes (they expose the node's files to whoever creates runs).
+    #[arg(long, env = "BENCHRUN_ALLOW_HOST_PATH", value_parser = clap::builder::BoolishValueParser::new())]
+    allow_host_path: bool,
 }
 
 impl RunArgs {
@@ -147,6 +158,14 @@ async fn run(args: RunArgs) -> Result<()> {
         worker_image: args.worker_image,
         namespace: args.namespace,
         agent_port: benchrun_operator::resources::AGENT_PORT,
+        policy: benchrun_operator::policy::Policy {
+            allowed_images: args
+                .allowed_worker_images
+                .into_iter()
+                .filter(|i| !i.is_empty())
+                .collect(),
+            allow_host_path: args.allow_host_path,
+        },
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

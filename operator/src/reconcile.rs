@@ -57,6 +57,8 @@ pub struct Config {
     pub namespace: Option<String>,
     /// Port of the worker agents.
     pub agent_port: u16,
+    /// What runs may ask for (worker images, hostPath).
+    pub policy: crate::policy::Policy,
 }
 
 /// Shared by every reconcile.
@@ -284,11 +286,24 @@ impl Reconciler<'_> {
         if self.status.phase.is_finished() {
             return self.finished().await;
         }
-        // 1. The spec must be valid; the schema cannot say everything.
-        if let Err(errs) = self.run.spec.validate() {
+        // 1. The spec must be valid (the schema cannot say everything) and within policy.
+        let mut errs = self.run.spec.validate().err().unwrap_or_default();
+        let mut reason = "InvalidWorkload";
+        if let Err(more) = self
+            .ctx
+            .config
+            .policy
+            .check(&self.run.spec, &self.ctx.config.worker_image)
+        {
+            if errs.is_empty() {
+                reason = "Forbidden";
+            }
+            errs.extend(more);
+        }
+        if !errs.is_empty() {
             let msg = errs.join("; ");
-            self.condition(cond::VALID, false, "InvalidWorkload", msg.clone());
-            self.fail("InvalidWorkload", msg);
+            self.condition(cond::VALID, false, reason, msg.clone());
+            self.fail(reason, msg);
             return Ok(Action::requeue(POLL));
         }
         if state::condition(&self.status.conditions, cond::VALID).is_none() {

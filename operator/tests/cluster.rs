@@ -213,6 +213,32 @@ async fn invalid_workload_is_rejected_or_reported() {
         c.message.contains("spec.workload.objectSize.uniform.max"),
         "{c:?}"
     );
+    // Beyond the operator's policy: a hostPath volume and an image nobody allowed. Refused in
+    // the Valid condition, and no pod is ever created for it.
+    let spec = "workload: {target: 'file:///d', duration: 1s, ops: [{op: get}]}\nvolume: {hostPath: {path: /}}\nworkers: {image: 'evil.example/miner:1'}\n";
+    let forbidden = create_run(&env, "forbidden", spec).await;
+    let run = wait_for(
+        &forbidden,
+        "forbidden",
+        Duration::from_secs(30),
+        "finished",
+        finished,
+    )
+    .await;
+    let c = condition(&run, "Valid").expect("Valid condition");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "Forbidden"),
+        "{c:?}"
+    );
+    assert!(
+        c.message.contains("spec.volume.hostPath") && c.message.contains("spec.workers.image"),
+        "{c:?}"
+    );
+    assert!(
+        run_pods(&env, "forbidden").await.is_empty(),
+        "a forbidden run got pods"
+    );
     // The spec is immutable.
     let patch = serde_json::json!({"spec": {"startDelay": "9s"}});
     let e = api

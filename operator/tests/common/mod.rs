@@ -78,6 +78,7 @@ pub fn spawn_operator_with_metrics(env: &Env) -> (JoinHandle<()>, Arc<Metrics>) 
         worker_image: env.images.worker.clone(),
         namespace: Some(env.ns.name().to_string()),
         agent_port: resources::AGENT_PORT,
+        policy: Default::default(),
     };
     let task = tokio::spawn(reconcile::run(
         env.client.clone(),
