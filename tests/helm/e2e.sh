@@ -61,6 +61,21 @@ h install "$release" "$chart" -n "$rns" --create-namespace "${image_values[@]}" 
 key_before=$(k -n "$rns" get secret -l app.kubernetes.io/instance="$release" -o jsonpath='{.items[0].data}')
 [ -n "$key_before" ] || fail "no token key Secret"
 
+# Least privilege, as the API server sees it: impersonate the operator's ServiceAccount.
+sa=$(k -n "$rns" get deploy -l app.kubernetes.io/instance="$release" \
+  -o jsonpath='{.items[0].spec.template.spec.serviceAccountName}')
+as=(--as="system:serviceaccount:$rns:$sa")
+for denied in "get secrets -n default" "list secrets -A" "watch secrets -A" "get secrets -n $rns" \
+    "create deployments -n default" "delete nodes" "create clusterrolebindings" "get pods/exec -n default"; do
+  # shellcheck disable=SC2086  # the verb, resource and flags are separate words
+  [ "$(k auth can-i $denied "${as[@]}" 2>/dev/null)" = no ] || fail "the operator's ServiceAccount can $denied"
+done
+for allowed in "create pods -n default" "create secrets -n default" "list nodes" "patch benchmarkruns.benchrun.dev/status -n default"; do
+  # shellcheck disable=SC2086
+  [ "$(k auth can-i $allowed "${as[@]}" 2>/dev/null)" = yes ] || fail "the operator's ServiceAccount cannot $allowed"
+done
+log "ok: the operator's ServiceAccount cannot read Secrets or touch unrelated resources"
+
 log "3. leader election"
 lease=$(k -n "$rns" get deploy -l app.kubernetes.io/instance="$release" \
   -o jsonpath='{.items[0].spec.template.spec.containers[0].env[?(@.name=="BENCHRUN_LEASE_NAME")].value}')
