@@ -18,7 +18,7 @@ use crate::units::{ByteSize, HumanDuration};
 pub struct Workload {
     /// Where the benchmark runs: `file:///dir` (buffered), `direct:///dir` (O_DIRECT),
     /// `s3://bucket/prefix`, `gs://bucket/prefix` or `az://container/prefix`.
-    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(length(min = 1, max = limits::MAX_TARGET_LEN))]
     pub target: String,
     /// How long the measured stage runs, e.g. `30s` or `5m`. Give this or `totalOps`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -486,7 +486,7 @@ pub struct StorageSpec {
     /// Endpoint URL for S3-compatible servers and emulators, e.g. `http://127.0.0.1:9000`.
     /// When set, no metadata service or public host is ever contacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 2048))]
+    #[schemars(length(max = limits::MAX_ENDPOINT_LEN))]
     pub endpoint: Option<String>,
     /// Region (S3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -550,6 +550,10 @@ pub mod limits {
     pub const MAX_GROWTH: f64 = 16.0;
     /// `ops[].weight`.
     pub const MAX_WEIGHT: u32 = 1_000_000;
+    /// `target`, in bytes.
+    pub const MAX_TARGET_LEN: u32 = 1024;
+    /// `storage.endpoint`, in bytes.
+    pub const MAX_ENDPOINT_LEN: u32 = 2048;
     /// `dataset.prefix`, in bytes.
     pub const MAX_PREFIX_LEN: u32 = 256;
     /// `rangeEngine.maxConcurrentRanges`.
@@ -756,9 +760,8 @@ fn check_file_size(len: usize) -> Result<(), SpecError> {
         return Err(SpecError::Parse {
             path: "workload".into(),
             message: format!(
-                "the file is {} bytes; a workload file is at most {}",
-                len,
-                ByteSize(limits::MAX_FILE_BYTES as u64)
+                "the file is larger than {max}: a workload file is at most {max}",
+                max = ByteSize(limits::MAX_FILE_BYTES as u64)
             ),
         });
     }
@@ -1149,6 +1152,22 @@ impl Workload {
         let size = |v: u64| ByteSize(v).to_string();
         let num = |v: u64| v.to_string();
         let secs = |v: u64| HumanDuration(std::time::Duration::from_secs(v)).to_string();
+        at_most(
+            bad,
+            "target",
+            self.target.len() as u64,
+            MAX_TARGET_LEN as u64,
+            &|v| format!("{v} bytes"),
+        );
+        if let Some(e) = &self.storage.endpoint {
+            at_most(
+                bad,
+                "storage.endpoint",
+                e.len() as u64,
+                MAX_ENDPOINT_LEN as u64,
+                &|v| format!("{v} bytes"),
+            );
+        }
         at_most(
             bad,
             "concurrency",
