@@ -18,7 +18,7 @@ export CARGO_TARGET_DIR ?= $(BENCHRUN_CACHE)/target
 export CARGO_TERM_COLOR ?= never
 CARGO ?= cargo
 
-.PHONY: test lint chart unit local storage cluster build release images bench-local bench-object clean-state
+.PHONY: test lint chart unit local storage cluster build release images soak bench-local bench-object clean-state
 
 test: lint chart unit local storage cluster
 
@@ -43,7 +43,7 @@ storage:
 cluster:
 	tests/cluster/up.sh
 	tests/cluster/image.sh
-	$(CARGO) test -p benchrun-test-support --test cluster_smoke
+	$(CARGO) test -p benchrun-test-support --test cluster_smoke --test cluster_dns
 	$(CARGO) test -p benchrun-operator $(patsubst operator/tests/%.rs,--test %,$(wildcard operator/tests/cluster*.rs)) -- --test-threads=1
 
 build:
@@ -55,6 +55,10 @@ release:
 # OCI image archives of the worker and operator, without Docker (see images/build.sh).
 images:
 	images/build.sh $(or $(IMAGES_DIR),target/images)
+
+# 10-minute soak of the standalone worker with /metrics scraped every second (not in `test`).
+soak:
+	bench/soak.sh
 
 bench-local:
 	bench/local.sh
