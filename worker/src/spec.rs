@@ -424,7 +424,9 @@ impl Default for WriteSpec {
     }
 }
 
-/// The range engine: large objects fetched as concurrent byte ranges into one buffer.
+/// The range engine: large objects fetched as concurrent byte ranges into one buffer (so an
+/// object larger than
+/// [`MAX_WHOLE_OBJECT_BUFFER`](limits::MAX_WHOLE_OBJECT_BUFFER), 1 GiB, is refused).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RangeEngineSpec {
@@ -1249,6 +1251,21 @@ impl Workload {
                 ),
             );
         }
+        let re = &self.range_engine;
+        if reads
+            && re.enabled
+            && dataset_max >= re.min_split_size.0
+            && dataset_max > MAX_WHOLE_OBJECT_BUFFER
+        {
+            bad(
+                "rangeEngine.enabled",
+                format!(
+                    "fetches each object into one buffer, at most {}, but dataset objects may be {}: use read.chunkSize for objects this large",
+                    ByteSize(MAX_WHOLE_OBJECT_BUFFER),
+                    ByteSize(dataset_max)
+                ),
+            );
+        }
         at_most(
             bad,
             "write.multipartThreshold",
@@ -1263,7 +1280,6 @@ impl Workload {
             MAX_PART_SIZE,
             &size,
         );
-        let re = &self.range_engine;
         at_most(
             bad,
             "rangeEngine.chunkSize",
@@ -1672,6 +1688,11 @@ dataset: { objects: 10, size: { uniform: { min: 4KiB, max: 64KiB } } }
         let e = err(&format!("{big}read: {{wholeObject: true}}\n"));
         assert!(
             e.contains("read.wholeObject: reads each object into one buffer"),
+            "{e}"
+        );
+        let e = err(&format!("{big}rangeEngine: {{enabled: true}}\n"));
+        assert!(
+            e.contains("rangeEngine.enabled: fetches each object into one buffer"),
             "{e}"
         );
         // Histograms of 65536 tasks x 3 ops + TTFB pass the memory bound.
