@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl and etcd from
-# the Go module proxy (no git checkout) into $K8S_BIN, once. A warm cache returns at once.
+# Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl and
+# etcd from the Go module proxy (no git checkout) into $K8S_BIN, and CoreDNS into $COREDNS_BIN,
+# once. A warm cache returns at once; a cache missing one binary builds only that one.
 # Adapted from shared/recipes/cluster/build.sh and build-etcd.sh.
 set -euo pipefail
 . "$(dirname "$0")/../lib/cache.sh"
-CMDS="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
+CMDS="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 mkdir -p "$K8S_BIN"
 
-have_all() { for c in $CMDS etcd; do [ -x "$K8S_BIN/$c" ] || return 1; done; }
+have_all() { for c in $CMDS etcd; do [ -x "$K8S_BIN/$c" ] || return 1; done; [ -x "$COREDNS_BIN" ]; }
 if have_all; then exit 0; fi
 
 build_k8s() {
@@ -63,6 +64,48 @@ build_etcd() {
   mv "$K8S_BIN/etcd.tmp" "$K8S_BIN/etcd"
 }
 
+# CoreDNS with only the plugins the test cluster's Corefile uses (see coredns.sh): the stock main
+# (core/plugin) links every plugin, with the AWS, Azure and Google Cloud SDKs, which would
+# multiply the download and build time for nothing. `coremain` and the plugin packages are the
+# released module, unchanged; only the list of linked plugins differs.
+build_coredns() {
+  [ -x "$COREDNS_BIN" ] && return 0
+  local build=$BENCHRUN_CACHE/coredns/$COREDNS_VERSION/build
+  mkdir -p "$build"; cd "$build"
+  local gomod gover
+  gomod=$(cd /tmp && go mod download -json "github.com/coredns/coredns@$COREDNS_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -f "$gomod" ] || { echo "cannot fetch go.mod of github.com/coredns/coredns@$COREDNS_VERSION" >&2; exit 1; }
+  gover=$(awk '$1=="go"{print $2; exit}' "$gomod")
+  printf 'module corednsbuild\n\ngo %s\n\nrequire github.com/coredns/coredns %s\n' "$gover" "$COREDNS_VERSION" > go.mod
+  cat > main.go <<'GO'
+// CoreDNS for the benchrun test cluster: the released coremain with a subset of its plugins.
+package main
+
+import (
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/metrics"
+	_ "github.com/coredns/coredns/plugin/ready"
+	_ "github.com/coredns/coredns/plugin/reload"
+)
+
+func main() { coremain.Run() }
+GO
+  # tidy, not `go get` of the module: that would resolve the stock main and fetch every plugin's SDK.
+  rm -f go.sum
+  go mod tidy
+  echo ">>> building coredns $COREDNS_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$COREDNS_BIN.tmp" .
+  mv "$COREDNS_BIN.tmp" "$COREDNS_BIN"
+}
+
 build_etcd
 build_k8s
-ls -la "$K8S_BIN"
+build_coredns
+ls -la "$K8S_BIN" "$COREDNS_BIN"

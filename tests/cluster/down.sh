@@ -33,7 +33,13 @@ kill_pods() {
   log "removed pod containers of node $node"
 }
 
-for node in vm2 vm; do stop_daemon "kubelet-$node"; done
+for node in vm2 vm; do stop_daemon "kube-proxy-$node"; stop_daemon "kubelet-$node"; done
+if iptables -t nat -S KUBE-SERVICES >/dev/null 2>&1; then
+  # The host keeps kube-proxy's rules after it stops (vm2's go with the netns); remove them.
+  "$K8S_BIN/kube-proxy" --cleanup >> "$LOG_DIR/kube-proxy-vm.log" 2>&1
+  log "ran kube-proxy --cleanup on the host (log: $LOG_DIR/kube-proxy-vm.log)"
+fi
+for f in $STORAGE_FORWARDS; do stop_daemon "forward-${f%%:*}"; done
 for node in vm2 vm; do kill_pods "$node"; stop_daemon "containerd-$node"; done
 stop_daemon apiserver-forwarder
 for d in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_daemon "$d"; done

@@ -35,6 +35,8 @@ sign admin admin system:masters
 sign controller-manager system:kube-controller-manager ""
 sign scheduler system:kube-scheduler ""
 sign apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
+# system:kube-proxy is bound to the built-in ClusterRole system:node-proxier.
+sign kube-proxy system:kube-proxy ""
 for n in $NODES; do sign "kubelet-$n" "system:node:$n" system:nodes; done
 if [ ! -f sa.key ]; then
   openssl genrsa -out sa.key 2048 2>/dev/null
@@ -71,3 +73,5 @@ kcfg "$CLUSTER_DIR/controller-manager.kubeconfig" system:kube-controller-manager
 kcfg "$CLUSTER_DIR/scheduler.kubeconfig" system:kube-scheduler scheduler https://127.0.0.1:6443
 kcfg "$CLUSTER_DIR/kubelet-vm.kubeconfig" system:node:vm kubelet-vm https://127.0.0.1:6443
 kcfg "$CLUSTER_DIR/kubelet-vm2.kubeconfig" system:node:vm2 kubelet-vm2 "https://$VM2_HOST_IP:6443"
+kcfg "$CLUSTER_DIR/kube-proxy-vm.kubeconfig" system:kube-proxy kube-proxy https://127.0.0.1:6443
+kcfg "$CLUSTER_DIR/kube-proxy-vm2.kubeconfig" system:kube-proxy kube-proxy "https://$VM2_HOST_IP:6443"

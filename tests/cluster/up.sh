@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Start the test cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (all on
-# 127.0.0.1) and two nodes, vm (host) and vm2 (network namespace), each with its own containerd
-# and kubelet. Waits until both nodes are Ready with a heartbeat from the kubelet running now,
-# then writes the admin kubeconfig to tests/.state/kubeconfig.
+# 127.0.0.1) and two nodes, vm (host) and vm2 (network namespace), each with its own containerd,
+# kubelet and kube-proxy. Waits until both nodes are Ready with a heartbeat from the kubelet
+# running now, starts the add-ons (CoreDNS, the storage Services: addons.sh) and writes the admin
+# kubeconfig to tests/.state/kubeconfig.
 #
 # Idempotent: each daemon is started only if the one recorded in tests/.state/cluster/pids is not
 # running, so a second run on a running cluster returns in seconds (and repairs a dead daemon).
@@ -60,9 +61,13 @@ fi
 wait_for "etcd /health" 60 etcd curl -sf http://127.0.0.1:2379/health
 
 if ! alive kube-apiserver; then
-  # recipe: endpoint reconcilers lease/master-count refuse a loopback --advertise-address.
+  # Binds loopback only. The address it advertises is the host end of vm2's veth, where the
+  # apiserver-forwarder below listens (port 6443 too): pods on both nodes reach it (vm's through
+  # the host, vm2's through the veth), so the apiserver's own endpoint reconciler publishes a
+  # `kubernetes` Service endpoint that kube-proxy makes work from every pod. (recipe: a loopback
+  # --advertise-address is refused by the reconciler.)
   start_daemon kube-apiserver "$K8S_BIN/kube-apiserver" \
-    --advertise-address=127.0.0.1 --bind-address=127.0.0.1 --secure-port=6443 \
+    --advertise-address="$VM2_HOST_IP" --bind-address=127.0.0.1 --secure-port=6443 \
     --etcd-servers=http://127.0.0.1:2379 \
     --client-ca-file="$PKI/ca.crt" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
     --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
@@ -70,7 +75,7 @@ if ! alive kube-apiserver; then
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-    --allow-privileged=true --endpoint-reconciler-type=none \
+    --allow-privileged=true \
     --feature-gates="$FEATURE_GATES"
 fi
 wait_for "kube-apiserver /readyz" 180 kube-apiserver kubectl_ get --raw /readyz
@@ -222,6 +227,7 @@ authentication:
   x509: {clientCAFile: $PKI/ca.crt}
 authorization: {mode: Webhook}
 clusterDomain: cluster.local
+clusterDNS: [$CLUSTER_DNS_IP]   # CoreDNS's Service (addons.sh)
 # Hand-made images cannot be pulled again: never garbage-collect or evict them.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -317,6 +323,52 @@ for node in $NODES; do
   done
   log "node $node Ready (heartbeat ${r#* })"
 done
+
+# ------------------------------------------------------------------ kube-proxy
+# iptables mode (iptables-nft on Debian 12), one per node; vm2's in its netns like its kubelet,
+# so it programs that namespace's rules, which vm2's pods' traffic crosses. masqueradeAll: a pod
+# reaching a Service whose endpoint sits on its own bridge gets the reply back through the node
+# (no reliance on br_netfilter). conntrack sysctls are left as they are (0 = do not set).
+# kube_proxy_conf NODE
+kube_proxy_conf() {
+  cat > "$CLUSTER_DIR/$1/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $CLUSTER_DIR/kube-proxy-$1.kubeconfig}
+hostnameOverride: $1
+mode: iptables
+clusterCIDR: $POD_CIDR
+iptables: {masqueradeAll: true}
+conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+nodePortAddresses: [primary]
+EOF
+}
+# start_kube_proxy NODE [NSENTER...]
+start_kube_proxy() {
+  local node=$1; shift
+  kube_proxy_conf "$node"
+  alive "kube-proxy-$node" ||
+    start_daemon "kube-proxy-$node" "$@" "$K8S_BIN/kube-proxy" --config="$CLUSTER_DIR/$node/kube-proxy.yaml" --v=1
+}
+start_kube_proxy vm
+start_kube_proxy vm2 $NSX_VM2
+# /healthz answers 200 once the rules were written after the first sync with the apiserver.
+wait_for "kube-proxy-vm /healthz" 60 kube-proxy-vm curl -sf http://127.0.0.1:10256/healthz
+wait_for "kube-proxy-vm2 /healthz" 60 kube-proxy-vm2 $NSX_VM2 curl -sf http://127.0.0.1:10256/healthz
+
+# ------------------------------------------------------------------ storage forwarders
+# The storage servers (tests/storage/up.sh) listen on 127.0.0.1; the storage Services
+# (addons.sh) point at $VM2_HOST_IP, which pods on both nodes reach. These forward from there.
+# They can start before the servers: each connection is forwarded when it arrives.
+for fwd in $STORAGE_FORWARDS; do
+  name=${fwd%%:*} port=${fwd#*:}
+  alive "forward-$name" ||
+    start_daemon "forward-$name" socat "TCP-LISTEN:$port,bind=$VM2_HOST_IP,fork,reuseaddr" "TCP:127.0.0.1:$port"
+done
+
+"$HERE/addons.sh" || die "addons.sh failed"
 
 cp "$ADMIN_KUBECONFIG" "$KUBECONFIG_OUT.tmp"; mv "$KUBECONFIG_OUT.tmp" "$KUBECONFIG_OUT"
 kubectl_ get nodes -o wide

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced; the variables are used by the scripts that source it
 # Shared paths for the test scripts. Everything slow to build lives under $BENCHRUN_CACHE,
 # outside the checkout, so a warm machine starts in seconds and a fresh one still builds it.
 # Sourced, not executed.
@@ -5,6 +6,8 @@ BENCHRUN_CACHE=${BENCHRUN_CACHE:-$HOME/.cache/benchrun}
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 K8S_BIN=$BENCHRUN_CACHE/k8s/$K8S_VERSION/bin
+COREDNS_VERSION=${COREDNS_VERSION:-v1.13.1}
+COREDNS_BIN=$BENCHRUN_CACHE/coredns/$COREDNS_VERSION/coredns
 STORAGE_BIN=$BENCHRUN_CACHE/storage/bin
 export GOPATH=$BENCHRUN_CACHE/go GOCACHE=$BENCHRUN_CACHE/go-build GOTOOLCHAIN=local
 export PATH=/usr/local/go/bin:$PATH

@@ -21,6 +21,10 @@ NODES="vm vm2"
 VM2_NETNS=vm2
 VM2_HOST_IP=10.200.0.1                  # host end of the veth; apiserver forwarder binds here
 VM2_NODE_IP=10.200.0.2
+POD_CIDR=10.88.0.0/15                   # vm's 10.88.0.0/16 and vm2's 10.89.0.0/16
+CLUSTER_DNS_IP=10.0.0.10                # CoreDNS's Service (service range 10.0.0.0/24)
+# Storage servers forwarded from $VM2_HOST_IP to 127.0.0.1 for the storage Services: NAME:PORT
+STORAGE_FORWARDS="minio:9000 azurite:10000 fake-gcs:4443"
 NSX_VM2="nsenter --net=/run/netns/$VM2_NETNS"
 
 kubectl_() { "$K8S_BIN/kubectl" --kubeconfig="$ADMIN_KUBECONFIG" "$@"; }

@@ -130,6 +130,29 @@ impl Images {
     }
 }
 
+/// An image reference `tests/cluster/addons.sh` imported into both nodes, by its key in
+/// `tests/.state/addons.env`: `BUSYBOX_IMAGE` (busybox-static, entrypoint `/busybox`, applets
+/// through `busybox APPLET`) or `COREDNS_IMAGE`. Panics saying to run `tests/cluster/up.sh`.
+pub fn addon_image(key: &str) -> String {
+    let path = state_dir().join("addons.env");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {}: {e}; run tests/cluster/up.sh (it runs addons.sh)",
+            path.display()
+        )
+    });
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: no {key}; run tests/cluster/up.sh (it runs addons.sh)",
+                path.display()
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
