@@ -957,12 +957,25 @@ impl Workload {
                 "at least one operation needs a weight above 0".into(),
             );
         }
-        for (i, w) in self.ops.iter().enumerate() {
-            if self.ops[..i].iter().any(|o| o.op == w.op) {
-                bad(
-                    &format!("ops[{i}].op"),
-                    format!("`{}` is listed twice", w.op),
-                );
+        if self.ops.len() > OpKind::ALL.len() {
+            // Every further entry would repeat an op: say so once, not once per entry.
+            bad(
+                "ops",
+                format!(
+                    "has {} entries; list each operation at most once (at most {})",
+                    self.ops.len(),
+                    OpKind::ALL.len()
+                ),
+            );
+        } else {
+            let mut seen = [false; 5];
+            for (i, w) in self.ops.iter().enumerate() {
+                if std::mem::replace(&mut seen[w.op.index()], true) {
+                    bad(
+                        &format!("ops[{i}].op"),
+                        format!("`{}` is listed twice", w.op),
+                    );
+                }
             }
         }
         if self.weight_of(OpKind::Delete) > 0 && self.weight_of(OpKind::Put) == 0 {
@@ -1180,7 +1193,7 @@ impl Workload {
         if let Some(n) = self.total_ops {
             at_most(bad, "totalOps", n, MAX_TOTAL_OPS, &num);
         }
-        for (i, w) in self.ops.iter().enumerate() {
+        for (i, w) in self.ops.iter().enumerate().take(OpKind::ALL.len()) {
             at_most(
                 bad,
                 &format!("ops[{i}].weight"),
