@@ -372,3 +372,35 @@ async fn absurd_sizes_and_huge_objects_are_errors_not_aborts() {
         "{e}"
     );
 }
+
+/// A stop while waiting for a synchronized start far in the future ends the run at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_before_the_start_time_ends_the_run_at_once() {
+    let dir = scratch();
+    let w = workload(
+        dir.path(),
+        "totalOps: 3\nconcurrency: 1\nops: [{op: put}]\nobjectSize: 4KiB\ndataset: {objects: 0}\n",
+    );
+    let engine = Engine::open(w, Arc::new(Metrics::new()), "t")
+        .await
+        .unwrap();
+    let ds = engine.prepare().await.unwrap();
+    let start_at = std::time::SystemTime::now() + Duration::from_secs(1000);
+    let started = std::time::Instant::now();
+    let stop = tokio::time::sleep(Duration::from_millis(200));
+    let s = tokio::time::timeout(
+        Duration::from_secs(10),
+        engine.run(&ds, Some(start_at), stop),
+    )
+    .await
+    .expect("the run must end soon after the stop")
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(1200),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(s.stopped_by, "interrupted");
+    assert!(s.partial);
+    assert_eq!(s.ops[&OpKind::Put].count, 0, "nothing ran");
+}

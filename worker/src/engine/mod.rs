@@ -292,9 +292,16 @@ impl Engine {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Summary, EngineError> {
         let w = &self.workload;
+        let mut shutdown = Box::pin(shutdown);
+        // A stop while waiting for the start (the operator's synchronized start may be far
+        // off) ends the run at once, with an empty partial summary.
+        let mut stopped_before_start = false;
         if let Some(at) = start_at {
             if let Ok(wait) = at.duration_since(SystemTime::now()) {
-                tokio::time::sleep(wait).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = &mut shutdown => stopped_before_start = true,
+                }
             }
         }
         let started_at = Utc::now();
@@ -336,11 +343,17 @@ impl Engine {
         });
         let watcher = {
             let (schedule, ctx) = (schedule.clone(), ctx.clone());
-            tokio::spawn(async move {
-                shutdown.await;
+            if stopped_before_start {
+                // `shutdown` has completed: it must not be polled again.
                 ctx.stop(INTERRUPTED);
-                schedule.stop();
-            })
+                tokio::spawn(async {})
+            } else {
+                tokio::spawn(async move {
+                    shutdown.await;
+                    ctx.stop(INTERRUPTED);
+                    schedule.stop();
+                })
+            }
         };
         self.metrics.set_stage(Stage::Running);
         let cpu0 = ProcessStats::now();
