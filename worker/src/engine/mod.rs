@@ -4,6 +4,11 @@
 //! mix, run it against the [`Target`], record it in their own [`Recorder`]. Nothing on that
 //! path is shared but the ticket counter, the live metrics (atomics) and, for `delete`, the
 //! queue of keys this run has written.
+//!
+//! Memory per worker is bounded by construction: histograms only for the ops of the mix,
+//! at most 4 GiB of them in all, one read buffer of at most 1 GiB per task (see
+//! [`Recorder`] for the figures), and no task outlives a failed one: a panicking task stops
+//! the run and every other task is cancelled.
 
 mod mix;
 mod recorder;
