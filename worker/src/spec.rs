@@ -147,9 +147,15 @@ pub enum SizeDistribution {
         mean: ByteSize,
         #[serde(rename = "stdDev")]
         std_dev: ByteSize,
-        #[serde(default = "defaults::lognormal_min")]
+        #[serde(
+            default = "defaults::lognormal_min",
+            deserialize_with = "null_is_default::lognormal_min"
+        )]
         min: ByteSize,
-        #[serde(default = "defaults::lognormal_max")]
+        #[serde(
+            default = "defaults::lognormal_max",
+            deserialize_with = "null_is_default::lognormal_max"
+        )]
         max: ByteSize,
     },
 }
@@ -392,11 +398,17 @@ pub struct WriteSpec {
     #[schemars(range(min = 0.0, max = 1.0))]
     pub compressibility: f64,
     /// Object storage: objects at least this large are uploaded in parts.
-    #[serde(default = "defaults::multipart_threshold")]
+    #[serde(
+        default = "defaults::multipart_threshold",
+        deserialize_with = "null_is_default::multipart_threshold"
+    )]
     #[schemars(extend("maximum" = limits::MAX_OBJECT_SIZE))]
     pub multipart_threshold: ByteSize,
     /// Object storage: size of each multipart part.
-    #[serde(default = "defaults::part_size")]
+    #[serde(
+        default = "defaults::part_size",
+        deserialize_with = "null_is_default::part_size"
+    )]
     #[schemars(extend("maximum" = limits::MAX_PART_SIZE))]
     pub part_size: ByteSize,
     /// Local files: fsync each file before the write counts as done.
@@ -434,11 +446,17 @@ pub struct RangeEngineSpec {
     #[serde(default)]
     pub enabled: bool,
     /// Only objects at least this large are split.
-    #[serde(default = "defaults::min_split")]
+    #[serde(
+        default = "defaults::min_split",
+        deserialize_with = "null_is_default::min_split"
+    )]
     #[schemars(extend("maximum" = limits::MAX_OBJECT_SIZE))]
     pub min_split_size: ByteSize,
     /// Size of each range.
-    #[serde(default = "defaults::range_chunk")]
+    #[serde(
+        default = "defaults::range_chunk",
+        deserialize_with = "null_is_default::range_chunk"
+    )]
     #[schemars(extend("maximum" = limits::MAX_CHUNK_SIZE))]
     pub chunk_size: ByteSize,
     /// Ranges in flight per object.
@@ -585,6 +603,28 @@ fn clip_to(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
         None => s.into(),
         Some((at, _)) => format!("{}... ({} more bytes)", &s[..at], s.len() - at).into(),
     }
+}
+
+/// `null` as the default, for the fields with a default that the CRD marks `nullable` (kube
+/// makes every optional int-or-string property nullable): the API server keeps an explicit
+/// `null` there, and the operator's typed decode of the run must not fail on it.
+mod null_is_default {
+    use super::*;
+    macro_rules! or_default {
+        ($($name:ident),*) => {$(
+            pub fn $name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
+                Ok(Option::<ByteSize>::deserialize(d)?.unwrap_or_else(defaults::$name))
+            }
+        )*};
+    }
+    or_default!(
+        lognormal_min,
+        lognormal_max,
+        multipart_threshold,
+        part_size,
+        min_split,
+        range_chunk
+    );
 }
 
 mod defaults {
@@ -1786,6 +1826,27 @@ dataset: { objects: 10, size: { uniform: { min: 4KiB, max: 64KiB } } }
         // What looks like an alias or a quote inside a plain scalar is not one.
         let ok = GOOD.replace("objects: 10,", "objects: 10, prefix: it's*fine/,");
         Workload::from_yaml(&ok).unwrap();
+    }
+
+    #[test]
+    fn null_means_the_default_where_the_crd_allows_null() {
+        let w = Workload::from_yaml(&format!(
+            "{GOOD}rangeEngine: {{chunkSize: null, minSplitSize: ~}}\nwrite: {{partSize: null, multipartThreshold: null}}\n"
+        ))
+        .unwrap();
+        assert_eq!(w.range_engine, RangeEngineSpec::default());
+        assert_eq!(w.write, WriteSpec::default());
+        let w = Workload::from_yaml(&GOOD.replace(
+            "objectSize: 1MiB",
+            "objectSize: { lognormal: { mean: 1MiB, stdDev: 256KiB, min: null, max: null } }",
+        ))
+        .unwrap();
+        assert_eq!(w.object_size.max(), 64 << 30);
+        // The same through JSON, as the operator decodes runs.
+        let mut v = serde_json::to_value(&w).unwrap();
+        v["rangeEngine"]["chunkSize"] = serde_json::Value::Null;
+        let back: Workload = serde_json::from_value(v).unwrap();
+        assert_eq!(back.range_engine.chunk_size, ByteSize::mib(8));
     }
 
     #[test]
