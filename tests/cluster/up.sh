@@ -133,7 +133,7 @@ add_host "$VM2_NODE_IP" vm2
 # recipe: the apiserver binds loopback only, which netns vm2 cannot reach; forward from the
 # host end of the veth (a SAN of the apiserver certificate, see pki.sh).
 if ! alive apiserver-forwarder; then
-  start_daemon apiserver-forwarder socat "TCP-LISTEN:6443,bind=$VM2_HOST_IP,fork,reuseaddr" TCP:127.0.0.1:6443
+  start_daemon apiserver-forwarder socat "TCP-LISTEN:6443,bind=$VM2_HOST_IP,fork,reuseaddr,backlog=1024" TCP:127.0.0.1:6443
 fi
 
 # ------------------------------------------------------------------ pause image (built locally)
@@ -365,7 +365,7 @@ wait_for "kube-proxy-vm2 /healthz" 60 kube-proxy-vm2 $NSX_VM2 curl -sf http://12
 for fwd in $STORAGE_FORWARDS; do
   name=${fwd%%:*} port=${fwd#*:}
   alive "forward-$name" ||
-    start_daemon "forward-$name" socat "TCP-LISTEN:$port,bind=$VM2_HOST_IP,fork,reuseaddr" "TCP:127.0.0.1:$port"
+    start_daemon "forward-$name" socat "TCP-LISTEN:$port,bind=$VM2_HOST_IP,fork,reuseaddr,backlog=1024" "TCP:127.0.0.1:$port"
 done
 
 "$HERE/addons.sh" || die "addons.sh failed"

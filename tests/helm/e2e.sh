@@ -49,6 +49,11 @@ h uninstall "$release" -n "$rns" --wait >/dev/null 2>&1 || true
 k delete namespace "$run_ns" --ignore-not-found --wait=true >/dev/null
 
 log "1. server-side dry run of the rendered chart"
+# The namespaces the release and the namespaced overlay's watchNamespace put objects in.
+watch_ns=$(sed -n 's/^watchNamespace: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$chart/ci/namespaced-values.yaml")
+for ns in "$rns" "$watch_ns"; do
+  k create namespace "$ns" --dry-run=client -o yaml | k apply -f - >/dev/null
+done
 for overlay in default namespaced; do
   h template "$release" "$chart" -n "$rns" --include-crds -f "$chart/ci/$overlay-values.yaml" \
     | k apply --dry-run=server -f - >/dev/null || fail "dry run of the $overlay overlay"
@@ -56,8 +61,9 @@ for overlay in default namespaced; do
 done
 
 log "2. helm install (2 replicas, leader election)"
-h install "$release" "$chart" -n "$rns" --create-namespace "${image_values[@]}" \
-  --set operator.replicas=2 --wait --timeout 180s || fail "helm install"
+h install "$release" "$chart" -n "$rns" "${image_values[@]}" \
+  --set operator.replicas=2 --wait --timeout 180s > "$LOG_DIR/helm-install.log" ||
+  fail "helm install (output in $LOG_DIR/helm-install.log)"
 key_before=$(k -n "$rns" get secret -l app.kubernetes.io/instance="$release" -o jsonpath='{.items[0].data}')
 [ -n "$key_before" ] || fail "no token key Secret"
 
@@ -66,11 +72,11 @@ sa=$(k -n "$rns" get deploy -l app.kubernetes.io/instance="$release" \
   -o jsonpath='{.items[0].spec.template.spec.serviceAccountName}')
 as=(--as="system:serviceaccount:$rns:$sa")
 for denied in "get secrets -n default" "list secrets -A" "watch secrets -A" "get secrets -n $rns" \
-    "create deployments -n default" "delete nodes" "create clusterrolebindings" "get pods/exec -n default"; do
+    "create deployments -n default" "delete nodes" "create clusterrolebindings" "list persistentvolumes"; do
   # shellcheck disable=SC2086  # the verb, resource and flags are separate words
   [ "$(k auth can-i $denied "${as[@]}" 2>/dev/null)" = no ] || fail "the operator's ServiceAccount can $denied"
 done
-for allowed in "create pods -n default" "create secrets -n default" "list nodes" "patch benchmarkruns.benchrun.dev/status -n default"; do
+for allowed in "create pods -n default" "create secrets -n default" "list nodes" "patch benchmarkruns.benchrun.dev --subresource=status -n default"; do
   # shellcheck disable=SC2086
   [ "$(k auth can-i $allowed "${as[@]}" 2>/dev/null)" = yes ] || fail "the operator's ServiceAccount cannot $allowed"
 done
@@ -152,13 +158,14 @@ until curl -sf "$prom/api/v1/query" --data-urlencode \
 done
 started=$(date -d "$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.startTime}')" +%s)
 python3 "$REPO_ROOT/tests/monitoring/check_dashboard.py" "$prom" \
-  "$chart/dashboards/benchrun.json" "$run_ns" "$name" $((started - 10)) "$(date +%s)" ||
+  "$chart/dashboards/benchrun.json" "$run_ns" "$name" $((started - 10)) $(($(date +%s) + 10)) ||
   fail "a dashboard query returned no data"
 "$REPO_ROOT/tests/monitoring/prometheus.sh" stop
 
 log "5. helm upgrade keeps the token key"
 h upgrade "$release" "$chart" -n "$rns" "${image_values[@]}" --set operator.replicas=2 \
-  --set operator.logLevel=debug --wait --timeout 180s || fail "helm upgrade"
+  --set operator.logLevel=debug --wait --timeout 180s > "$LOG_DIR/helm-upgrade.log" ||
+  fail "helm upgrade (output in $LOG_DIR/helm-upgrade.log)"
 key_after=$(k -n "$rns" get secret -l app.kubernetes.io/instance="$release" -o jsonpath='{.items[0].data}')
 [ "$key_before" = "$key_after" ] || fail "helm upgrade changed the token key"
 log "ok: token key unchanged by helm upgrade"
@@ -166,10 +173,16 @@ log "ok: token key unchanged by helm upgrade"
 log "6. helm uninstall"
 k delete namespace "$run_ns" --wait=true >/dev/null
 h uninstall "$release" -n "$rns" --wait --timeout 120s >/dev/null || fail "helm uninstall"
-left=$(k get all,secrets,configmaps,serviceaccounts,roles,rolebindings,leases -n "$rns" \
-  -l app.kubernetes.io/instance="$release" -o name 2>/dev/null
-  k get clusterroles,clusterrolebindings -l app.kubernetes.io/instance="$release" -o name)
-[ -z "$left" ] || fail "left behind after uninstall: $left"
+# Pods go by garbage collection after their Deployment: wait (bounded) for everything to go.
+deadline=$((SECONDS + 90))
+while :; do
+  left=$(k get all,secrets,configmaps,serviceaccounts,roles,rolebindings,leases -n "$rns" \
+    -l app.kubernetes.io/instance="$release" -o name 2>/dev/null
+    k get clusterroles,clusterrolebindings -l app.kubernetes.io/instance="$release" -o name)
+  [ -z "$left" ] && break
+  [ $SECONDS -lt $deadline ] || fail "left behind 90 s after uninstall: $left"
+  sleep 1
+done
 k get crd benchmarkruns.benchrun.dev >/dev/null || fail "the CRD went with the release"
-k delete namespace "$rns" --wait=false >/dev/null
+k delete namespace "$rns" "$watch_ns" --wait=false >/dev/null
 log "ok: nothing left but the CRD"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A real Prometheus (Debian's package) on 127.0.0.1:9095 that discovers pods through the test
-# cluster's API server and scrapes, every second, the benchrun worker pods (as the chart's
-# PodMonitor does: target labels run, worker, namespace, node) and the operator pods.
+# A real Prometheus (Debian's package) on 127.0.0.1:9095 that scrapes, every second, the
+# benchrun worker pods (with the chart's PodMonitor's target labels run, worker, namespace,
+# node) and the operator pods, found through the test cluster's API server (discover.py).
 #   tests/monitoring/prometheus.sh start | stop
 # Needs tests/cluster/up.sh. State and TSDB under tests/.state/prometheus.
 set -euo pipefail
@@ -15,6 +15,7 @@ case ${1:-} in
   start) ;;
   stop)
     stop_daemon prometheus
+    stop_daemon prom-discovery
     exit 0 ;;
   *) echo "usage: $0 start|stop" >&2; exit 2 ;;
 esac
@@ -22,35 +23,23 @@ esac
 command -v prometheus >/dev/null || apt_install prometheus >> "$LOG_DIR/apt.log" 2>&1 ||
   die "apt-get install prometheus failed" apt
 mkdir -p "$dir"
-sd() { # kubernetes_sd_configs through the admin credentials of the test cluster
-  cat <<SD
-    kubernetes_sd_configs:
-      - role: pod
-        api_server: https://127.0.0.1:6443
-        tls_config: {ca_file: $PKI/ca.crt, cert_file: $PKI/admin.crt, key_file: $PKI/admin.key}
-SD
-}
+# Debian's Prometheus is built without kubernetes_sd_configs: discover.py lists the pods
+# through the API server every second and writes file_sd targets (with the PodMonitor's labels).
+for f in workers operator; do [ -f "$dir/$f.json" ] || echo '[]' > "$dir/$f.json"; done
 cat > "$dir/prometheus.yml" <<YML
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
   - job_name: benchrun-workers
-$(sd)
-    relabel_configs:
-      - {source_labels: [__meta_kubernetes_pod_label_benchrun_dev_worker], regex: .+, action: keep}
-      - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: http, action: keep}
-      - {source_labels: [__meta_kubernetes_pod_label_benchrun_dev_run], target_label: run}
-      - {source_labels: [__meta_kubernetes_pod_label_benchrun_dev_worker], target_label: worker}
-      - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
-      - {source_labels: [__meta_kubernetes_pod_node_name], target_label: node}
+    file_sd_configs: [{files: ["$dir/workers.json"], refresh_interval: 1s}]
   - job_name: benchrun-operator
     honor_labels: true
-$(sd)
-    relabel_configs:
-      - {source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_name], regex: benchrun, action: keep}
-      - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}
-      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+    file_sd_configs: [{files: ["$dir/operator.json"], refresh_interval: 1s}]
 YML
 promtool check config "$dir/prometheus.yml" >/dev/null || die "invalid $dir/prometheus.yml"
+if ! alive prom-discovery; then
+  start_daemon prom-discovery python3 "$here/discover.py" https://127.0.0.1:6443 \
+    "$PKI/ca.crt" "$PKI/admin.crt" "$PKI/admin.key" "$dir"
+fi
 if ! alive prometheus; then
   start_daemon prometheus prometheus --config.file="$dir/prometheus.yml" \
     --storage.tsdb.path="$dir/data" --web.listen-address="$addr" --log.level=warn

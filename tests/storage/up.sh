@@ -68,12 +68,15 @@ if [ -n "${BENCHRUN_STORAGE_EXTRA_ADDR:-}" ]; then
 fi
 
 # Buckets. Each create accepts "already exists", so reruns are harmless.
-code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X PUT \
-  --aws-sigv4 "aws:amz:us-east-1:s3" --user "$S3_KEY:$S3_SECRET" "http://127.0.0.1:9000/$BUCKET")
-case $code in 200|409) ;; *) echo "creating S3 bucket failed: HTTP $code" >&2; cat "$S/logs/mkbucket.out" >&2; exit 1;; esac
-code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-  --data "{\"name\":\"$BUCKET\"}" http://127.0.0.1:4443/storage/v1/b)
-case $code in 200|409) ;; *) echo "creating GCS bucket failed: HTTP $code" >&2; cat "$S/logs/mkbucket.out" >&2; exit 1;; esac
+# The tests' bucket, and the one examples/benchmarkrun-*.yaml name (they run as written).
+for b in "$BUCKET" benchrun-bucket; do
+  code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X PUT \
+    --aws-sigv4 "aws:amz:us-east-1:s3" --user "$S3_KEY:$S3_SECRET" "http://127.0.0.1:9000/$b")
+  case $code in 200|409) ;; *) echo "creating S3 bucket $b failed: HTTP $code" >&2; cat "$S/logs/mkbucket.out" >&2; exit 1;; esac
+  code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    --data "{\"name\":\"$b\"}" http://127.0.0.1:4443/storage/v1/b)
+  case $code in 200|409) ;; *) echo "creating GCS bucket $b failed: HTTP $code" >&2; cat "$S/logs/mkbucket.out" >&2; exit 1;; esac
+done
 python3 "$HERE/azure_container.py" http://127.0.0.1:10000 "$AZ_ACCOUNT" "$AZ_KEY" "$BUCKET"
 
 {
