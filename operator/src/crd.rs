@@ -384,9 +384,12 @@ pub struct OpResult {
 
 /// The schema of `spec.workload`: the worker's own schema, made structural.
 ///
-/// Sizes that may be a distribution object become `x-kubernetes-preserve-unknown-fields`
-/// (checked by [`Workload::validate`] instead), documented enums become plain `enum`s, and
-/// the rule "duration or totalOps" is added as CEL.
+/// Sizes that may be a distribution object (`objectSize`, `dataset.size`) stay untyped
+/// (`x-kubernetes-preserve-unknown-fields`) but carry the worker's value validations: the
+/// exact byte-size pattern, bounds, and the `uniform`/`lognormal` object form (see
+/// `benchrun_worker::spec::SizeSpec`'s schema); what no schema can say is checked by
+/// [`Workload::validate`]. Documented enums become plain `enum`s, and the rule "duration or
+/// totalOps" is added as CEL.
 pub fn workload_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let schema = generator.subschema_for::<Workload>();
     let mut value = schema.to_value();
