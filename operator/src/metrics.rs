@@ -5,6 +5,10 @@
 //! - `benchrun_operator_runs{phase}`: runs this operator has seen, by current phase
 //! - `benchrun_operator_run_ops_per_second{namespace,run,op}` and
 //!   `benchrun_operator_run_p99_seconds{namespace,run,op}`: merged results of finished runs
+//! - `benchrun_operator_run_phase{namespace,run,phase}`: 1 for each run's current phase, else 0
+//! - `benchrun_operator_run_progress_ops{namespace,run}` and
+//!   `benchrun_operator_run_elapsed_seconds{namespace,run}`: live progress of running runs
+//! - `benchrun_operator_run_start_skew_seconds{namespace,run}`: measured start skew
 //! - `benchrun_operator_leader`: 1 while this replica runs the controller (leads), else 0
 
 use std::collections::HashMap;
@@ -27,6 +31,10 @@ pub struct Metrics {
     runs: IntGaugeVec,
     run_ops: GaugeVec,
     run_p99: GaugeVec,
+    run_phase: IntGaugeVec,
+    run_progress_ops: GaugeVec,
+    run_elapsed: GaugeVec,
+    run_skew: GaugeVec,
     leader: IntGauge,
     phases: Mutex<HashMap<String, Phase>>,
 }
@@ -80,6 +88,38 @@ impl Metrics {
             &["namespace", "run", "op"],
         )
         .expect("metric");
+        let run_phase = IntGaugeVec::new(
+            Opts::new(
+                "benchrun_operator_run_phase",
+                "1 for each run's current phase",
+            ),
+            &["namespace", "run", "phase"],
+        )
+        .expect("metric");
+        let run_progress_ops = GaugeVec::new(
+            Opts::new(
+                "benchrun_operator_run_progress_ops",
+                "Operations the workers of a running run have completed so far",
+            ),
+            &["namespace", "run"],
+        )
+        .expect("metric");
+        let run_elapsed = GaugeVec::new(
+            Opts::new(
+                "benchrun_operator_run_elapsed_seconds",
+                "Seconds since a running run's common start",
+            ),
+            &["namespace", "run"],
+        )
+        .expect("metric");
+        let run_skew = GaugeVec::new(
+            Opts::new(
+                "benchrun_operator_run_start_skew_seconds",
+                "Largest difference between the workers' measured starts",
+            ),
+            &["namespace", "run"],
+        )
+        .expect("metric");
         let leader = IntGauge::new(
             "benchrun_operator_leader",
             "1 while this replica runs the controller (holds the leader lease)",
@@ -92,6 +132,10 @@ impl Metrics {
             Box::new(runs.clone()),
             Box::new(run_ops.clone()),
             Box::new(run_p99.clone()),
+            Box::new(run_phase.clone()),
+            Box::new(run_progress_ops.clone()),
+            Box::new(run_elapsed.clone()),
+            Box::new(run_skew.clone()),
             Box::new(leader.clone()),
         ] {
             registry.register(c).expect("unique metric");
@@ -104,6 +148,10 @@ impl Metrics {
             runs,
             run_ops,
             run_p99,
+            run_phase,
+            run_progress_ops,
+            run_elapsed,
+            run_skew,
             leader,
             phases: Mutex::new(HashMap::new()),
         }
@@ -136,6 +184,20 @@ impl Metrics {
         ] {
             let n = phases.values().filter(|v| **v == p).count();
             self.runs.with_label_values(&[p.as_str()]).set(n as i64);
+            self.run_phase
+                .with_label_values(&[ns, run, p.as_str()])
+                .set(i64::from(status.phase == p));
+        }
+        if let Some(pr) = &status.progress {
+            self.run_progress_ops
+                .with_label_values(&[ns, run])
+                .set(pr.ops as f64);
+            self.run_elapsed
+                .with_label_values(&[ns, run])
+                .set(pr.elapsed_seconds);
+        }
+        if let Some(ms) = status.start_skew_ms {
+            self.run_skew.with_label_values(&[ns, run]).set(ms / 1000.0);
         }
         for (op, r) in &status.results {
             self.run_ops
@@ -198,6 +260,8 @@ mod tests {
             "benchrun_operator_runs{phase=\"Pending\"} 1",
             "benchrun_operator_reconcile_duration_seconds_count 1",
             "benchrun_operator_leader 1",
+            "benchrun_operator_run_phase{namespace=\"ns\",phase=\"Pending\",run=\"r\"} 1",
+            "benchrun_operator_run_phase{namespace=\"ns\",phase=\"Running\",run=\"r\"} 0",
         ] {
             assert!(text.contains(name), "{name} missing in\n{text}");
         }
