@@ -288,6 +288,14 @@ impl Reconciler<'_> {
         }
         // 1. The spec must be valid (the schema cannot say everything) and within policy.
         let mut errs = self.run.spec.validate().err().unwrap_or_default();
+        if self.name.len() > resources::MAX_RUN_NAME {
+            // The name becomes the value of the benchrun.dev/run label on everything the run owns.
+            errs.push(format!(
+                "metadata.name: at most {} characters, since it becomes a label value (got {})",
+                resources::MAX_RUN_NAME,
+                self.name.len()
+            ));
+        }
         let mut reason = "InvalidWorkload";
         if let Err(more) = self
             .ctx

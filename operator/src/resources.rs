@@ -27,6 +27,8 @@ pub const AGENT_PORT: u16 = 8080;
 pub const WORKER_UID: i64 = 65532;
 /// Label on everything a run owns: the run's name.
 pub const RUN_LABEL: &str = "benchrun.dev/run";
+/// Longest run name: a label value holds at most 63 characters.
+pub const MAX_RUN_NAME: usize = 63;
 /// Label on worker pods: the worker's name.
 pub const WORKER_LABEL: &str = "benchrun.dev/worker";
 /// Field manager for server-side apply and the managed-by label.
