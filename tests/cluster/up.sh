@@ -329,9 +329,9 @@ done
 # so it programs that namespace's rules, which vm2's pods' traffic crosses. masqueradeAll: a pod
 # reaching a Service whose endpoint sits on its own bridge gets the reply back through the node
 # (no reliance on br_netfilter). conntrack sysctls are left as they are (0 = do not set).
-# kube_proxy_conf NODE
+# kube_proxy_conf NODE: write the config to kube-proxy.yaml.new (see start_kube_proxy)
 kube_proxy_conf() {
-  cat > "$CLUSTER_DIR/$1/kube-proxy.yaml" <<EOF
+  cat > "$CLUSTER_DIR/$1/kube-proxy.yaml.new" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $CLUSTER_DIR/kube-proxy-$1.kubeconfig}
@@ -347,8 +347,17 @@ EOF
 }
 # start_kube_proxy NODE [NSENTER...]
 start_kube_proxy() {
-  local node=$1; shift
+  local node=$1 conf; shift
+  conf=$CLUSTER_DIR/$node/kube-proxy.yaml
   kube_proxy_conf "$node"
+  # kube-proxy exits when its config file is written to, even with the same content: on a
+  # running cluster, touch the file only when it changes, and then restart kube-proxy.
+  if cmp -s "$conf.new" "$conf"; then
+    rm -f "$conf.new"
+  else
+    stop_daemon "kube-proxy-$node"
+    mv "$conf.new" "$conf"
+  fi
   alive "kube-proxy-$node" ||
     start_daemon "kube-proxy-$node" "$@" "$K8S_BIN/kube-proxy" --config="$CLUSTER_DIR/$node/kube-proxy.yaml" --v=1
 }
