@@ -729,11 +729,12 @@ impl Reconciler<'_> {
                         w.p99_ms.unwrap_or_default()
                     );
                     self.event(EventType::Normal, "Collected", note);
-                    if let Err(e) = client.shutdown().await {
-                        tracing::debug!("shutdown {name}: {e}");
-                    }
                 }
-                Err(SummaryError::Unreachable(e)) => tracing::debug!("summary of {name}: {e}"),
+                Err(SummaryError::Unreachable(e)) => {
+                    // Ask again on the next pass; the worker keeps its summary meanwhile.
+                    tracing::debug!("summary of {name}: {e}");
+                    return Ok(());
+                }
                 Err(SummaryError::Invalid { message, body }) => {
                     // Keep what the worker sent (not counted: only worker-*.json are), then
                     // say why this worker has no result instead of asking until the timeout.
@@ -747,10 +748,11 @@ impl Reconciler<'_> {
                         .await?;
                     }
                     self.worker_failed(i, "InvalidSummary", message);
-                    if let Err(e) = client.shutdown().await {
-                        tracing::debug!("shutdown {name}: {e}");
-                    }
                 }
+            }
+            // Collected or given up on: the worker may exit.
+            if let Err(e) = client.shutdown().await {
+                tracing::debug!("shutdown {name}: {e}");
             }
         }
         Ok(())
