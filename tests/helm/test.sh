@@ -99,6 +99,8 @@ fi
 
 if command -v shellcheck >/dev/null; then
   if shellcheck -x "$here"/*.sh; then ok "shellcheck tests/helm/*.sh"; else fail "shellcheck tests/helm/*.sh"; fi
+else
+  echo "skip: shellcheck not installed (apt-get install shellcheck; .ci/run installs it)"
 fi
 
 echo "chart: $passed passed, $failed failed"
