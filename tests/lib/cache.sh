@@ -13,7 +13,8 @@ export GOPATH=$BENCHRUN_CACHE/go GOCACHE=$BENCHRUN_CACHE/go-build GOTOOLCHAIN=lo
 export PATH=/usr/local/go/bin:$PATH
 # Repository root and the per-checkout state directory (kubeconfig, PIDs, endpoints).
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-STATE_DIR=${BENCHRUN_STATE:-$REPO_ROOT/tests/.state}
+# Normalized (no `..`): it ends up in the kubelet's podLogsDir, which must be a clean path.
+STATE_DIR=$(realpath -m "${BENCHRUN_STATE:-$REPO_ROOT/tests/.state}")
 
 # apt_install PKG...: install Debian packages that are missing, running `apt-get update` once.
 apt_install() {

@@ -19,7 +19,13 @@ pub fn state_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("BENCHRUN_STATE") {
         return PathBuf::from(dir);
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../.state")
+    // `tests/support/../.state` spelled without the `..`: the path reaches the cluster scripts
+    // (fault.sh restarts kubelets with it), and the kubelet refuses a podLogsDir that is not
+    // normalized.
+    match Path::new(env!("CARGO_MANIFEST_DIR")).parent() {
+        Some(tests) => tests.join(".state"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.state"),
+    }
 }
 
 /// The kubeconfig the tests use: `$BENCHRUN_KUBECONFIG`, else `tests/.state/kubeconfig`.
