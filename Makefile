@@ -8,7 +8,8 @@
 #   local         the worker binary and engine on real files (file://, direct://, tmpfs refusal)
 #   storage       MinIO, Azurite, fake-gcs-server on 127.0.0.1, then the object storage tests
 #   cluster       a real 2-node Kubernetes cluster (kube-proxy, CoreDNS, storage Services),
-#                 worker/operator images, cluster tests, then the chart installed as users do
+#                 worker/operator images, kwok (simulated nodes for the fleet test), cluster
+#                 tests, then the chart installed as users do
 #                 (tests/helm/e2e.sh: in-cluster operator, an example run, Prometheus, dashboard)
 # Slow builds (Kubernetes, etcd, storage servers, cargo target dirs) are cached under
 # ~/.cache/benchrun, outside the checkout.
@@ -35,7 +36,7 @@ unit:
 	$(CARGO) test --workspace --lib --bins
 
 local:
-	$(CARGO) test -p benchrun-worker --test local_cli --test engine_local --test examples --test corpus --test fuzz
+	$(CARGO) test -p benchrun-worker --test local_cli --test local_reads --test local_threads --test matrix_cli --test report_cli --test engine_local --test examples --test corpus --test fuzz
 	$(CARGO) test -p benchrun-operator --test agent --test examples
 
 storage:
@@ -45,6 +46,7 @@ storage:
 cluster:
 	tests/cluster/up.sh
 	tests/cluster/image.sh
+	tests/cluster/kwok.sh up
 	$(CARGO) test -p benchrun-test-support --test cluster_smoke --test cluster_dns
 	$(CARGO) test -p benchrun-operator $(patsubst operator/tests/%.rs,--test %,$(wildcard operator/tests/cluster*.rs)) -- --test-threads=1
 	tests/helm/e2e.sh

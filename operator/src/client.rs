@@ -39,6 +39,39 @@ pub enum SummaryError {
     },
 }
 
+/// An error with its causes (`error sending request: ... : operation timed out`): reqwest's
+/// own message alone does not say whether the worker refused, timed out or reset.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let s = c.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        cur = c.source();
+    }
+    out
+}
+
+/// Run `f` on every item with at most `parallelism` calls in flight, and return the outputs
+/// in completion order. Every call to the workers goes through this: each call has its own
+/// timeout (the HTTP client's), so a dead worker costs one timeout beside the others instead of
+/// one before each of them.
+pub async fn fan_out<I, T, F, Fut>(items: Vec<I>, parallelism: usize, f: F) -> Vec<T>
+where
+    F: FnMut(I) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    use futures::StreamExt;
+    futures::stream::iter(items)
+        .map(f)
+        .buffer_unordered(parallelism.max(1))
+        .collect()
+        .await
+}
+
 /// Result of a start request: the worker's answer and our clock-offset estimate.
 #[derive(Clone, Debug)]
 pub struct Started {
@@ -57,11 +90,11 @@ impl WorkerClient {
     }
 
     /// The shared HTTP client: short timeouts, since a worker that does not answer within
-    /// seconds is checked again on the next reconcile anyway.
-    pub fn http() -> reqwest::Client {
+    /// seconds is checked again on the next reconcile anyway. `timeout` bounds each call.
+    pub fn http(timeout: Duration) -> reqwest::Client {
         reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(10))
+            .connect_timeout(Duration::from_secs(2).min(timeout))
+            .timeout(timeout)
             .build()
             .unwrap_or_default()
     }
@@ -71,7 +104,7 @@ impl WorkerClient {
             .bearer_auth(&self.token)
             .send()
             .await
-            .map_err(|e| format!("{}: {e}", self.base))?;
+            .map_err(|e| format!("{}: {}", self.base, chain(&e)))?;
         if resp.status().is_success() {
             Ok(resp)
         } else {

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use benchrun_worker::matrix::Matrix;
 use benchrun_worker::units::HumanDuration;
 use benchrun_worker::Workload;
 use k8s_openapi::api::core::v1::{
@@ -22,6 +23,10 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+
+use crate::baseline::{BaselineRef, BaselineStatus};
+use crate::sweep::MatrixStatus;
+use crate::thresholds::{Threshold, ThresholdCheck};
 
 /// A storage benchmark run on one or more worker pods, started at the same instant, with the
 /// merged result written back into the status.
@@ -104,6 +109,65 @@ pub struct BenchmarkRunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 31_536_000))]
     pub ttl_seconds_after_finished: Option<i64>,
+    /// Limits the merged result must meet, per op; a miss fails the run (condition
+    /// `ThresholdsMet`), so `kubectl wait --for=condition=ThresholdsMet` can gate a pipeline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub thresholds: Vec<Threshold>,
+    /// Another result to compare with once finished: per-op deltas in `status.baseline` and
+    /// the condition `Regressed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_ref: Option<BaselineRef>,
+    /// Run the workload once per combination of parameter values, one combination at a time,
+    /// each as a child run `<name>-<k>`; `status.matrix` has the table. E.g.
+    /// `{parameters: {objectSize: [4MiB, 16MiB], rangeEngine.enabled: [false, true]}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "matrix_schema")]
+    pub matrix: Option<Matrix>,
+}
+
+/// The schema of `spec.matrix`, structural: parameter values may be any YAML value, so the
+/// lists' items keep unknown fields; [`crate::sweep::validate`] checks every combination.
+fn matrix_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    use benchrun_worker::matrix::{MAX_PARAMETERS, MAX_REPEATS, MAX_VALUES};
+    let v = json!({
+        "description": "Run the workload once per combination of parameter values, one combination at a time, each as a child run `<name>-<k>`; `status.matrix` has the table.",
+        "type": "object",
+        "nullable": true,
+        "required": ["parameters"],
+        "properties": {
+            "parameters": {
+                "description": "Parameter path (dotted, into the workload: objectSize, read.chunkSize, rangeEngine.enabled, target, ops.0.weight) to its values; the first varies slowest.",
+                "type": "object",
+                "minProperties": 1,
+                "maxProperties": MAX_PARAMETERS,
+                "additionalProperties": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_VALUES,
+                    "items": {"x-kubernetes-preserve-unknown-fields": true}
+                }
+            },
+            "repeats": {
+                "description": "Measured runs per combination (child runs <name>-<k>-r<j>); the median by ops/s stands for the combination.",
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_REPEATS,
+                "default": 1
+            },
+            "warmup": {
+                "description": "An unmeasured run of this length before each combination (child run <name>-<k>-w).",
+                "type": "string",
+                "maxLength": benchrun_worker::units::MAX_DURATION_LEN
+            },
+            "baseline": {
+                "description": "The combination the others are compared with, by parameter values (e.g. {rangeEngine.enabled: false}). Default the first.",
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true
+            }
+        }
+    });
+    schemars::Schema::try_from(v).unwrap_or_else(|_| schemars::Schema::from(true))
 }
 
 /// Largest `startDelay`: the start time must stay close enough to be measured as skew.
@@ -144,6 +208,17 @@ impl BenchmarkRunSpec {
                 ));
             }
         }
+        errs.extend(crate::thresholds::validate(
+            &self.thresholds,
+            &self.workload,
+        ));
+        errs.extend(crate::podfields::check(self));
+        if self.thresholds.len() > MAX_THRESHOLDS {
+            errs.push(format!(
+                "spec.thresholds: at most {MAX_THRESHOLDS} (got {})",
+                self.thresholds.len()
+            ));
+        }
         if errs.is_empty() {
             Ok(())
         } else {
@@ -151,6 +226,9 @@ impl BenchmarkRunSpec {
         }
     }
 }
+
+/// Most thresholds per run (also in the schema).
+pub const MAX_THRESHOLDS: usize = 64;
 
 /// A Secret in the run's namespace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -286,7 +364,9 @@ pub struct BenchmarkRunStatus {
     /// The spec generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Valid`, `WorkersScheduled`, `WorkersReady`, `Started`, `Complete`, `WorkersLost`.
+    /// `Valid`, `WorkersScheduled`, `WorkersReady`, `Started`, `StartRequestsOnTime`,
+    /// `Complete`, `WorkersLost`, `ThresholdsMet` (with `spec.thresholds`), `Regressed` (with
+    /// `spec.baselineRef`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -296,6 +376,10 @@ pub struct BenchmarkRunStatus {
     /// `ready/total` while preparing, `collected/total` after.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers_summary: Option<String>,
+    /// How many workers are in each phase (`Running: 998, Lost: 2`): the fleet at a glance,
+    /// where `workers` lists a thousand entries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub worker_phases: BTreeMap<String, u32>,
     /// The common start time sent to every worker (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<String>,
@@ -318,8 +402,18 @@ pub struct BenchmarkRunStatus {
     /// Printer column: p99 latency over all operations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99: Option<String>,
-    /// ConfigMap holding each worker's summary (`worker-<name>.json`) as it is collected and
-    /// the merged summary (`merged.json`).
+    /// Every limit of `spec.thresholds`, evaluated on the merged result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<ThresholdCheck>,
+    /// The merged result against `spec.baselineRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineStatus>,
+    /// With `spec.matrix`: progress and the table of combinations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<MatrixStatus>,
+    /// ConfigMap holding the merged summary (`merged.json`). Each worker's own summary is in
+    /// ConfigMap `<run>-result-<worker>` (gzip-compressed JSON, `binaryData` key
+    /// `summary.json.gz`), written as it is collected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_config_map: Option<String>,
 }

@@ -7,22 +7,36 @@
 //! - [`state`]: pure decisions: pod classification, phase transitions, skew, aggregation
 //! - [`client`]: the workers' control endpoint (`/v1/start`, `/v1/status`, `/v1/summary`)
 //! - [`results`]: persisting each worker's summary, merging, folding into the status
+//! - [`thresholds`]: `spec.thresholds` evaluated on the merged result (`ThresholdsMet`)
+//! - [`baseline`]: the merged result against another run's (`Regressed`)
+//! - [`sweep`]: `spec.matrix`: one child run per combination, in turn, and the table
 //! - [`reconcile`]: the controller: context, reconcile, error policy, events, `run()`
 //! - [`decode`]: runs decoded one at a time, so one unreadable run is reported, not fatal
+//! - [`podfields`]: the Kubernetes-typed fields copied into worker pods, checked before any pod
+//! - [`netpol`]: the per-run NetworkPolicy: only the operator (and named scrapers) reach workers
 //! - [`policy`]: the administrator's limits on runs (worker images, hostPath)
+//! - [`apicount`]: the operator's own API requests, counted by verb
 //! - [`metrics`]: the operator's own Prometheus metrics
+//! - [`failpoint`]: crash points for tests (a panic exactly between two steps)
 //! - [`leader`]: leader election on a Lease, so that only one replica runs the controller
 
+pub mod apicount;
+pub mod baseline;
 pub mod client;
 pub mod crd;
 pub mod decode;
+pub mod failpoint;
 pub mod leader;
 pub mod metrics;
+pub mod netpol;
+pub mod podfields;
 pub mod policy;
 pub mod reconcile;
 pub mod resources;
 pub mod results;
 pub mod state;
+pub mod sweep;
+pub mod thresholds;
 
 /// Everything that can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +51,9 @@ pub enum Error {
     Json(#[from] serde_json::Error),
     #[error("invalid object: {0}")]
     Invalid(String),
+    /// The apiserver refused an object the run asked for (HTTP 422): a problem of the run.
+    #[error("the API server rejected {what}: {message}")]
+    Rejected { what: String, message: String },
 }
 
 impl Error {
@@ -48,6 +65,7 @@ impl Error {
             Error::Result(_) => "result",
             Error::Json(_) => "json",
             Error::Invalid(_) => "invalid",
+            Error::Rejected { .. } => "rejected",
         }
     }
 }

@@ -33,7 +33,7 @@ enum Command {
     /// Print the BenchmarkRun CustomResourceDefinition (YAML).
     Crd,
     /// Run the controller (kubeconfig from $KUBECONFIG, ~/.kube/config or in-cluster).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -70,9 +70,28 @@ struct RunArgs {
         value_delimiter = ','
     )]
     allowed_worker_images: Vec<String>,
+    /// Calls to one run's workers in flight at once: status polls, start requests, summary
+    /// collection and shutdowns go to the workers concurrently, at most this many at a time.
+    #[arg(long, env = "BENCHRUN_WORKER_PARALLELISM", default_value_t = reconcile::DEFAULT_WORKER_PARALLELISM, value_parser = parse_parallelism)]
+    worker_parallelism: usize,
+    /// Longest call to one worker (e.g. `10s`, `2500ms`): a dead worker costs this once per
+    /// pass, beside the others.
+    #[arg(long, env = "BENCHRUN_WORKER_TIMEOUT", default_value = "10s", value_parser = parse_timeout)]
+    worker_timeout: std::time::Duration,
     /// Let runs mount hostPath volumes (they expose the node's files to whoever creates runs).
     #[arg(long, env = "BENCHRUN_ALLOW_HOST_PATH", value_parser = clap::builder::BoolishValueParser::new())]
     allow_host_path: bool,
+    /// Give each run a NetworkPolicy that lets only this operator's pods (in $POD_NAMESPACE,
+    /// selected by --operator-pod-labels) and --worker-ingress-peers reach its workers' port.
+    #[arg(long, env = "BENCHRUN_WORKER_NETWORK_POLICY", value_parser = clap::builder::BoolishValueParser::new())]
+    worker_network_policy: bool,
+    /// Labels of the operator's pods, `key=value,key=value` (the chart sets them).
+    #[arg(long, env = "BENCHRUN_OPERATOR_POD_LABELS", default_value = "")]
+    operator_pod_labels: String,
+    /// More peers allowed to reach the workers' port (it serves /metrics too), as a JSON list
+    /// of NetworkPolicyPeer, e.g. the monitoring namespace.
+    #[arg(long, env = "BENCHRUN_WORKER_INGRESS_PEERS")]
+    worker_ingress_peers: Option<String>,
 }
 
 impl RunArgs {
@@ -119,7 +138,7 @@ async fn main() -> Result<()> {
             print!("{}", benchrun_operator::crd_yaml());
             Ok(())
         }
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
     }
 }
 
@@ -133,8 +152,8 @@ async fn run(args: RunArgs) -> Result<()> {
     );
     let leader = args.leader()?;
     benchrun_operator::install_crypto_provider();
-    let client = connect().await?;
     let metrics = Arc::new(Metrics::new());
+    let client = connect(&metrics).await?;
     let m = metrics.clone();
     let app = axum::Router::new()
         .route(
@@ -153,8 +172,22 @@ async fn run(args: RunArgs) -> Result<()> {
             tracing::error!("metrics server: {e}");
         }
     });
+    let worker_ingress = if args.worker_network_policy {
+        let ns = std::env::var("POD_NAMESPACE").unwrap_or_default();
+        Some(
+            benchrun_operator::netpol::WorkerIngress::parse(
+                ns,
+                &args.operator_pod_labels,
+                args.worker_ingress_peers.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("--worker-network-policy: {e}"))?,
+        )
+    } else {
+        None
+    };
     let config = Config {
         key,
+        worker_ingress,
         worker_image: args.worker_image,
         namespace: args.namespace,
         agent_port: benchrun_operator::resources::AGENT_PORT,
@@ -166,6 +199,8 @@ async fn run(args: RunArgs) -> Result<()> {
                 .collect(),
             allow_host_path: args.allow_host_path,
         },
+        worker_parallelism: args.worker_parallelism,
+        worker_timeout: args.worker_timeout,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -219,7 +254,7 @@ async fn run(args: RunArgs) -> Result<()> {
 
 /// The kube client, from a kubeconfig ($KUBECONFIG or ~/.kube/config) when there is one, else
 /// from the pod's service account (in-cluster), like `Client::try_default`; logs which.
-async fn connect() -> Result<kube::Client> {
+async fn connect(metrics: &Metrics) -> Result<kube::Client> {
     let (config, source) =
         match kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions::default()).await {
             Ok(c) => (c, "kubeconfig"),
@@ -231,7 +266,39 @@ async fn connect() -> Result<kube::Client> {
             },
         };
     tracing::info!("Kubernetes API {} ({source})", config.cluster_url);
-    kube::Client::try_from(config).context("connecting to Kubernetes")
+    // Every request through the counting layer (benchrun_operator_api_requests_total).
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("connecting to Kubernetes")?
+        .with_layer(&benchrun_operator::apicount::CountLayer(
+            metrics.api_requests.clone(),
+        ))
+        .build())
+}
+
+/// Worker parallelism: 1 to 4096.
+fn parse_parallelism(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=4096).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("{n}: between 1 and 4096")),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
+}
+
+/// A call timeout: a whole number with `ms` or `s`, between 100 ms and 10 minutes.
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let (n, unit) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1000)
+    } else {
+        return Err(format!("{s:?}: give a unit, e.g. 10s or 2500ms"));
+    };
+    let ms: u64 = n.trim().parse().map_err(|e| format!("{s:?}: {e}"))?;
+    let d = std::time::Duration::from_millis(ms.saturating_mul(unit));
+    if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(600) {
+        return Err(format!("{s:?}: between 100ms and 600s"));
+    }
+    Ok(d)
 }
 
 /// SIGTERM (what the kubelet sends) or SIGINT.

@@ -35,7 +35,11 @@ pub struct Metrics {
     run_progress_ops: GaugeVec,
     run_elapsed: GaugeVec,
     run_skew: GaugeVec,
+    run_thresholds_met: IntGaugeVec,
+    run_regressed: IntGaugeVec,
     leader: IntGauge,
+    /// The operator's Kubernetes API requests by verb (see `apicount`).
+    pub api_requests: IntCounterVec,
     phases: Mutex<HashMap<String, Phase>>,
 }
 
@@ -120,6 +124,30 @@ impl Metrics {
             &["namespace", "run"],
         )
         .expect("metric");
+        let run_thresholds_met = IntGaugeVec::new(
+            Opts::new(
+                "benchrun_operator_run_thresholds_met",
+                "1 when a finished run met every limit of spec.thresholds, 0 when it missed one",
+            ),
+            &["namespace", "run"],
+        )
+        .expect("metric");
+        let run_regressed = IntGaugeVec::new(
+            Opts::new(
+                "benchrun_operator_run_regressed",
+                "1 when a finished run regressed against spec.baselineRef beyond its tolerance, else 0",
+            ),
+            &["namespace", "run"],
+        )
+        .expect("metric");
+        let api_requests = IntCounterVec::new(
+            Opts::new(
+                "benchrun_operator_api_requests_total",
+                "Kubernetes API requests the operator sent, by verb",
+            ),
+            &["verb"],
+        )
+        .expect("metric");
         let leader = IntGauge::new(
             "benchrun_operator_leader",
             "1 while this replica runs the controller (holds the leader lease)",
@@ -136,7 +164,10 @@ impl Metrics {
             Box::new(run_progress_ops.clone()),
             Box::new(run_elapsed.clone()),
             Box::new(run_skew.clone()),
+            Box::new(run_thresholds_met.clone()),
+            Box::new(run_regressed.clone()),
             Box::new(leader.clone()),
+            Box::new(api_requests.clone()),
         ] {
             registry.register(c).expect("unique metric");
         }
@@ -152,7 +183,10 @@ impl Metrics {
             run_progress_ops,
             run_elapsed,
             run_skew,
+            run_thresholds_met,
+            run_regressed,
             leader,
+            api_requests,
             phases: Mutex::new(HashMap::new()),
         }
     }
@@ -198,6 +232,17 @@ impl Metrics {
         }
         if let Some(ms) = status.start_skew_ms {
             self.run_skew.with_label_values(&[ns, run]).set(ms / 1000.0);
+        }
+        // The verdicts, for alerts; a condition not (yet) decided exports nothing.
+        for (cond, gauge) in [
+            (crate::state::cond::THRESHOLDS_MET, &self.run_thresholds_met),
+            (crate::state::cond::REGRESSED, &self.run_regressed),
+        ] {
+            match crate::state::condition(&status.conditions, cond).map(|c| c.status.as_str()) {
+                Some("True") => gauge.with_label_values(&[ns, run]).set(1),
+                Some("False") => gauge.with_label_values(&[ns, run]).set(0),
+                _ => {}
+            }
         }
         for (op, r) in &status.results {
             self.run_ops
@@ -265,5 +310,41 @@ mod tests {
         ] {
             assert!(text.contains(name), "{name} missing in\n{text}");
         }
+        assert!(!text.contains("benchrun_operator_run_thresholds_met{"));
+    }
+
+    #[test]
+    fn verdicts_become_gauges() {
+        let m = Metrics::new();
+        let mut st = BenchmarkRunStatus::default();
+        let now = chrono::Utc::now();
+        crate::state::set_condition(
+            &mut st.conditions,
+            "ThresholdsMet",
+            false,
+            "ThresholdsNotMet",
+            "",
+            None,
+            now,
+        );
+        crate::state::set_condition(
+            &mut st.conditions,
+            "Regressed",
+            true,
+            "Regressed",
+            "",
+            None,
+            now,
+        );
+        m.observe("ns", "r", &st);
+        let text = m.render();
+        assert!(
+            text.contains("benchrun_operator_run_thresholds_met{namespace=\"ns\",run=\"r\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("benchrun_operator_run_regressed{namespace=\"ns\",run=\"r\"} 1"),
+            "{text}"
+        );
     }
 }

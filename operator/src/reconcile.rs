@@ -7,11 +7,14 @@
 //! restart at any moment repeats only idempotent steps.
 //!
 //! # RBAC the operator needs
-//! - `benchmarkruns`: get, list, watch, delete (TTL); `benchmarkruns/status`: get, patch
+//! - `benchmarkruns`: get, list, watch, create, delete (create: a matrix run's combinations,
+//!   delete: TTL); `benchmarkruns/status`: get, patch
 //! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: create, delete
-//! - `configmaps`: get, create, patch; `secrets`: **create only** (the per-run token; never
+//! - `configmaps`: get, list, create, patch (list: the per-worker result objects of a run, by
+//!   label); `secrets`: **create only** (the per-run token; never
 //!   get/list, so credentials referenced by runs stay unreadable to the operator)
 //! - `nodes`: list (perNode); `events.k8s.io/events`: create, patch
+//! - `networkpolicies`: create (with `--worker-network-policy`: one per run, see `netpol.rs`)
 //!
 //! With `--leader-elect`, also get, create and update on Leases (coordination.k8s.io) in the
 //! lease's namespace only: a Role, not part of the cluster-wide list above (see `leader.rs`).
@@ -26,6 +29,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -33,15 +37,22 @@ use kube::runtime::{watcher, Controller};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
-use crate::client::{SummaryError, WorkerClient};
+use crate::client::{fan_out, SummaryError, WorkerClient};
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus, CleanupPolicy, Phase, Progress, WorkerStatus};
 use crate::metrics::Metrics;
 use crate::resources::{self, MANAGER, RUN_LABEL};
 use crate::state::{self, cond, worker_phase as wp, PodView};
-use crate::{decode, results, Error, Result};
+use crate::sweep::{self, CombinationRow, MatrixStatus};
+use crate::{baseline, decode, netpol, results, thresholds, Error, Result};
 
-/// Default `startDelay`.
-const DEFAULT_START_DELAY: Duration = Duration::from_secs(5);
+/// Default of `--worker-parallelism`: calls to workers in flight at once per run.
+pub const DEFAULT_WORKER_PARALLELISM: usize = 64;
+/// Default of `--worker-timeout`: longest call to one worker (status, start, summary,
+/// shutdown). A dead worker costs this once per pass, beside the others, not before them.
+pub const DEFAULT_WORKER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Events of one reason in one pass beyond which they are published as one event with a
+/// count (a fleet of 1,000 would otherwise write 1,000 "Collected" events one by one).
+const EVENTS_PER_REASON: usize = 5;
 /// How often an active run is looked at even when nothing changes (workers are polled, not
 /// watched).
 const POLL: Duration = Duration::from_secs(2);
@@ -59,6 +70,12 @@ pub struct Config {
     pub agent_port: u16,
     /// What runs may ask for (worker images, hostPath).
     pub policy: crate::policy::Policy,
+    /// With a value, each run gets a NetworkPolicy letting only these peers reach its workers.
+    pub worker_ingress: Option<crate::netpol::WorkerIngress>,
+    /// Calls to one run's workers in flight at once (status, start, summary, shutdown).
+    pub worker_parallelism: usize,
+    /// Longest call to one worker.
+    pub worker_timeout: Duration,
 }
 
 /// Shared by every reconcile.
@@ -72,11 +89,12 @@ pub struct Context {
 
 impl Context {
     pub fn new(client: Client, config: Config, metrics: Arc<Metrics>) -> Self {
+        let http = WorkerClient::http(config.worker_timeout);
         Self {
             client,
             config,
             metrics,
-            http: WorkerClient::http(),
+            http,
             reporter: Reporter {
                 controller: MANAGER.into(),
                 instance: std::env::var("POD_NAME").ok(),
@@ -154,7 +172,14 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Acti
         events: Vec::new(),
     };
     let old = r.status.clone();
-    let action = r.step().await;
+    let mut action = r.step().await;
+    if let Err(Error::Rejected { what, message }) = &action {
+        // An object built from the run's spec is invalid: report it on the run, once.
+        let msg = format!("the API server rejected {what}: {message}");
+        r.condition(cond::VALID, false, "Rejected", msg.clone());
+        r.fail("Rejected", msg);
+        action = Ok(Action::requeue(POLL));
+    }
     // The status is written even when the step failed half-way: what was learnt stays learnt.
     let status = r.status.clone();
     if status != old {
@@ -231,7 +256,7 @@ impl Reconciler<'_> {
         }
         let recorder = Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone());
         let reference = self.run.object_ref(&());
-        for (t, reason, note) in &self.events {
+        for (t, reason, note) in &group_events(&self.events, EVENTS_PER_REASON) {
             let ev = Event {
                 type_: *t,
                 reason: reason.clone(),
@@ -296,6 +321,10 @@ impl Reconciler<'_> {
                 self.name.len()
             ));
         }
+        if let Some(b) = &self.run.spec.baseline_ref {
+            errs.extend(b.validate(&self.name));
+        }
+        errs.extend(sweep::validate(&self.run.spec, &self.name));
         let mut reason = "InvalidWorkload";
         if let Err(more) = self
             .ctx
@@ -335,6 +364,10 @@ impl Reconciler<'_> {
             self.stop_workers().await;
             return Ok(Action::requeue(POLL));
         }
+        // A matrix run places no workers itself: its combinations are child runs.
+        if let Some(m) = self.run.spec.matrix.clone() {
+            return self.sweep(&m).await;
+        }
         // 3. Placement, decided once and written before any pod exists.
         if self.status.workers.is_empty() {
             let workers = self.place().await?;
@@ -352,7 +385,7 @@ impl Reconciler<'_> {
             self.status.workers = workers;
             self.status.result_config_map = Some(resources::result_cm_name(&self.name));
             self.set_phase(Phase::Preparing, "WorkersPlaced", note);
-            self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+            self.refresh_counts();
             write_status(&self.ctx.client, &self.ns, &self.name, &self.status).await?;
         }
         // 4. Owned objects (idempotent creates).
@@ -361,19 +394,23 @@ impl Reconciler<'_> {
         }
         // 5. Observe pods and workers.
         let pods = self.pods().await?;
-        let result_cm = self
-            .api::<ConfigMap>()
-            .get_opt(&resources::result_cm_name(&self.name))
-            .await?;
-        let persisted = results::collected(result_cm.as_ref());
+        let cms = self.api::<ConfigMap>();
+        // Summaries exist only after the start; before, there is nothing to list.
+        let persisted = if self.status.start_time.is_some() {
+            results::persisted_workers(&cms, self.run).await?
+        } else {
+            Default::default()
+        };
         let token = self.token()?;
         let mut progress = Progress::default();
         let mut any_status = false;
+        let mut probes: Vec<(usize, WorkerClient)> = Vec::new();
         for i in 0..self.status.workers.len() {
             let w = self.status.workers[i].clone();
-            if persisted.contains_key(&w.name) && w.phase != wp::COLLECTED {
+            if persisted.contains(&w.name) && w.phase != wp::COLLECTED {
                 // Persisted by an earlier pass that did not get to write the status.
-                self.mark_collected(i, &persisted[&w.name]);
+                let text = results::load_worker(&cms, self.run, &w.name).await?;
+                self.mark_collected(i, text.as_deref());
                 continue;
             }
             if !state::is_live(&w) || w.phase == wp::COLLECTED {
@@ -413,26 +450,44 @@ impl Reconciler<'_> {
                 }
                 PodView::Running { ip } => {
                     let Some(ip) = ip else { continue };
-                    let client = WorkerClient::new(
-                        self.ctx.http.clone(),
-                        &format!("{ip}:{}", self.ctx.config.agent_port),
-                        &token,
-                    );
-                    match client.status().await {
-                        Ok(st) => {
-                            any_status = true;
-                            progress.ops += st.ops;
-                            progress.errors += st.errors;
-                            self.observe_agent(i, &client, &st).await?;
-                        }
-                        // Not listening yet, or a network blip: ask again next pass.
-                        Err(e) => tracing::debug!("worker {}: {e}", w.name),
+                    probes.push((i, self.worker_client(&ip, &token)));
+                }
+            }
+        }
+        // Every running worker is asked at once (bounded): one that does not answer costs one
+        // timeout beside the others, not one before each of them.
+        let run = self.run;
+        let outcomes: Vec<(usize, Probe)> = fan_out(probes, self.parallelism(), |(i, client)| {
+            let cms = cms.clone();
+            let name = self.status.workers[i].name.clone();
+            async move { (i, probe(client, cms, run, name).await) }
+        })
+        .await;
+        let mut persist_error = None;
+        for (i, outcome) in outcomes {
+            match outcome {
+                // Not listening yet, or a network blip: ask again next pass.
+                Probe::Unreachable(e) => {
+                    tracing::debug!("worker {}: {e}", self.status.workers[i].name)
+                }
+                Probe::Status { status, collected } => {
+                    any_status = true;
+                    progress.ops += status.ops;
+                    progress.errors += status.errors;
+                    if let Some(e) = self.observe_agent(i, &status, collected) {
+                        persist_error.get_or_insert(e);
                     }
                 }
             }
         }
+        // What was collected is applied above; a summary that could not be persisted is asked
+        // for again on the next pass.
+        if let Some(e) = persist_error {
+            self.refresh_counts();
+            return Err(e);
+        }
         if self.status.phase.is_finished() {
-            self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+            self.refresh_counts();
             self.stop_workers().await;
             return Ok(Action::requeue(POLL));
         }
@@ -460,7 +515,7 @@ impl Reconciler<'_> {
         let next = state::next_step(&self.status.workers, self.run.spec.failure_policy, started);
         if let state::Next::Fail { reason, message } = &next {
             self.fail(reason, message.clone());
-            self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+            self.refresh_counts();
             self.stop_workers().await;
             return Ok(Action::requeue(POLL));
         }
@@ -472,12 +527,28 @@ impl Reconciler<'_> {
                 .iter()
                 .filter(|w| state::is_live(w))
                 .count();
-            let delay = self
-                .run
-                .spec
-                .start_delay
-                .map(|d| d.0)
-                .unwrap_or(DEFAULT_START_DELAY);
+            let budget = state::start_budget(live, self.parallelism());
+            let delay = match self.run.spec.start_delay.map(|d| d.0) {
+                Some(d) => {
+                    if d < budget {
+                        let msg = format!(
+                            "startDelay {} is shorter than the {} that start requests to {live} workers need at {} in flight; the late workers start late (raise startDelay, or --worker-parallelism)",
+                            humantime_ms(d),
+                            humantime_ms(budget),
+                            self.parallelism()
+                        );
+                        self.condition(
+                            cond::START_ON_TIME,
+                            false,
+                            "StartDelayTooShort",
+                            msg.clone(),
+                        );
+                        self.event(EventType::Warning, "StartDelayTooShort", msg);
+                    }
+                    d
+                }
+                None => state::default_start_delay(live, self.parallelism()),
+            };
             // Bounded by validation; checked anyway, since a panic here would crash-loop the
             // operator on this run.
             let Some(at) = chrono::Duration::from_std(delay)
@@ -542,7 +613,7 @@ impl Reconciler<'_> {
                 _ => {}
             }
         }
-        self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+        self.refresh_counts();
         if self.status.phase.is_finished() {
             return self.finished().await;
         }
@@ -615,6 +686,13 @@ impl Reconciler<'_> {
             &resources::result_config_map(run)?,
         )
         .await?;
+        if let Some(ingress) = &self.ctx.config.worker_ingress {
+            create_if_absent(
+                &self.api::<NetworkPolicy>(),
+                &netpol::worker_policy(run, ingress)?,
+            )
+            .await?;
+        }
         let pods = self.api::<Pod>();
         for w in self.status.workers.clone() {
             if !state::is_live(&w) || w.phase != wp::PENDING {
@@ -680,21 +758,23 @@ impl Reconciler<'_> {
         self.event(EventType::Warning, "WorkerLost", note);
     }
 
-    fn mark_collected(&mut self, i: usize, json: &str) {
+    fn mark_collected(&mut self, i: usize, json: Option<&str>) {
         let w = &mut self.status.workers[i];
         w.phase = wp::COLLECTED.into();
-        if let Ok(s) = serde_json::from_str::<benchrun_worker::Summary>(json) {
+        if let Some(s) = json.and_then(|j| serde_json::from_str::<benchrun_worker::Summary>(j).ok())
+        {
             results::fold_worker(w, &s);
         }
     }
 
-    /// Update a worker from its agent's status; collect its summary when done.
-    async fn observe_agent(
+    /// Update a worker from its agent's status and what [`probe`] did with its summary; an
+    /// error when the summary could not be persisted (it is asked for again next pass).
+    fn observe_agent(
         &mut self,
         i: usize,
-        client: &WorkerClient,
         st: &benchrun_worker::agent::AgentStatus,
-    ) -> Result<()> {
+        collected: Option<Collected>,
+    ) -> Option<Error> {
         use benchrun_worker::agent::AgentStage as S;
         let phase = match st.stage {
             S::Preparing => wp::PREPARING,
@@ -704,60 +784,57 @@ impl Reconciler<'_> {
             S::Failed => {
                 let msg = st.error.clone().unwrap_or_else(|| "failed".into());
                 self.worker_failed(i, "WorkerFailed", msg);
-                return Ok(());
+                return None;
             }
         };
         self.status.workers[i].phase = phase.into();
-        if st.stage == S::Done {
-            let name = self.status.workers[i].name.clone();
-            match client.summary().await {
-                Ok((text, summary)) => {
-                    // Persist first: the ConfigMap is the record, the status a view of it.
-                    results::persist(
-                        &self.api::<ConfigMap>(),
-                        &self.name,
-                        &resources::summary_key(&name),
-                        &text,
-                    )
-                    .await?;
-                    let w = &mut self.status.workers[i];
-                    w.phase = wp::COLLECTED.into();
-                    results::fold_worker(w, &summary);
-                    let note = format!(
-                        "collected worker {name}: {:.0} op/s, p99 {:.3}ms",
-                        w.ops_per_sec.unwrap_or_default(),
-                        w.p99_ms.unwrap_or_default()
-                    );
-                    self.event(EventType::Normal, "Collected", note);
-                }
-                Err(SummaryError::Unreachable(e)) => {
-                    // Ask again on the next pass; the worker keeps its summary meanwhile.
-                    tracing::debug!("summary of {name}: {e}");
-                    return Ok(());
-                }
-                Err(SummaryError::Invalid { message, body }) => {
-                    // Keep what the worker sent (not counted: only worker-*.json are), then
-                    // say why this worker has no result instead of asking until the timeout.
-                    if let Some(body) = body {
-                        results::persist(
-                            &self.api::<ConfigMap>(),
-                            &self.name,
-                            &resources::rejected_key(&name),
-                            &body,
-                        )
-                        .await?;
-                    }
-                    self.worker_failed(i, "InvalidSummary", message);
-                }
+        let name = self.status.workers[i].name.clone();
+        match collected? {
+            Collected::Persisted(summary) => {
+                let w = &mut self.status.workers[i];
+                w.phase = wp::COLLECTED.into();
+                results::fold_worker(w, &summary);
+                let note = format!(
+                    "collected worker {name}: {:.0} op/s, p99 {:.3}ms",
+                    w.ops_per_sec.unwrap_or_default(),
+                    w.p99_ms.unwrap_or_default()
+                );
+                self.event(EventType::Normal, "Collected", note);
+                None
             }
-            // Collected or given up on: the worker may exit.
-            if let Err(e) = client.shutdown().await {
-                tracing::debug!("shutdown {name}: {e}");
+            Collected::NotYet(e) => {
+                // Ask again on the next pass; the worker keeps its summary meanwhile.
+                tracing::debug!("summary of {name}: {e}");
+                None
             }
+            Collected::Invalid(message) => {
+                self.worker_failed(i, "InvalidSummary", message);
+                None
+            }
+            Collected::PersistFailed(e) => Some(e),
         }
-        Ok(())
     }
 
+    fn parallelism(&self) -> usize {
+        self.ctx.config.worker_parallelism.max(1)
+    }
+
+    fn worker_client(&self, ip: &str, token: &str) -> WorkerClient {
+        WorkerClient::new(
+            self.ctx.http.clone(),
+            &format!("{ip}:{}", self.ctx.config.agent_port),
+            token,
+        )
+    }
+
+    /// `workersSummary` and `workerPhases` from the workers' phases.
+    fn refresh_counts(&mut self) {
+        self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
+        self.status.worker_phases = state::phase_counts(&self.status.workers);
+    }
+
+    /// Send the start time to every Ready worker at once (bounded), and say whether the last
+    /// answer came back before the start time.
     async fn send_starts(&mut self, pods: &BTreeMap<String, Pod>, token: &str) {
         let Some(at) = self
             .status
@@ -768,8 +845,8 @@ impl Reconciler<'_> {
         else {
             return;
         };
-        for i in 0..self.status.workers.len() {
-            let w = &self.status.workers[i];
+        let mut jobs = Vec::new();
+        for (i, w) in self.status.workers.iter().enumerate() {
             if w.phase != wp::READY {
                 continue;
             }
@@ -780,18 +857,53 @@ impl Reconciler<'_> {
             else {
                 continue;
             };
-            let client = WorkerClient::new(
-                self.ctx.http.clone(),
-                &format!("{ip}:{}", self.ctx.config.agent_port),
-                token,
-            );
-            match client.start(at).await {
+            jobs.push((i, self.worker_client(&ip, token)));
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        let sent_at = Utc::now();
+        let answers = fan_out(jobs, self.parallelism(), |(i, client)| async move {
+            let r = client.start(at).await;
+            (i, r, Utc::now())
+        })
+        .await;
+        let mut last = None;
+        let mut sent = 0;
+        for (i, r, answered) in answers {
+            match r {
                 Ok(started) => {
                     let w = &mut self.status.workers[i];
                     w.clock_offset_ms = Some((started.clock_offset_ms * 1000.0).round() / 1000.0);
                     w.phase = wp::RUNNING.into();
+                    sent += 1;
+                    last = last.max(Some(answered));
                 }
-                Err(e) => warn!("start {}: {e}", w.name),
+                Err(e) => warn!("start {}: {e}", self.status.workers[i].name),
+            }
+        }
+        if let Some(last) = last {
+            let took = (last - sent_at).num_milliseconds();
+            let margin = (at - last).num_milliseconds();
+            // What was measured replaces the estimate made before sending (whose warning
+            // stays in the events); a late start measured on an earlier pass stays.
+            let late_before = state::condition(&self.status.conditions, cond::START_ON_TIME)
+                .is_some_and(|c| c.reason == "StartedLate");
+            if margin < 0 {
+                let msg = format!(
+                    "{sent} start requests took {took} ms; the last answer came {} ms after the start time {}: raise startDelay",
+                    -margin,
+                    at.to_rfc3339()
+                );
+                self.condition(cond::START_ON_TIME, false, "StartedLate", msg.clone());
+                self.event(EventType::Warning, "StartedLate", msg);
+            } else if !late_before {
+                self.condition(
+                    cond::START_ON_TIME,
+                    true,
+                    "OnTime",
+                    format!("{sent} start requests answered in {took} ms, {margin} ms before the start time"),
+                );
             }
         }
         let n = self
@@ -812,24 +924,20 @@ impl Reconciler<'_> {
 
     /// Every live worker is collected: merge, persist, succeed.
     async fn complete(&mut self, live: &[WorkerStatus]) -> Result<()> {
-        let cm = self
-            .api::<ConfigMap>()
-            .get_opt(&resources::result_cm_name(&self.name))
-            .await?;
-        let persisted = results::collected(cm.as_ref());
         let names: Vec<&str> = live.iter().map(|w| w.name.as_str()).collect();
         // A persisted summary that does not merge will not merge on the next pass either:
         // fail now and say which, rather than retry until the timeout. The data stays.
-        let merged = match results::merge(&persisted, &names) {
+        let merged = match results::merge_persisted(&self.api(), self.run, &names).await {
             Ok(m) => m,
-            Err(e) => {
-                self.fail("MergeFailed", e.to_string());
+            Err(Error::Result(e)) => {
+                self.fail("MergeFailed", e);
                 self.stop_workers().await;
                 return Ok(());
             }
+            Err(e) => return Err(e),
         };
         let text = serde_json::to_string(&merged)?;
-        results::persist(&self.api::<ConfigMap>(), &self.name, results::MERGED, &text).await?;
+        results::persist_merged(&self.api::<ConfigMap>(), &self.name, &text).await?;
         results::fold_merged(&mut self.status, &merged);
         self.status.progress = None;
         self.status.finish_time = Some(self.now.to_rfc3339());
@@ -854,6 +962,15 @@ impl Reconciler<'_> {
                 lost.join(", ")
             )
         };
+        self.compare_with_baseline(&merged).await;
+        if let Some(missed) = self.check_thresholds(&merged) {
+            // The result is kept (persisted above, in the status); only the verdict fails.
+            self.fail(
+                "ThresholdsNotMet",
+                format!("{msg}; thresholds not met: {missed}"),
+            );
+            return Ok(());
+        }
         self.condition(cond::COMPLETE, true, "Succeeded", msg.clone());
         self.set_phase(
             Phase::Succeeded,
@@ -866,20 +983,275 @@ impl Reconciler<'_> {
         Ok(())
     }
 
+    /// One pass of a matrix run: start the next combination's child run once the one before
+    /// it finished, fill the table, and finish when every combination has.
+    async fn sweep(&mut self, m: &benchrun_worker::matrix::Matrix) -> Result<Action> {
+        let (planned, baseline) = match sweep::plan(&self.run.spec, m) {
+            Ok(p) => p,
+            Err(errs) => {
+                let msg = errs.join("; ");
+                self.condition(cond::VALID, false, "InvalidWorkload", msg.clone());
+                self.fail("InvalidWorkload", msg);
+                return Ok(Action::requeue(POLL));
+            }
+        };
+        let n = planned.len();
+        let mut ms = self.status.matrix.clone().unwrap_or_else(|| MatrixStatus {
+            progress: String::new(),
+            total: n as u32,
+            baseline: baseline as u32 + 1,
+            combinations: planned
+                .iter()
+                .enumerate()
+                .map(|(k, p)| CombinationRow {
+                    name: p.combination.to_string(),
+                    run: sweep::child_name(&self.name, k),
+                    ..Default::default()
+                })
+                .collect(),
+        });
+        if self.status.phase == Phase::Pending {
+            self.set_phase(
+                Phase::Running,
+                "Sweeping",
+                format!("{n} combinations, one at a time"),
+            );
+        }
+        let uid = self.run.uid().unwrap_or_default();
+        let runs: Api<BenchmarkRun> = self.api();
+        let mut current = None;
+        'combos: for (k, p) in planned.iter().enumerate() {
+            if ms.combinations[k].phase.is_finished() {
+                continue;
+            }
+            // The combination's children in order (warm-up, repeats): start the first that
+            // does not exist, wait for the first that has not finished.
+            let mut repeats = vec![];
+            for (name, slot) in sweep::slots(&self.name, k, m) {
+                let Some(child) = runs.get_opt(&name).await? else {
+                    let spec = match (slot, m.warmup) {
+                        (sweep::Slot::Warmup, Some(w)) => sweep::warmup_spec(&self.run.spec, p, w),
+                        _ => sweep::child_spec(&self.run.spec, p),
+                    };
+                    let mut child = BenchmarkRun::new(&name, spec);
+                    child.metadata.namespace = Some(self.ns.clone());
+                    child.metadata.owner_references =
+                        self.run.controller_owner_ref(&()).map(|o| vec![o]);
+                    child.metadata.labels =
+                        Some([(sweep::MATRIX_LABEL.to_string(), self.name.clone())].into());
+                    create_if_absent(&runs, &child).await?;
+                    let what = match slot {
+                        sweep::Slot::Warmup => "warm-up".to_string(),
+                        sweep::Slot::Repeat(j) => {
+                            format!("repeat {} of {}", j + 1, m.repeats.max(1))
+                        }
+                    };
+                    self.event(
+                        EventType::Normal,
+                        "CombinationStarted",
+                        format!(
+                            "combination {} of {n} ({}), {what}, as run {name}",
+                            k + 1,
+                            ms.combinations[k].name
+                        ),
+                    );
+                    current = Some(k);
+                    break 'combos;
+                };
+                let ours = child
+                    .owner_references()
+                    .iter()
+                    .any(|o| o.uid == uid && o.controller == Some(true));
+                if !ours {
+                    let msg = format!(
+                        "run {name} exists and is not this run's combination {}: delete or rename it",
+                        k + 1
+                    );
+                    self.fail("NameTaken", msg);
+                    return Ok(Action::requeue(POLL));
+                }
+                let phase = child.status.as_ref().map(|s| s.phase).unwrap_or_default();
+                if !phase.is_finished() {
+                    ms.combinations[k].phase = if phase == Phase::Pending {
+                        Phase::Preparing
+                    } else {
+                        phase
+                    };
+                    current = Some(k);
+                    break 'combos;
+                }
+                // A warm-up is not measured: how it ended does not count.
+                if let sweep::Slot::Repeat(_) = slot {
+                    repeats.push(child);
+                }
+            }
+            // Every child of the combination finished: the median repeat stands for it.
+            ms.combinations[k].runs = repeats.iter().map(|r| r.name_any()).collect();
+            let failed = repeats
+                .iter()
+                .find(|r| r.status.as_ref().map(|s| s.phase) != Some(Phase::Succeeded));
+            let Some(i) = sweep::representative(&repeats) else {
+                continue;
+            };
+            let child = failed.unwrap_or(&repeats[i]).clone();
+            let name = child.name_any();
+            ms.combinations[k].run = name.clone();
+            let phase = child.status.as_ref().map(|s| s.phase).unwrap_or_default();
+            let merged = self
+                .api::<ConfigMap>()
+                .get_opt(&resources::result_cm_name(&name))
+                .await?
+                .and_then(|cm| cm.data?.remove(resources::MERGED_KEY))
+                .and_then(|t| serde_json::from_str::<benchrun_worker::Summary>(&t).ok());
+            sweep::fill_row(&mut ms.combinations[k], &child, merged.as_ref());
+            self.event(
+                EventType::Normal,
+                "CombinationFinished",
+                format!(
+                    "combination {} of {n} ({}): {}",
+                    k + 1,
+                    ms.combinations[k].name,
+                    phase.as_str()
+                ),
+            );
+        }
+        sweep::compare_rows(&mut ms.combinations, baseline);
+        match current {
+            Some(k) => {
+                ms.progress = format!("combination {} of {n}", k + 1);
+                self.status.workers_summary = Some(format!("{k}/{n} combinations"));
+            }
+            None => {
+                ms.progress = format!("{n} combinations done");
+                self.status.workers_summary = Some(format!("{n}/{n} combinations"));
+                let failed: Vec<String> = ms
+                    .combinations
+                    .iter()
+                    .filter(|c| c.phase != Phase::Succeeded)
+                    .map(|c| format!("{} ({})", c.run, c.name))
+                    .collect();
+                if failed.is_empty() {
+                    let msg = format!("{n} combinations finished; the table is in status.matrix");
+                    self.condition(cond::COMPLETE, true, "Succeeded", msg.clone());
+                    self.status.finish_time = Some(self.now.to_rfc3339());
+                    self.set_phase(Phase::Succeeded, "Succeeded", msg);
+                } else {
+                    self.fail(
+                        "CombinationsFailed",
+                        format!(
+                            "{} of {n} combinations did not succeed: {}",
+                            failed.len(),
+                            failed.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        self.status.matrix = Some(ms);
+        Ok(Action::requeue(POLL))
+    }
+
+    /// Evaluate `spec.thresholds` into the status and `ThresholdsMet`; the misses, if any.
+    fn check_thresholds(&mut self, merged: &benchrun_worker::Summary) -> Option<String> {
+        if self.run.spec.thresholds.is_empty() {
+            return None;
+        }
+        let checks = thresholds::evaluate(&self.run.spec.thresholds, merged);
+        let missed: Vec<String> = checks
+            .iter()
+            .filter(|c| !c.met)
+            .map(|c| c.describe())
+            .collect();
+        let n = checks.len();
+        self.status.thresholds = checks;
+        if missed.is_empty() {
+            self.condition(
+                cond::THRESHOLDS_MET,
+                true,
+                "ThresholdsMet",
+                format!("all {n} limits met"),
+            );
+            None
+        } else {
+            let text = missed.join("; ");
+            self.condition(
+                cond::THRESHOLDS_MET,
+                false,
+                "ThresholdsNotMet",
+                text.clone(),
+            );
+            Some(text)
+        }
+    }
+
+    /// Compare with `spec.baselineRef` into the status and `Regressed`. A baseline that cannot
+    /// be read leaves `Regressed=Unknown` with the reason; it never fails the run.
+    async fn compare_with_baseline(&mut self, merged: &benchrun_worker::Summary) {
+        let Some(r) = self.run.spec.baseline_ref.clone() else {
+            return;
+        };
+        let g = self.generation();
+        match baseline::load(&r, &self.api(), &self.api()).await {
+            Ok(base) => {
+                let mut b = baseline::compare(merged, &base, r.tolerance());
+                b.source = r.source();
+                let regressed = !b.regressions.is_empty();
+                let msg = if regressed {
+                    format!(
+                        "against {} (tolerance {}%): {}",
+                        b.source,
+                        b.tolerance_percent,
+                        b.regressions.join("; ")
+                    )
+                } else {
+                    format!(
+                        "within {}% of {} on every op",
+                        b.tolerance_percent, b.source
+                    )
+                };
+                let reason = if regressed {
+                    "Regressed"
+                } else {
+                    "WithinTolerance"
+                };
+                self.condition(cond::REGRESSED, regressed, reason, msg.clone());
+                if regressed {
+                    self.event(EventType::Warning, "Regressed", msg);
+                }
+                self.status.baseline = Some(b);
+            }
+            Err(e) => {
+                state::set_condition_status(
+                    &mut self.status.conditions,
+                    cond::REGRESSED,
+                    "Unknown",
+                    "BaselineUnavailable",
+                    format!("cannot compare: {e}"),
+                    g,
+                    self.now,
+                );
+                self.event(
+                    EventType::Warning,
+                    "BaselineUnavailable",
+                    format!("cannot compare with the baseline: {e}"),
+                );
+            }
+        }
+    }
+
     /// Ask every reachable worker to stop (the run failed); pods go per cleanup policy.
     async fn stop_workers(&self) {
         let Ok(token) = self.token() else { return };
         let Ok(pods) = self.pods().await else { return };
-        for p in pods.values() {
-            if let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) {
-                let c = WorkerClient::new(
-                    self.ctx.http.clone(),
-                    &format!("{ip}:{}", self.ctx.config.agent_port),
-                    &token,
-                );
-                let _ = c.shutdown().await;
-            }
-        }
+        let clients: Vec<_> = pods
+            .values()
+            .filter_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))
+            .map(|ip| self.worker_client(&ip, &token))
+            .collect();
+        fan_out(clients, self.parallelism(), |c| async move {
+            let _ = c.shutdown().await;
+        })
+        .await;
     }
 
     /// Cleanup per policy, then TTL.
@@ -972,10 +1344,17 @@ impl Reconciler<'_> {
 async fn create_if_absent<K>(api: &Api<K>, obj: &K) -> Result<bool>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    <K as Resource>::DynamicType: Default,
 {
     match api.create(&PostParams::default(), obj).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        // The apiserver refused the object itself (a field of the run it was built from):
+        // retrying cannot help, the run must say so.
+        Err(kube::Error::Api(e)) if e.code == 422 => Err(Error::Rejected {
+            what: format!("{} {}", K::kind(&Default::default()), obj.name_any()),
+            message: e.message,
+        }),
         Err(e) => Err(e.into()),
     }
 }
@@ -1061,6 +1440,113 @@ fn humantime_secs(d: Duration) -> String {
     format!("{}s", d.as_secs())
 }
 
+fn humantime_ms(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+/// What became of a worker's summary in [`probe`].
+enum Collected {
+    /// Persisted in its result object: count it.
+    Persisted(Box<benchrun_worker::Summary>),
+    /// Not to be had now (no answer, not ready): ask again.
+    NotYet(String),
+    /// Unusable (kept, not counted): the worker has no result.
+    Invalid(String),
+    /// Fetched but not persisted: not counted, asked for again.
+    PersistFailed(Error),
+}
+
+/// One worker's answer to a pass.
+enum Probe {
+    Unreachable(String),
+    Status {
+        status: benchrun_worker::agent::AgentStatus,
+        collected: Option<Collected>,
+    },
+}
+
+/// Ask one worker where it is; when it is done, fetch its summary, persist it (before anything
+/// counts it) and let the worker exit. Runs concurrently with the other workers' probes, so it
+/// touches no shared state: the reconciler applies the outcome afterwards.
+async fn probe(
+    client: WorkerClient,
+    cms: Api<ConfigMap>,
+    run: &BenchmarkRun,
+    name: String,
+) -> Probe {
+    use benchrun_worker::agent::AgentStage;
+    let status = match client.status().await {
+        Ok(s) => s,
+        Err(e) => return Probe::Unreachable(e),
+    };
+    if status.stage != AgentStage::Done {
+        return Probe::Status {
+            status,
+            collected: None,
+        };
+    }
+    let collected = match client.summary().await {
+        Ok((text, summary)) => match results::persist_worker(&cms, run, &name, &text).await {
+            Ok(()) => {
+                crate::failpoint::hit(crate::failpoint::AFTER_PERSIST);
+                Collected::Persisted(Box::new(summary))
+            }
+            Err(e) => Collected::PersistFailed(e),
+        },
+        Err(SummaryError::Unreachable(e)) => Collected::NotYet(e),
+        // Keep what the worker sent (never counted), then say why this worker has no result
+        // instead of asking until the timeout.
+        Err(SummaryError::Invalid { message, body }) => match body {
+            Some(body) => match results::persist_rejected(&cms, run, &name, &body).await {
+                Ok(()) => Collected::Invalid(message),
+                Err(e) => Collected::PersistFailed(e),
+            },
+            None => Collected::Invalid(message),
+        },
+    };
+    // Collected or given up on: the worker may exit.
+    if matches!(collected, Collected::Persisted(_) | Collected::Invalid(_)) {
+        if let Err(e) = client.shutdown().await {
+            tracing::debug!("shutdown {name}: {e}");
+        }
+    }
+    Probe::Status {
+        status,
+        collected: Some(collected),
+    }
+}
+
+/// The events of one pass, with more than `max` of one reason folded into one event that
+/// counts them and quotes the first few.
+fn group_events(
+    events: &[(EventType, String, String)],
+    max: usize,
+) -> Vec<(EventType, String, String)> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut by_reason: BTreeMap<&str, Vec<&(EventType, String, String)>> = BTreeMap::new();
+    for e in events {
+        if !by_reason.contains_key(e.1.as_str()) {
+            order.push(&e.1);
+        }
+        by_reason.entry(&e.1).or_default().push(e);
+    }
+    let mut out = Vec::new();
+    for reason in order {
+        let group = &by_reason[reason];
+        if group.len() <= max {
+            out.extend(group.iter().map(|e| (*e).clone()));
+            continue;
+        }
+        let first: Vec<&str> = group.iter().take(max).map(|e| e.2.as_str()).collect();
+        out.push((
+            group[0].0,
+            reason.to_string(),
+            format!("{} workers: {}; ...", group.len(), first.join("; ")),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1112,5 +1598,26 @@ mod tests {
             &[tol],
             None
         ));
+    }
+
+    #[test]
+    fn many_events_of_one_reason_become_one() {
+        let ev = |r: &str, n: usize| (EventType::Normal, r.to_string(), format!("note {n}"));
+        let mut events: Vec<_> = (0..8).map(|n| ev("Collected", n)).collect();
+        events.insert(3, ev("Starting", 0));
+        let out = group_events(&events, 5);
+        assert_eq!(
+            out,
+            vec![
+                (
+                    EventType::Normal,
+                    "Collected".to_string(),
+                    "8 workers: note 0; note 1; note 2; note 3; note 4; ...".to_string()
+                ),
+                ev("Starting", 0),
+            ]
+        );
+        let few: Vec<_> = (0..5).map(|n| ev("Collected", n)).collect();
+        assert_eq!(group_events(&few, 5), few);
     }
 }

@@ -54,15 +54,25 @@ pub fn pod_name(run: &str, worker: &str) -> String {
 pub fn claim_name(run: &str, worker: &str) -> String {
     format!("{run}-{worker}-data")
 }
-/// Key under which an unusable answer of a worker is kept (never counted or merged).
-pub fn rejected_key(worker: &str) -> String {
-    format!("rejected-{worker}.json")
+/// One worker's own result ConfigMap: its summary, gzip-compressed (see `results`). One object
+/// per worker, so that no object grows with the number of workers.
+pub fn worker_result_cm_name(run: &str, worker: &str) -> String {
+    format!("{run}-result-{worker}")
 }
-/// Key of one worker's summary in the result ConfigMap.
-pub fn summary_key(worker: &str) -> String {
-    format!("worker-{worker}.json")
+/// Where an unusable answer of a worker is kept (never counted or merged).
+pub fn rejected_cm_name(run: &str, worker: &str) -> String {
+    format!("{run}-rejected-{worker}")
 }
+/// Key of the merged summary (JSON) in the run's result ConfigMap.
 pub const MERGED_KEY: &str = "merged.json";
+/// Key of the gzip-compressed summary JSON in a worker's result ConfigMap (`binaryData`).
+pub const SUMMARY_GZ_KEY: &str = "summary.json.gz";
+/// Key of the gzip-compressed rejected answer in a worker's rejected ConfigMap.
+pub const REJECTED_GZ_KEY: &str = "rejected.json.gz";
+/// Label on per-worker result objects: `summary` (counted) or `rejected` (kept, not counted).
+pub const RESULT_LABEL: &str = "benchrun.dev/result";
+pub const RESULT_SUMMARY: &str = "summary";
+pub const RESULT_REJECTED: &str = "rejected";
 
 /// The per-run control token: HMAC-SHA256(operator key, run UID), hex. Derived, not stored in
 /// the operator, so a restarted operator can talk to the workers of runs it did not start,
@@ -75,6 +85,11 @@ pub fn worker_token(key: &[u8], run_uid: &str) -> String {
 fn owner(run: &BenchmarkRun) -> Result<OwnerReference> {
     run.controller_owner_ref(&())
         .ok_or_else(|| Error::Invalid("the run has no uid yet".into()))
+}
+
+/// Metadata of an object the run owns: its namespace, the run's labels, the run as owner.
+pub fn owned_meta(run: &BenchmarkRun, name: String) -> Result<ObjectMeta> {
+    meta(run, name)
 }
 
 fn meta(run: &BenchmarkRun, name: String) -> Result<ObjectMeta> {
@@ -123,6 +138,36 @@ pub fn result_config_map(run: &BenchmarkRun) -> Result<ConfigMap> {
     Ok(ConfigMap {
         metadata: meta(run, result_cm_name(&run.name_any()))?,
         data: Some(BTreeMap::new()),
+        ..Default::default()
+    })
+}
+
+/// A worker's result object: `key` holds `gz` (gzip-compressed JSON) in `binaryData`; labelled
+/// with the run, the worker and `kind` (`RESULT_SUMMARY` or `RESULT_REJECTED`) so that the
+/// operator can list what is persisted without reading the bodies.
+pub fn worker_result_config_map(
+    run: &BenchmarkRun,
+    worker: &str,
+    kind: &str,
+    key: &str,
+    gz: Vec<u8>,
+) -> Result<ConfigMap> {
+    let name = if kind == RESULT_REJECTED {
+        rejected_cm_name(&run.name_any(), worker)
+    } else {
+        worker_result_cm_name(&run.name_any(), worker)
+    };
+    let mut metadata = meta(run, name)?;
+    if let Some(l) = metadata.labels.as_mut() {
+        l.insert(WORKER_LABEL.into(), worker.into());
+        l.insert(RESULT_LABEL.into(), kind.into());
+    }
+    Ok(ConfigMap {
+        metadata,
+        binary_data: Some(BTreeMap::from([(
+            key.to_string(),
+            k8s_openapi::ByteString(gz),
+        )])),
         ..Default::default()
     })
 }

@@ -1,23 +1,222 @@
-//! Results: each worker's summary is written to the run's result ConfigMap the moment it is
-//! collected (`worker-<name>.json`), before the status says "collected", so an operator restart
-//! or a pod lost afterwards loses nothing and a summary is never counted twice (one key per
-//! worker). The merge reads them back, adds the histograms and stores `merged.json`.
+//! Results: each worker's summary is written to its own ConfigMap (`<run>-result-<worker>`,
+//! gzip-compressed JSON in `binaryData`) the moment it is collected, before the status says
+//! "collected". So an operator restart or a pod lost afterwards loses nothing, a summary is
+//! never counted twice (one object per worker, created once), and no object grows with the
+//! number of workers: a run of 1,000 workers writes 1,000 objects of one summary each, not one
+//! object of 1,000 summaries (which the API server's ~1 MiB object limit refuses at a few
+//! dozen). The merge reads them back page by page, adds the histograms and stores the merged
+//! summary, the size of one summary, as `merged.json` in the run's result ConfigMap.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
 
 use benchrun_worker::Summary;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams};
-use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
 
-use crate::crd::{BenchmarkRunStatus, WorkerStatus};
-use crate::resources::{result_cm_name, summary_key, MANAGER, MERGED_KEY};
+use crate::crd::{BenchmarkRun, BenchmarkRunStatus, WorkerStatus};
+use crate::resources::{
+    self, result_cm_name, worker_result_cm_name, MANAGER, MERGED_KEY, RESULT_LABEL,
+    RESULT_REJECTED, RESULT_SUMMARY, RUN_LABEL, SUMMARY_GZ_KEY, WORKER_LABEL,
+};
 use crate::state;
 use crate::{Error, Result};
 
-/// Store one document under `key` in the result ConfigMap (a merge patch: other keys stay).
-pub async fn persist(cms: &Api<ConfigMap>, run: &str, key: &str, json: &str) -> Result<()> {
-    let patch = serde_json::json!({ "data": { key: json } });
+pub const MERGED: &str = MERGED_KEY;
+
+/// Largest decompressed summary accepted from a result object: far above what a worker sends
+/// (`client::MAX_SUMMARY_BYTES`), low enough that a forged object cannot exhaust memory.
+const MAX_DECOMPRESSED: u64 = 64 << 20;
+/// Result objects read per list request while merging: bounds the memory held at once.
+const MERGE_PAGE: u32 = 50;
+/// Objects per page when listing only the metadata of what is persisted.
+const LIST_PAGE: u32 = 500;
+
+/// gzip of `text` (writing to a `Vec` cannot fail).
+pub fn gzip(text: &str) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let _ = enc.write_all(text.as_bytes());
+    enc.finish().unwrap_or_default()
+}
+
+/// The text inside a gzip body, refused past [`MAX_DECOMPRESSED`] bytes.
+pub fn gunzip(gz: &[u8]) -> std::result::Result<String, String> {
+    let mut out = String::new();
+    flate2::read::GzDecoder::new(gz)
+        .take(MAX_DECOMPRESSED + 1)
+        .read_to_string(&mut out)
+        .map_err(|e| format!("not gzip-compressed UTF-8: {e}"))?;
+    if out.len() as u64 > MAX_DECOMPRESSED {
+        return Err(format!("larger than {MAX_DECOMPRESSED} bytes uncompressed"));
+    }
+    Ok(out)
+}
+
+fn selector(run: &str, kind: &str) -> String {
+    format!("{RUN_LABEL}={run},{RESULT_LABEL}={kind}")
+}
+
+/// Create `cm`; one that exists already is the same worker's answer, persisted by an earlier
+/// pass (a worker answers the same summary every time), so it is kept as it is.
+async fn create_once(cms: &Api<ConfigMap>, cm: &ConfigMap) -> Result<()> {
+    match cms.create(&PostParams::default(), cm).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Persist one worker's summary (its JSON text as the worker sent it) in its own object.
+pub async fn persist_worker(
+    cms: &Api<ConfigMap>,
+    run: &BenchmarkRun,
+    worker: &str,
+    json: &str,
+) -> Result<()> {
+    let cm = resources::worker_result_config_map(
+        run,
+        worker,
+        RESULT_SUMMARY,
+        SUMMARY_GZ_KEY,
+        gzip(json),
+    )?;
+    create_once(cms, &cm).await
+}
+
+/// Keep an unusable answer of a worker (never counted or merged).
+pub async fn persist_rejected(
+    cms: &Api<ConfigMap>,
+    run: &BenchmarkRun,
+    worker: &str,
+    body: &str,
+) -> Result<()> {
+    let cm = resources::worker_result_config_map(
+        run,
+        worker,
+        RESULT_REJECTED,
+        resources::REJECTED_GZ_KEY,
+        gzip(body),
+    )?;
+    create_once(cms, &cm).await
+}
+
+/// Whether `cm` belongs to this incarnation of the run (a re-created run of the same name must
+/// not count the old one's results).
+fn owned(cm: &impl ResourceExt, run: &BenchmarkRun) -> bool {
+    cm.owner_references()
+        .iter()
+        .any(|o| Some(&o.uid) == run.metadata.uid.as_ref())
+}
+
+/// The workers whose summaries are persisted: metadata only, page by page.
+pub async fn persisted_workers(
+    cms: &Api<ConfigMap>,
+    run: &BenchmarkRun,
+) -> Result<BTreeSet<String>> {
+    let mut out = BTreeSet::new();
+    let mut lp = ListParams::default()
+        .labels(&selector(&run.name_any(), RESULT_SUMMARY))
+        .limit(LIST_PAGE);
+    loop {
+        let page = cms.list_metadata(&lp).await?;
+        for m in &page.items {
+            if owned(m, run) {
+                if let Some(w) = m.labels().get(WORKER_LABEL) {
+                    out.insert(w.clone());
+                }
+            }
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp = lp.continue_token(&c),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The summary JSON inside a worker's result object.
+fn summary_text(cm: &ConfigMap) -> std::result::Result<String, String> {
+    let gz = cm
+        .binary_data
+        .as_ref()
+        .and_then(|d| d.get(SUMMARY_GZ_KEY))
+        .ok_or_else(|| format!("{} has no {SUMMARY_GZ_KEY}", cm.name_any()))?;
+    gunzip(&gz.0).map_err(|e| format!("{}: {e}", cm.name_any()))
+}
+
+/// One worker's persisted summary JSON, if there is one.
+pub async fn load_worker(
+    cms: &Api<ConfigMap>,
+    run: &BenchmarkRun,
+    worker: &str,
+) -> Result<Option<String>> {
+    let Some(cm) = cms
+        .get_opt(&worker_result_cm_name(&run.name_any(), worker))
+        .await?
+    else {
+        return Ok(None);
+    };
+    if !owned(&cm, run) {
+        return Ok(None);
+    }
+    summary_text(&cm).map(Some).map_err(Error::Result)
+}
+
+/// Parse and check one persisted summary.
+pub fn parse(worker: &str, text: &str) -> Result<Summary> {
+    serde_json::from_str(text).map_err(|e| {
+        Error::Result(format!(
+            "the summary of worker {worker} is not a summary: {e}"
+        ))
+    })
+}
+
+/// Merge the persisted summaries of exactly `workers`, reading them [`MERGE_PAGE`] objects at a
+/// time and folding each page into the running merge, so memory holds one page, not the run.
+/// `Error::Result` means the data does not merge (retrying will not help); `Error::Kube` that
+/// the API server could not be read.
+pub async fn merge_persisted(
+    cms: &Api<ConfigMap>,
+    run: &BenchmarkRun,
+    workers: &[&str],
+) -> Result<Summary> {
+    let want: BTreeSet<&str> = workers.iter().copied().collect();
+    let mut seen = BTreeSet::new();
+    let mut acc: Option<Summary> = None;
+    let mut lp = ListParams::default()
+        .labels(&selector(&run.name_any(), RESULT_SUMMARY))
+        .limit(MERGE_PAGE);
+    loop {
+        let page = cms.list(&lp).await?;
+        let mut parts: Vec<Summary> = acc.take().into_iter().collect();
+        for cm in &page.items {
+            let Some(w) = cm.labels().get(WORKER_LABEL) else {
+                continue;
+            };
+            if !owned(cm, run) || !want.contains(w.as_str()) || !seen.insert(w.clone()) {
+                continue;
+            }
+            let text = summary_text(cm).map_err(Error::Result)?;
+            parts.push(parse(w, &text)?);
+        }
+        if !parts.is_empty() {
+            acc = Some(Summary::merge(&parts).map_err(|e| Error::Result(e.to_string()))?);
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp = lp.continue_token(&c),
+            None => break,
+        }
+    }
+    if let Some(w) = want.iter().find(|w| !seen.contains(**w)) {
+        return Err(Error::Result(format!("no summary for worker {w}")));
+    }
+    acc.ok_or_else(|| Error::Result("no workers to merge".into()))
+}
+
+/// Store the merged summary as `merged.json` in the run's result ConfigMap (a merge patch:
+/// other keys stay).
+pub async fn persist_merged(cms: &Api<ConfigMap>, run: &str, json: &str) -> Result<()> {
+    let patch = serde_json::json!({ "data": { MERGED_KEY: json } });
     cms.patch(
         &result_cm_name(run),
         &PatchParams {
@@ -30,35 +229,17 @@ pub async fn persist(cms: &Api<ConfigMap>, run: &str, key: &str, json: &str) -> 
     Ok(())
 }
 
-/// The worker summaries already persisted, by worker name.
-pub fn collected(cm: Option<&ConfigMap>) -> BTreeMap<String, String> {
-    cm.and_then(|c| c.data.as_ref())
-        .map(|d| {
-            d.iter()
-                .filter_map(|(k, v)| {
-                    let w = k.strip_prefix("worker-")?.strip_suffix(".json")?;
-                    Some((w.to_string(), v.clone()))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// The merged summary of a finished run (`merged.json` in its result ConfigMap), if any: what
+/// baselines and comparisons are built on.
+pub async fn load_merged(cms: &Api<ConfigMap>, run: &str) -> Result<Option<Summary>> {
+    let Some(cm) = cms.get_opt(&result_cm_name(run)).await? else {
+        return Ok(None);
+    };
+    let Some(text) = cm.data.as_ref().and_then(|d| d.get(MERGED_KEY)) else {
+        return Ok(None);
+    };
+    parse("merged", text).map(Some)
 }
-
-/// Parse the persisted summaries of `workers` and merge them exactly.
-pub fn merge(persisted: &BTreeMap<String, String>, workers: &[&str]) -> Result<Summary> {
-    let mut parts = Vec::new();
-    for w in workers {
-        let text = persisted
-            .get(*w)
-            .ok_or_else(|| Error::Result(format!("no summary for worker {w}")))?;
-        let s: Summary = serde_json::from_str(text)
-            .map_err(|e| Error::Result(format!("{} is not a summary: {e}", summary_key(w))))?;
-        parts.push(s);
-    }
-    Summary::merge(&parts).map_err(|e| Error::Result(e.to_string()))
-}
-
-pub const MERGED: &str = MERGED_KEY;
 
 /// Fill a worker's figures from its own summary.
 pub fn fold_worker(w: &mut WorkerStatus, s: &Summary) {
@@ -80,4 +261,146 @@ pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
         status.p99 = Some(format!("{:.3}ms", all.p99_ms));
     }
     status.start_skew_ms = state::start_skew_ms(&status.workers);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchrun_worker::stats::{Latency, OpStats, ProcessStats, Second, SUMMARY_VERSION};
+    use benchrun_worker::OpKind;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    /// xorshift: a fixed, dependency-free stream of "measured" values.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// A worker's summary of a one-hour run: five ops with wide latency histograms (every
+    /// bucket from 50 µs to 200 ms is hit) and a per-second timeline of 3,600 entries with
+    /// varying counts, i.e. the largest summary a realistic run sends.
+    fn hour_summary(id: &str, seed: u64) -> Summary {
+        let mut rng = Rng(seed);
+        let mut ops = BTreeMap::new();
+        for op in OpKind::ALL {
+            let mut s = OpStats {
+                count: 0,
+                requests: 0,
+                ..Default::default()
+            };
+            let mut lat = Latency::default();
+            for _ in 0..200_000 {
+                let us = 50 + rng.next() % 200_000;
+                lat.record(Duration::from_micros(us));
+                s.count += 1;
+                s.requests += 2;
+                s.bytes += 16 << 10;
+            }
+            s.latency = lat;
+            ops.insert(op, s);
+        }
+        let timeline = (0..3600)
+            .map(|second| Second {
+                second,
+                ops: 20_000 + rng.next() % 20_000,
+                bytes: 300_000_000 + rng.next() % 300_000_000,
+                errors: rng.next() % 3,
+                latency_sum_us: 40_000_000 + rng.next() % 40_000_000,
+            })
+            .collect();
+        let s = Summary {
+            version: SUMMARY_VERSION,
+            target: "s3://bucket/prefix".into(),
+            workers: 1,
+            worker_ids: vec![id.into()],
+            started_at: chrono::Utc::now(),
+            elapsed_seconds: 3600.0,
+            stopped_by: "duration".into(),
+            ops,
+            report: BTreeMap::new(),
+            timeline,
+            process: ProcessStats::default(),
+            prepare: None,
+            pre_stat: None,
+            cleanup: None,
+            partial: false,
+        };
+        // Fills `report` as a worker's summary has it.
+        Summary::merge(&[s]).expect("one summary merges")
+    }
+
+    #[test]
+    fn gzip_round_trip_and_refusals() {
+        let text = "{\"a\": 1}".repeat(1000);
+        assert_eq!(gunzip(&gzip(&text)).unwrap(), text);
+        assert!(gunzip(b"not gzip").unwrap_err().contains("not gzip"));
+    }
+
+    /// A one-hour per-second summary fits its own object with room to spare (measured here:
+    /// the figures are printed with `--nocapture`), and the merged summary of many workers is
+    /// the size of one summary, not of the fleet.
+    #[test]
+    fn hour_long_summary_fits_one_object() {
+        let s = hour_summary("w0", 0x9e37_79b9_7f4a_7c15);
+        let json = serde_json::to_string(&s).unwrap();
+        let gz = gzip(&json);
+        let run = crate::crd::BenchmarkRun {
+            metadata: kube::api::ObjectMeta {
+                name: Some("a-run-with-a-long-name-of-forty-characters".into()),
+                namespace: Some("benchmarks".into()),
+                uid: Some("0b0c4a3e-1d2e-4f5a-8b9c-0d1e2f3a4b5c".into()),
+                ..Default::default()
+            },
+            spec: serde_yaml::from_str(
+                "workload: {target: 'file:///data', duration: 1h, ops: [{op: get, weight: 1}]}",
+            )
+            .unwrap(),
+            status: None,
+        };
+        let cm = resources::worker_result_config_map(
+            &run,
+            "w999",
+            RESULT_SUMMARY,
+            SUMMARY_GZ_KEY,
+            gz.clone(),
+        )
+        .unwrap();
+        let object = serde_json::to_vec(&cm).unwrap().len();
+        println!(
+            "one-hour summary: {} bytes JSON, {} bytes gzip, {object} bytes as a ConfigMap",
+            json.len(),
+            gz.len()
+        );
+        assert!(
+            json.len() < crate::client::MAX_SUMMARY_BYTES,
+            "{} bytes",
+            json.len()
+        );
+        // A quarter of the ~1 MiB object limit: room for longer timelines and more ops.
+        assert!(object < 256 << 10, "{object} bytes");
+        assert_eq!(
+            gunzip(&cm.binary_data.unwrap()[SUMMARY_GZ_KEY].0).unwrap(),
+            json
+        );
+
+        let parts: Vec<Summary> = (0..8)
+            .map(|i| hour_summary(&format!("w{i}"), 7 + i))
+            .collect();
+        let merged = serde_json::to_string(&Summary::merge(&parts).unwrap()).unwrap();
+        println!("merged of 8: {} bytes JSON", merged.len());
+        // The merged document does not hold the summaries side by side: it grows only by the
+        // worker ids and the digits of the summed counts (8 workers: about +11%).
+        assert!(
+            merged.len() < json.len() * 5 / 4,
+            "{} vs {}",
+            merged.len(),
+            json.len()
+        );
+    }
 }

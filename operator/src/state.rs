@@ -25,6 +25,9 @@ pub mod worker_phase {
 
 /// Condition types.
 pub mod cond {
+    /// Every start request was answered before the common start time (False: raise
+    /// `startDelay`; the skew then includes the late workers).
+    pub const START_ON_TIME: &str = "StartRequestsOnTime";
     pub const VALID: &str = "Valid";
     pub const SCHEDULED: &str = "WorkersScheduled";
     pub const READY: &str = "WorkersReady";
@@ -32,6 +35,8 @@ pub mod cond {
     pub const COMPLETE: &str = "Complete";
     pub const LOST: &str = "WorkersLost";
     pub const CLEANED_UP: &str = "CleanedUp";
+    pub const THRESHOLDS_MET: &str = "ThresholdsMet";
+    pub const REGRESSED: &str = "Regressed";
 }
 
 /// How long a worker pod may stay unschedulable before the run fails. Long enough to ride out
@@ -176,7 +181,21 @@ pub fn set_condition(
     generation: Option<i64>,
     now: DateTime<Utc>,
 ) {
-    let status = if status { "True" } else { "False" }.to_string();
+    let status = if status { "True" } else { "False" };
+    set_condition_status(conds, type_, status, reason, message, generation, now);
+}
+
+/// [`set_condition`] with the status as Kubernetes writes it (`True`, `False`, `Unknown`).
+pub fn set_condition_status(
+    conds: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) {
+    let status = status.to_string();
     let message = message.into();
     match conds.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
@@ -267,11 +286,18 @@ fn round2(x: f64) -> f64 {
 
 /// The run's deadline, measured from its creation.
 pub fn timeout(spec: &BenchmarkRunSpec) -> Duration {
-    match (spec.timeout, spec.workload.duration) {
-        (Some(t), _) => t.0,
+    let one = match (spec.timeout, spec.workload.duration) {
+        (Some(t), _) => return t.0,
         (None, Some(d)) => d.0.saturating_add(Duration::from_secs(600)),
         (None, None) => Duration::from_secs(3600),
-    }
+    };
+    // A matrix runs its child runs one after another (per combination: the warm-up, if any,
+    // and each repeat), each with its own default deadline.
+    let n = spec.matrix.as_ref().map_or(1, |m| {
+        let per = m.repeats.max(1) as usize + usize::from(m.warmup.is_some());
+        m.combinations().saturating_mul(per)
+    });
+    one.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 /// `n/total` for the printer column: workers past the given phases.
@@ -291,6 +317,36 @@ pub fn workers_summary(workers: &[WorkerStatus]) -> String {
     } else {
         format!("{ok}/{}", workers.len())
     }
+}
+
+/// How many workers are in each phase.
+pub fn phase_counts(workers: &[WorkerStatus]) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    for w in workers {
+        *out.entry(w.phase.clone()).or_insert(0) += 1;
+    }
+    out
+}
+
+/// Start requests sent at once per wave are answered within this on a healthy network (a
+/// local round trip is a few milliseconds; this leaves room for a loaded API-server node).
+pub const START_WAVE_BUDGET: Duration = Duration::from_millis(200);
+/// Fixed part of the start budget: writing the start time to the status before sending.
+pub const START_BASE_BUDGET: Duration = Duration::from_secs(1);
+/// Default `startDelay` for small fleets.
+pub const DEFAULT_START_DELAY: Duration = Duration::from_secs(5);
+
+/// Time the start requests to `workers` need at `parallelism` requests in flight: the status
+/// write plus one wave budget per `parallelism` workers.
+pub fn start_budget(workers: usize, parallelism: usize) -> Duration {
+    let waves = workers.div_ceil(parallelism.max(1)) as u32;
+    START_BASE_BUDGET + START_WAVE_BUDGET * waves
+}
+
+/// `startDelay` when the run sets none: 5 s, or twice the start budget for large fleets, so
+/// that the last start request still arrives before the common start time.
+pub fn default_start_delay(workers: usize, parallelism: usize) -> Duration {
+    DEFAULT_START_DELAY.max(start_budget(workers, parallelism) * 2)
 }
 
 /// `1234 op/s, 56.7 MiB/s` for the printer column.
@@ -626,5 +682,29 @@ mod tests {
             "1/2 (1 lost)"
         );
         assert_eq!(throughput_text(1234.4, Some(5.55)), "1234 op/s, 5.5 MiB/s");
+    }
+
+    #[test]
+    fn start_budget_grows_with_the_fleet() {
+        assert_eq!(start_budget(2, 64), Duration::from_millis(1200));
+        assert_eq!(start_budget(64, 64), Duration::from_millis(1200));
+        assert_eq!(start_budget(65, 64), Duration::from_millis(1400));
+        assert_eq!(start_budget(1000, 64), Duration::from_millis(4200));
+        assert_eq!(start_budget(1000, 1), Duration::from_millis(201_000));
+        // Parallelism 0 is treated as 1 rather than dividing by zero.
+        assert_eq!(start_budget(3, 0), Duration::from_millis(1600));
+        assert_eq!(default_start_delay(2, 64), Duration::from_secs(5));
+        assert_eq!(default_start_delay(1000, 64), Duration::from_millis(8400));
+        assert_eq!(default_start_delay(1000, 16), Duration::from_millis(27_200));
+    }
+
+    #[test]
+    fn phase_counts_by_phase() {
+        let ws = [w("a", "Running"), w("b", "Running"), w("c", "Lost")];
+        assert_eq!(
+            phase_counts(&ws),
+            BTreeMap::from([("Lost".to_string(), 1), ("Running".to_string(), 2)])
+        );
+        assert!(phase_counts(&[]).is_empty());
     }
 }

@@ -56,7 +56,7 @@ async fn agent_runs_from_start_time_and_serves_summary() {
         dir.display()
     );
     let (_agent, addr, task) = spawn_agent(&yaml, "tok").await;
-    let http = WorkerClient::http();
+    let http = WorkerClient::http(std::time::Duration::from_secs(10));
 
     // Wrong or missing token: 401, and the run does not start.
     let bad = WorkerClient::new(http.clone(), &addr, "nope");
@@ -134,7 +134,11 @@ async fn agent_reports_a_bad_target() {
     // A directory that cannot be created: /proc does not take new entries.
     let yaml = "target: file:///proc/benchrun-nope\ntotalOps: 10\nops: [{op: get}]\ndataset: {objects: 2, size: 4KiB}\n";
     let (_agent, addr, task) = spawn_agent(yaml, "tok").await;
-    let c = WorkerClient::new(WorkerClient::http(), &addr, "tok");
+    let c = WorkerClient::new(
+        WorkerClient::http(std::time::Duration::from_secs(10)),
+        &addr,
+        "tok",
+    );
     let st = wait_stage(&c, AgentStage::Failed).await;
     let err = st.error.expect("error message");
     assert!(err.contains("/proc/benchrun-nope"), "{err}");
@@ -157,7 +161,11 @@ async fn shutdown_interrupts_a_running_stage() {
         dir.display()
     );
     let (_agent, addr, task) = spawn_agent(&yaml, "tok").await;
-    let c = WorkerClient::new(WorkerClient::http(), &addr, "tok");
+    let c = WorkerClient::new(
+        WorkerClient::http(std::time::Duration::from_secs(10)),
+        &addr,
+        "tok",
+    );
     wait_stage(&c, AgentStage::Ready).await;
     c.start(Utc::now()).await.expect("start");
     wait_stage(&c, AgentStage::Running).await;
@@ -210,7 +218,11 @@ async fn oversized_worker_answers_are_refused_before_parsing() {
     let big = vec![b' '; benchrun_operator::client::MAX_SUMMARY_BYTES + 1];
     for chunked in [false, true] {
         let addr = serve_body(big.clone(), chunked).await;
-        let c = WorkerClient::new(WorkerClient::http(), &addr, "t");
+        let c = WorkerClient::new(
+            WorkerClient::http(std::time::Duration::from_secs(10)),
+            &addr,
+            "t",
+        );
         match c.summary().await {
             Err(benchrun_operator::client::SummaryError::Invalid {
                 message,
@@ -230,7 +242,11 @@ async fn oversized_worker_answers_are_refused_before_parsing() {
 async fn an_unusable_summary_is_invalid_not_retried_and_its_body_kept() {
     use benchrun_operator::client::SummaryError;
     let addr = serve_body(br#"{"not": "a summary"}"#.to_vec(), false).await;
-    let c = WorkerClient::new(WorkerClient::http(), &addr, "t");
+    let c = WorkerClient::new(
+        WorkerClient::http(std::time::Duration::from_secs(10)),
+        &addr,
+        "t",
+    );
     match c.summary().await {
         Err(SummaryError::Invalid { message, body }) => {
             assert!(message.contains("not a summary"), "{message}");
@@ -242,9 +258,66 @@ async fn an_unusable_summary_is_invalid_not_retried_and_its_body_kept() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = closed.local_addr().unwrap().to_string();
     drop(closed);
-    let c = WorkerClient::new(WorkerClient::http(), &addr, "t");
+    let c = WorkerClient::new(
+        WorkerClient::http(std::time::Duration::from_secs(10)),
+        &addr,
+        "t",
+    );
     assert!(matches!(
         c.summary().await,
         Err(SummaryError::Unreachable(_))
     ));
+}
+
+/// Workers that accept connections and never answer (a hung agent) cost one timeout together,
+/// not one each: the calls go out through `fan_out` side by side, and the live worker's answer
+/// is not held up behind them.
+#[tokio::test]
+async fn hung_workers_cost_one_timeout_not_one_each() {
+    use benchrun_operator::client::fan_out;
+    const HUNG: usize = 8;
+    const TIMEOUT: Duration = Duration::from_millis(1000);
+    let dir = scratch("fanout");
+    let yaml = format!(
+        "target: file://{}\ntotalOps: 50\nconcurrency: 1\nops: [{{op: get, weight: 1}}]\nobjectSize: 4KiB\ndataset: {{objects: 4}}\n",
+        dir.display()
+    );
+    let (_agent, live, _task) = spawn_agent(&yaml, "tok").await;
+    // Hung agents: the listeners stay open (connections are accepted by the kernel) and
+    // nothing ever reads or answers.
+    let mut hung = Vec::new();
+    let mut addrs = vec![live.clone()];
+    for _ in 0..HUNG {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addrs.push(l.local_addr().unwrap().to_string());
+        hung.push(l);
+    }
+    let http = WorkerClient::http(TIMEOUT);
+    let clients: Vec<_> = addrs
+        .iter()
+        .map(|a| (a.clone(), WorkerClient::new(http.clone(), a, "tok")))
+        .collect();
+    let t0 = std::time::Instant::now();
+    let answers = fan_out(
+        clients,
+        64,
+        |(addr, c)| async move { (addr, c.status().await) },
+    )
+    .await;
+    let took = t0.elapsed();
+    assert_eq!(answers.len(), HUNG + 1);
+    for (addr, r) in &answers {
+        if *addr == live {
+            assert_eq!(r.as_ref().expect("the live worker answers").worker_id, "w0");
+        } else {
+            let e = r.as_ref().expect_err("a hung worker times out");
+            assert!(e.contains("timed out"), "{e}");
+        }
+    }
+    // One after another the hung workers alone would take HUNG timeouts (8 s).
+    assert!(
+        took < TIMEOUT * 4,
+        "{HUNG} hung workers took {took:?} at parallelism 64"
+    );
+    drop(hung);
 }

@@ -63,13 +63,7 @@ async fn per_node_run_merges_exactly_and_cleans_up() {
 
     // Per-op counts are the sums of the workers'; p99 is that of the merged histograms.
     let data = result_data(&env, "pn").await;
-    let parts: Vec<Summary> = st
-        .workers
-        .iter()
-        .map(|w| {
-            serde_json::from_str(&data[&resources::summary_key(&w.name)]).expect("worker summary")
-        })
-        .collect();
+    let parts: Vec<Summary> = worker_summaries(&env, &run).await;
     let merged: Summary = serde_json::from_str(&data[resources::MERGED_KEY]).expect("merged");
     let again = Summary::merge(&parts).expect("merge");
     for (op, stats) in &merged.ops {
@@ -253,25 +247,91 @@ async fn operator_restart_mid_run_collects_each_worker_once() {
     let env = env("op-restart").await;
     let op = spawn_operator(&env);
     let api = create_run(&env, "rs", &per_node("10s", "")).await;
-    wait_for(&api, "rs", Duration::from_secs(120), "Running", |r| {
+    let running = wait_for(&api, "rs", Duration::from_secs(120), "Running", |r| {
         phase(r) == Phase::Running
     })
     .await;
     op.abort();
     let _ = op.await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Away until the workers' measured stage has ended (the common start time plus the 10 s
+    // duration), so the new operator finds finished workers it did not start.
+    let start = running
+        .status
+        .and_then(|s| s.start_time)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(&t).ok())
+        .expect("the start time is in the status once Running");
+    let end = start + chrono::Duration::seconds(10);
+    if let Ok(wait) = (end - chrono::Utc::now().fixed_offset()).to_std() {
+        tokio::time::sleep(wait + Duration::from_millis(500)).await;
+    }
     let _op = spawn_operator(&env);
     let run = wait_for(&api, "rs", Duration::from_secs(120), "finished", finished).await;
     let st = run.status.clone().expect("status");
     assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
     let data = result_data(&env, "rs").await;
-    let mut keys: Vec<_> = data.keys().cloned().collect();
-    keys.sort();
-    assert_eq!(keys, ["merged.json", "worker-w0.json", "worker-w1.json"]);
+    let keys: Vec<_> = data.keys().cloned().collect();
+    assert_eq!(keys, ["merged.json"]);
+    assert_eq!(
+        result_objects(&env, "rs", resources::RESULT_SUMMARY).await,
+        ["rs-result-w0", "rs-result-w1"]
+    );
+    assert!(result_objects(&env, "rs", resources::RESULT_REJECTED)
+        .await
+        .is_empty());
     let merged: Summary = serde_json::from_str(&data["merged.json"]).unwrap();
     let mut ids = merged.worker_ids.clone();
     ids.sort();
     assert_eq!(ids, ["w0", "w1"], "exactly one result per worker");
+}
+
+/// The operator crashes exactly after persisting a worker's summary and before any status
+/// counts it (a failpoint panics there, ending the controller as a crash would). A new
+/// operator finds the persisted summary, counts it once, collects the other worker, and the
+/// merged result has each worker exactly once.
+#[tokio::test]
+async fn operator_crash_between_persist_and_status_counts_each_worker_once() {
+    let env = env("op-crash").await;
+    benchrun_operator::failpoint::arm(benchrun_operator::failpoint::AFTER_PERSIST);
+    let op = spawn_operator(&env);
+    let api = create_run(&env, "cr", &per_node("3s", "cleanup: Always")).await;
+    // The controller ends with the failpoint's panic once the first summary is persisted.
+    let ended = tokio::time::timeout(Duration::from_secs(150), op)
+        .await
+        .expect("the operator reached the failpoint");
+    let panic = ended.expect_err("the operator crashed").into_panic();
+    let msg = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(msg.contains("failpoint after-persist"), "{msg}");
+    // At the crash: a summary persisted, none counted.
+    let persisted = result_objects(&env, "cr", resources::RESULT_SUMMARY).await;
+    assert!(
+        !persisted.is_empty(),
+        "a summary was persisted before the crash"
+    );
+    let run = api.get("cr").await.expect("run");
+    let workers = run.status.clone().unwrap_or_default().workers;
+    assert!(
+        workers.iter().all(|w| w.phase != "Collected"),
+        "nothing counted before the crash: {workers:#?}"
+    );
+
+    let _op = spawn_operator(&env);
+    let run = wait_for(&api, "cr", Duration::from_secs(120), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    assert!(st.workers.iter().all(|w| w.phase == "Collected"), "{st:#?}");
+    assert_eq!(
+        result_objects(&env, "cr", resources::RESULT_SUMMARY).await,
+        ["cr-result-w0", "cr-result-w1"]
+    );
+    // Counts are the sums of the two workers', p99 that of their merged histograms.
+    let (merged, _) = check_merged(&env, &run, 2).await;
+    let mut ids = merged.worker_ids.clone();
+    ids.sort();
+    assert_eq!(ids, ["w0", "w1"], "each worker exactly once");
 }
 
 async fn delete_worker_mid_run(policy: &str) -> BenchmarkRun {
@@ -362,4 +422,40 @@ volume: {claimName: no-such-claim}
     assert_eq!(phase(&run), Phase::Failed);
     let c = condition(&run, "Complete").expect("Complete condition");
     assert!(c.message.contains("no-such-claim"), "{c:?}");
+}
+
+/// The counting layer the operator's client is built with sees every request, by verb, on the
+/// real API server (bench/scale.sh divides these by the number of workers).
+#[tokio::test]
+async fn api_requests_are_counted_by_verb() {
+    use benchrun_operator::apicount::CountLayer;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let env = env("op-apicount").await;
+    let counter = prometheus::IntCounterVec::new(prometheus::Opts::new("requests", "t"), &["verb"])
+        .expect("counter");
+    let path = benchrun_test_support::cluster::kubeconfig_path();
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("client")
+        .with_layer(&CountLayer(counter.clone()))
+        .build();
+    let cms: Api<ConfigMap> = Api::namespaced(client, env.ns.name());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("counted".into());
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    cms.get("counted").await.expect("get");
+    cms.list(&Default::default()).await.expect("list");
+    cms.delete("counted", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let n = |verb: &str| counter.with_label_values(&[verb]).get();
+    assert_eq!(
+        (n("create"), n("get"), n("delete"), n("watch"), n("patch")),
+        (1, 2, 1, 0, 0)
+    );
 }

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use benchrun_operator::crd::Phase;
+use benchrun_operator::crd::{BenchmarkRun, Phase};
 use benchrun_test_support::{cluster, pods, NODES};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
@@ -396,4 +396,82 @@ ttlSecondsAfterFinished: {TTL}
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     panic!("the run's ConfigMaps or token Secret still present 60 s after it was deleted");
+}
+
+/// MinIO itself is stopped while a run reads from it, and started again (its data stays). The
+/// worker counts the outage as errors by kind and goes on; once MinIO is back its GETs succeed
+/// again; the run ends Succeeded with its one result. Each step waits for what the operator
+/// observes (ops, then errors, in `status.progress`); the workload is paced (40 ops/s for 40 s),
+/// so the steps, which take a few seconds, happen well inside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_server_stopped_mid_run_counts_the_outage_and_recovers() {
+    let storage = storage_env();
+    let env = env("op-s3-outage").await;
+    let fwd = s3_for_pods(&env, &storage).await;
+    create_creds_secret(&env, &storage).await;
+    let _op = spawn_operator(&env);
+    let prefix = env.ns.name().to_string();
+    let spec = s3_spec(&storage, &fwd, &prefix, "cleanup: Always")
+        .replace("duration: 2s", "duration: 40s\n  rateLimit: 40")
+        .replace(
+            "ops: [{op: get, weight: 60}, {op: put, weight: 30}, {op: stat, weight: 10}]",
+            "ops: [{op: get}]",
+        )
+        .replace("workers:\n", "workers:\n  count: 1\n");
+    let api = create_run(&env, "out", &spec).await;
+    let progress = |r: &BenchmarkRun| {
+        r.status
+            .as_ref()
+            .and_then(|s| s.progress.clone())
+            .unwrap_or_default()
+    };
+    let before = wait_for(&api, "out", Duration::from_secs(150), "100 ops done", |r| {
+        progress(r).ops >= 100
+    })
+    .await;
+    assert_eq!(progress(&before).errors, 0, "errors before the outage");
+    fault(&["storage-stop", "minio"]);
+    let restart = Undo::new(&["storage-start"]);
+    wait_for(
+        &api,
+        "out",
+        Duration::from_secs(60),
+        "errors counted during the outage",
+        |r| progress(r).errors >= 10,
+    )
+    .await;
+    fault(&["storage-start"]);
+    restart.disarm();
+    let run = wait_for(&api, "out", Duration::from_secs(150), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let (merged, _) = check_merged(&env, &run, 1).await;
+    let get = &merged.ops[&benchrun_worker::spec::OpKind::Get];
+    assert!(get.errors >= 10, "the outage is counted: {get:?}");
+    assert_eq!(
+        get.errors_by_kind.values().sum::<u64>(),
+        get.errors,
+        "every error has a kind: {get:?}"
+    );
+    // The last second with errors is followed by seconds where GETs succeed again.
+    let last_error = merged
+        .timeline
+        .iter()
+        .rposition(|s| s.errors > 0)
+        .expect("a second with errors in the timeline");
+    let ok_after: u64 = merged.timeline[last_error + 1..]
+        .iter()
+        .map(|s| s.ops - s.errors)
+        .sum();
+    assert!(
+        ok_after > 0,
+        "no GET succeeded after the outage: {:?}",
+        &merged.timeline[last_error..]
+    );
+    assert_eq!(
+        st.results["get"].errors, get.errors,
+        "status shows the errors"
+    );
+    wait_pods_gone(&env, "out", "cleanup: Always").await;
+    drop(fwd);
 }

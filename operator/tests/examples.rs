@@ -1,4 +1,4 @@
-//! Every `examples/benchmarkrun-*.yaml` parses as a BenchmarkRun and its workload validates,
+//! Every `examples/benchmarkrun-*.yaml` parses as a BenchmarkRun and its spec validates,
 //! so the examples cannot rot when the types change.
 
 use benchrun_operator::crd::BenchmarkRun;
@@ -20,13 +20,13 @@ fn benchmarkrun_examples_are_valid() {
         let text = std::fs::read_to_string(&path).expect("read");
         let run: BenchmarkRun =
             serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-        if let Err(errs) = run.spec.workload.validate() {
+        if let Err(errs) = run.spec.validate() {
             panic!("{name}: {errs:?}");
         }
         seen += 1;
     }
     assert!(
-        seen >= 8,
-        "expected the 8 BenchmarkRun examples, found {seen}"
+        seen >= 9,
+        "expected the 9 BenchmarkRun examples, found {seen}"
     );
 }

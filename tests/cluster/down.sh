@@ -33,6 +33,8 @@ kill_pods() {
   log "removed pod containers of node $node"
 }
 
+# kwok (tests/cluster/kwok.sh) first: it would keep re-creating the leases of its fake nodes.
+stop_daemon kwok
 for node in vm2 vm; do stop_daemon "kube-proxy-$node"; stop_daemon "kubelet-$node"; done
 if iptables -t nat -S KUBE-SERVICES >/dev/null 2>&1; then
   # The host keeps kube-proxy's rules after it stops (vm2's go with the netns); remove them.

@@ -43,6 +43,37 @@ if [ -n "$(ls "$PID_DIR" 2>/dev/null)" ] && [ "$(cat "$CLUSTER_DIR/config-hash" 
 fi
 mkdir -p "$CLUSTER_DIR"; echo "$CONFIG_HASH" > "$CLUSTER_DIR/config-hash"
 
+# ------------------------------------------------------------------ leftovers of a dead cluster
+# A machine can keep the network of a test cluster whose daemons are gone (killed without
+# down.sh, or run from a checkout whose tests/.state is gone): the bridge cni0 with dead pods'
+# veths on it, vm2's namespace, and the pods' namespaces, each still holding its address. A new
+# cluster's IPAM starts again at .2, so its first pod would share an address with a dead one and
+# the kubelet's probes could reach the dead one (a fresh CI machine saw a readiness probe get
+# "connection refused" for a minute). So, when nothing of this cluster runs, clear them first.
+any_ours_alive() {
+  local f
+  for f in "$PID_DIR"/*.pid; do [ -e "$f" ] && alive "$(basename "$f" .pid)" && return 0; done
+  return 1
+}
+if ! any_ours_alive; then
+  # Someone else's cluster (another checkout) holds the ports: say so before touching anything.
+  for port in 2379 6443 10250; do
+    if [ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]; then
+      die "port $port is in use, but no daemon of this checkout's cluster runs: another test cluster (another checkout, or BENCHRUN_STATE) is up; stop it with its own tests/cluster/down.sh"
+    fi
+  done
+  if ip link show cni0 >/dev/null 2>&1; then ip link del cni0; log "removed the bridge cni0 a dead cluster left"; fi
+  if [ -e "/run/netns/$VM2_NETNS" ]; then ip netns del "$VM2_NETNS"; log "removed the namespace $VM2_NETNS a dead cluster left"; fi
+  ip link del v2h 2>/dev/null || true
+  for f in /run/netns/cni-*; do
+    [ -e "$f" ] || continue
+    # Only namespaces no process uses: a pod's, left when its processes were killed.
+    [ -z "$(ip netns pids "$(basename "$f")" 2>/dev/null)" ] || continue
+    ip netns del "$(basename "$f")" 2>/dev/null && log "removed the pod namespace $(basename "$f") a dead cluster left"
+  done
+  rm -rf "$CLUSTER_DIR/vm/cni/ipam" "$CLUSTER_DIR/vm2/cni/ipam"
+fi
+
 # ------------------------------------------------------------------ PKI, kubeconfigs
 "$HERE/pki.sh" || die "pki.sh failed"
 

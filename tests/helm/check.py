@@ -297,6 +297,8 @@ def check_rbac(docs, overlay, values, documented):
     granted.pop("leases", None)
     if not values.get("rbac", {}).get("listNodes", True):
         documented = {k: v for k, v in documented.items() if k != "nodes"}
+    if not values.get("workerNetworkPolicy", {}).get("enabled", True):
+        documented = {k: v for k, v in documented.items() if k != "networkpolicies"}
     for res, verbs in documented.items():
         check(verbs <= granted.get(res, set()),
               f"{overlay}: reconcile.rs needs {sorted(verbs)} on {res}, the chart grants {sorted(granted.get(res, set()))}")

@@ -34,6 +34,11 @@ pub enum Command {
         #[arg(long, value_name = "OUT")]
         summary: Option<PathBuf>,
     },
+    /// Compare two summaries: per-op deltas of every figure, with significance tests on the
+    /// latency histograms (Kolmogorov-Smirnov) and the per-second throughput (Mann-Whitney).
+    Compare(CompareArgs),
+    /// Tables like the performance reports' and SVG charts of one or more summaries.
+    Report(ReportArgs),
     /// Print the JSON schema of workload files.
     Schema,
     /// Run as a worker pod of the operator: prepare, wait for the start time, serve the summary.
@@ -63,4 +68,32 @@ pub struct RunArgs {
     /// kubelet to show in the pod's status. Written only when the file exists.
     #[arg(long, value_name = "FILE", default_value = crate::shutdown::TERMINATION_LOG)]
     pub termination_log: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The baseline summary (`run --summary`, `merge --summary`, or a run's `merged.json`).
+    pub a: PathBuf,
+    /// The summary compared against it.
+    pub b: PathBuf,
+    #[arg(long, value_enum, default_value_t = crate::compare::render::Format::Text)]
+    pub format: crate::compare::render::Format,
+    /// Exit with status 5 when any op's ops/s in B is more than PCT percent below A's
+    /// (a CI gate; the comparison is printed either way).
+    #[arg(long, value_name = "PCT")]
+    pub fail_if_slower: Option<f64>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Summaries; with several, each row shows its difference to the first.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Write `report.md` and the SVG charts into this directory instead of printing text.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Names of the summaries in tables and charts, comma-separated, in order (default: the
+    /// file names without `.json`).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub labels: Vec<String>,
 }

@@ -7,7 +7,19 @@
 use bytes::Bytes;
 use rand::{RngCore, SeedableRng};
 
-use crate::targets::Payload;
+/// Data to write: the pieces of one object, in order, sharing one generated pattern.
+#[derive(Clone, Debug)]
+pub struct Payload {
+    pub parts: Vec<Bytes>,
+    pub len: u64,
+}
+
+impl Payload {
+    pub fn new(parts: Vec<Bytes>) -> Self {
+        let len = parts.iter().map(|p| p.len() as u64).sum();
+        Self { parts, len }
+    }
+}
 
 /// Length of the repeating pattern: large enough that no dedup or compression of a whole
 /// object finds repeats within a typical object.

@@ -11,15 +11,22 @@
 //! - [`engine`]: prepare, the measured stage (op mix, scheduling, recording), cleanup
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`metrics`] and [`server`]: live Prometheus metrics and the HTTP endpoint
-//! - [`report`] and [`progress`]: what a person sees on a terminal
+//! - [`report`] and [`progress`]: what a person sees on a terminal; `report` also renders
+//!   Markdown tables and SVG charts of summaries
+//! - [`figures`]: the figures of one op of a summary, shared by `report` and `compare`
+//! - [`compare`]: two summaries compared, with significance tests on their histograms
 //! - [`shutdown`]: Ctrl-C and SIGTERM
-//! - [`agent`]: the worker pod's control endpoint, driven by the operator
+//! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
+//! - [`sweep`]: a matrix run standalone, combination by combination, and its table
 //! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
 
 pub mod agent;
 pub mod cli;
+pub mod compare;
 pub mod datagen;
 pub mod engine;
+pub mod figures;
+pub mod matrix;
 pub mod metrics;
 pub mod progress;
 pub mod report;
@@ -27,6 +34,7 @@ pub mod server;
 pub mod shutdown;
 pub mod spec;
 pub mod stats;
+pub mod sweep;
 pub mod targets;
 pub mod units;
 

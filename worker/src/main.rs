@@ -7,8 +7,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use benchrun_worker::cli::{Cli, Command, RunArgs};
-use benchrun_worker::{progress, report, server, Engine, Metrics, Summary, Workload};
+use benchrun_worker::cli::{Cli, Command, CompareArgs, ReportArgs, RunArgs};
+use benchrun_worker::matrix::{self, Matrix, Planned};
+use benchrun_worker::{progress, report, server, sweep, Engine, Metrics, Summary, Workload};
 
 /// Exit code when the workload file is invalid.
 const EXIT_INVALID: u8 = 2;
@@ -16,6 +17,8 @@ const EXIT_INVALID: u8 = 2;
 const EXIT_ERROR_BUDGET: u8 = 3;
 /// Exit code when a signal stopped the run before it finished (the summary is partial).
 const EXIT_INTERRUPTED: u8 = 4;
+/// Exit code of `compare --fail-if-slower` when B is slower than allowed.
+const EXIT_SLOWER: u8 = 5;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -53,24 +56,26 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Agent(args) => benchrun_worker::agent::main(args).await,
         Command::Validate { files } => {
             for f in &files {
-                load(f)?;
-                println!("{}: ok", f.display());
+                match load(f)? {
+                    Plan::Single(_) => println!("{}: ok", f.display()),
+                    Plan::Sweep { planned, .. } => {
+                        println!("{}: ok ({} combinations)", f.display(), planned.len())
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Merge { files, summary } => {
-            let mut parts = Vec::new();
-            for f in &files {
-                let text = std::fs::read_to_string(f)
-                    .with_context(|| format!("reading {}", f.display()))?;
-                let s: Summary = serde_json::from_str(&text)
-                    .with_context(|| format!("{} is not a benchrun summary", f.display()))?;
-                parts.push(s);
-            }
+            let parts = files
+                .iter()
+                .map(|f| read_summary(f))
+                .collect::<Result<Vec<_>>>()?;
             let merged = Summary::merge(&parts)?;
             emit(&merged, summary.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Compare(args) => compare(args),
+        Command::Report(args) => report_cmd(args),
         Command::Schema => {
             let schema = schemars::schema_for!(Workload);
             println!("{}", serde_json::to_string_pretty(&schema)?);
@@ -79,7 +84,98 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
     }
 }
 
-fn load(path: &std::path::Path) -> Result<Workload> {
+fn read_summary(path: &std::path::Path) -> Result<Summary> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a benchrun summary", path.display()))
+}
+
+fn compare(args: CompareArgs) -> Result<ExitCode> {
+    use benchrun_worker::compare;
+    let (a, b) = (read_summary(&args.a)?, read_summary(&args.b)?);
+    let c = compare::compare(
+        &args.a.display().to_string(),
+        &a,
+        &args.b.display().to_string(),
+        &b,
+    );
+    print!("{}", compare::render::render(&c, args.format));
+    if let Some(pct) = args.fail_if_slower {
+        let slower = c.slower_than(pct);
+        if !slower.is_empty() {
+            eprintln!("slower than allowed ({pct}%): {}", slower.join("; "));
+            return Ok(ExitCode::from(EXIT_SLOWER));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_cmd(args: ReportArgs) -> Result<ExitCode> {
+    use benchrun_worker::report::{files, labels, terminal, Run};
+    if !args.labels.is_empty() && args.labels.len() != args.files.len() {
+        anyhow::bail!(
+            "{} labels for {} summaries: give one per summary",
+            args.labels.len(),
+            args.files.len()
+        );
+    }
+    let names = if args.labels.is_empty() {
+        labels(&args.files)
+    } else {
+        args.labels.clone()
+    };
+    let mut runs = vec![];
+    for (f, label) in args.files.iter().zip(names) {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        // A matrix run's summary: one run per combination, the baseline first (the report
+        // compares with the first), each represented by its median repeat.
+        if let Ok(sw) = serde_json::from_str::<sweep::SweepResult>(&text) {
+            let mut order: Vec<usize> = (0..sw.combinations.len()).collect();
+            if sw.baseline < order.len() {
+                order.retain(|i| *i != sw.baseline);
+                order.insert(0, sw.baseline);
+            }
+            for i in order {
+                let c = &sw.combinations[i];
+                if let Some(s) = c.representative() {
+                    runs.push(Run {
+                        label: c.name.clone(),
+                        summary: s.clone(),
+                    });
+                }
+            }
+            continue;
+        }
+        let summary = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a benchrun summary", f.display()))?;
+        runs.push(Run { label, summary });
+    }
+    match &args.out {
+        Some(dir) => {
+            let written = files::write(&runs, dir)
+                .with_context(|| format!("writing the report into {}", dir.display()))?;
+            for p in written {
+                println!("{}", p.display());
+            }
+        }
+        None => print!("{}", terminal::render(&runs)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A workload file: one workload, or one per combination of its `matrix:`.
+enum Plan {
+    Single(Box<Workload>),
+    Sweep {
+        planned: Vec<Planned>,
+        matrix: Matrix,
+        baseline: usize,
+    },
+}
+
+fn load(path: &std::path::Path) -> Result<Plan> {
     use std::io::Read;
     // Read at most one byte more than a workload may have, so a huge file (or /dev/zero) is
     // refused by its size without being read whole.
@@ -88,8 +184,30 @@ fn load(path: &std::path::Path) -> Result<Workload> {
     std::fs::File::open(path)
         .and_then(|f| f.take(limit).read_to_end(&mut bytes))
         .with_context(|| format!("reading {}", path.display()))?;
-    Workload::from_bytes(&bytes)
-        .with_context(|| format!("{} is not a valid workload", path.display()))
+    let invalid = || format!("{} is not a valid workload", path.display());
+    // Without a matrix, exactly the single-workload path (and its error messages).
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) if benchrun_worker::spec::precheck(t).is_ok() => t,
+        _ => {
+            let w = Workload::from_bytes(&bytes).with_context(invalid)?;
+            return Ok(Plan::Single(Box::new(w)));
+        }
+    };
+    match matrix::split(text).with_context(invalid)? {
+        None => {
+            let w = Workload::from_yaml(text).with_context(invalid)?;
+            Ok(Plan::Single(Box::new(w)))
+        }
+        Some((doc, matrix)) => {
+            let planned = matrix.expand(&doc).with_context(invalid)?;
+            let baseline = matrix.baseline_index(&planned).with_context(invalid)?;
+            Ok(Plan::Sweep {
+                planned,
+                matrix,
+                baseline,
+            })
+        }
+    }
 }
 
 /// Print the table, and write the JSON summary where asked.
@@ -111,10 +229,18 @@ fn emit(s: &Summary, summary: Option<&std::path::Path>) -> Result<()> {
 }
 
 async fn run(args: RunArgs) -> Result<ExitCode> {
-    let workload = load(&args.file)?;
+    let plan = load(&args.file)?;
     // From here on a SIGTERM (pod deleted or evicted) or Ctrl-C ends the run with a partial
     // summary and a non-zero exit, never a silent exit 0.
     let stop = benchrun_worker::shutdown::signal();
+    let workload = match plan {
+        Plan::Single(w) => *w,
+        Plan::Sweep {
+            planned,
+            matrix,
+            baseline,
+        } => return run_sweep(&args, planned, &matrix, baseline, stop).await,
+    };
     let metrics = Arc::new(Metrics::new());
     if let Some(addr) = args.metrics_addr {
         let bound = server::spawn(addr, server::router(metrics.clone()))
@@ -159,4 +285,53 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A matrix file: every combination in turn, then the table of all of them.
+async fn run_sweep(
+    args: &RunArgs,
+    planned: Vec<Planned>,
+    matrix: &Matrix,
+    baseline: usize,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<ExitCode> {
+    if args.metrics_addr.is_some() {
+        eprintln!("note: --metrics-addr is not served for a matrix run (each combination has its own metrics)");
+    }
+    let result = sweep::run(
+        planned,
+        baseline,
+        matrix.repeats,
+        matrix.warmup,
+        &args.worker_id,
+        args.no_cleanup,
+        stop,
+    )
+    .await?;
+    let table = sweep::table(&result);
+    let json = serde_json::to_string_pretty(&result)?;
+    match args.summary.as_deref() {
+        Some(p) if p.as_os_str() == "-" => {
+            eprint!("{table}");
+            println!("{json}");
+        }
+        Some(p) => {
+            print!("{table}");
+            std::fs::write(p, json + "\n").with_context(|| format!("writing {}", p.display()))?;
+        }
+        None => print!("{table}"),
+    }
+    let partial = result
+        .combinations
+        .iter()
+        .flat_map(|c| &c.runs)
+        .any(|s| s.partial);
+    if partial {
+        let message =
+            "stopped by a signal before every combination finished: the results are partial";
+        eprintln!("error: {message}");
+        benchrun_worker::shutdown::write_termination_message(&args.termination_log, message);
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    Ok(ExitCode::SUCCESS)
 }

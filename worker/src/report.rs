@@ -1,8 +1,64 @@
-//! The result table printed at the end of a run.
+//! What a person reads: the result table printed at the end of a run ([`table`]), and
+//! `benchrun-worker report`: tables like the performance reports' and SVG charts of one or
+//! more summaries.
+//!
+//! - [`tables`]: the cells of the report tables, shared by
+//! - [`markdown`]: `report.md`, and [`terminal`]: aligned text with per-second sparklines
+//! - [`svg`]: self-contained bar and line charts, drawn for the runs by [`charts`]
+//! - [`files`]: the report directory (`report.md` and the charts)
+
+pub mod charts;
+pub mod files;
+pub mod markdown;
+pub mod svg;
+pub mod tables;
+pub mod terminal;
 
 use std::fmt::Write;
 
 use crate::stats::Summary;
+
+/// One summary of a report, with the name its rows and series carry.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub label: String,
+    pub summary: Summary,
+}
+
+/// Names for summaries read from `paths`: each file's name without `.json`, or the whole path
+/// where two names would be the same (every worker's `merged.json`).
+pub fn labels(paths: &[std::path::PathBuf]) -> Vec<String> {
+    let stem = |p: &std::path::PathBuf| {
+        p.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string())
+    };
+    let stems: Vec<String> = paths.iter().map(stem).collect();
+    paths
+        .iter()
+        .zip(&stems)
+        .map(|(p, s)| {
+            if stems.iter().filter(|o| *o == s).count() > 1 {
+                p.display().to_string()
+            } else {
+                s.clone()
+            }
+        })
+        .collect()
+}
+
+/// One line about a summary: target, workers, length, why it stopped.
+pub fn describe(s: &Summary) -> String {
+    format!(
+        "{}, {} worker{}, {:.2} s, stopped by {}{}",
+        s.target,
+        s.workers,
+        if s.workers == 1 { "" } else { "s" },
+        s.elapsed_seconds,
+        s.stopped_by,
+        if s.partial { ", PARTIAL" } else { "" }
+    )
+}
 
 /// A plain-text table: one row per op, then the process figures.
 pub fn table(s: &Summary) -> String {

@@ -58,6 +58,11 @@ pub struct Workload {
     /// Stop the run early when errors pass a limit. Unset: errors are counted and the run goes on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_budget: Option<ErrorBudget>,
+    /// End the measured stage early once throughput has held steady (warp's autoterm): every
+    /// second of the last `window` within `bandPercent` of their mean. `duration` stays the
+    /// longest it may run; the summary's `stoppedBy` says `stable: ...` when this ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_when_stable: Option<StableSpec>,
     /// Seed for every random choice (op mix, keys, sizes, data). Same seed, same sequence.
     #[serde(default = "defaults::seed")]
     pub seed: u64,
@@ -485,6 +490,19 @@ impl Default for RangeEngineSpec {
     }
 }
 
+/// When throughput counts as steady (see `stopWhenStable`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StableSpec {
+    /// How long throughput must hold steady, e.g. `10s` (whole seconds, 2s to 1h).
+    #[serde(default = "defaults::stable_window")]
+    pub window: HumanDuration,
+    /// How far each second's ops/s may be from the window's mean, in percent. Default 5.
+    #[serde(default = "defaults::stable_band")]
+    #[schemars(range(min = 0.1, max = 100.0))]
+    pub band_percent: f64,
+}
+
 /// When to give up on a run because of errors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -542,6 +560,10 @@ fn is_zero(v: &u32) -> bool {
 /// admission where a schema can express it) and in [`Workload::validate`] (so a standalone
 /// file is held to the same bounds): one source of truth.
 pub mod limits {
+    /// Alignment of O_DIRECT buffers, offsets and lengths. 4 KiB satisfies every common
+    /// logical block size (512 B and 4 KiB sectors). Here, beside the other bounds, because
+    /// validation checks sizes against it (`targets` re-exports it).
+    pub const DIRECT_ALIGN: usize = 4096;
     /// Tasks issuing operations (`concurrency`).
     pub const MAX_CONCURRENCY: u32 = 65_536;
     /// `totalOps`.
@@ -629,6 +651,12 @@ mod null_is_default {
 
 mod defaults {
     use super::*;
+    pub fn stable_window() -> HumanDuration {
+        HumanDuration(std::time::Duration::from_secs(10))
+    }
+    pub fn stable_band() -> f64 {
+        5.0
+    }
     pub fn concurrency() -> u32 {
         8
     }
@@ -797,6 +825,16 @@ fn list_errors(errs: &[FieldError]) -> String {
     lines.join("\n")
 }
 
+/// The checks [`Workload::from_yaml`] makes before the YAML parser runs (size, nesting, no
+/// aliases), for callers that parse the document themselves (a matrix file).
+pub fn precheck(text: &str) -> Result<(), SpecError> {
+    check_file_size(text.len())?;
+    prescan(text).map_err(|message| SpecError::Parse {
+        path: "workload".into(),
+        message,
+    })
+}
+
 fn check_file_size(len: usize) -> Result<(), SpecError> {
     if len > limits::MAX_FILE_BYTES {
         return Err(SpecError::Parse {
@@ -920,11 +958,7 @@ impl Workload {
     /// which could expand a small file into an unbounded document; all checked by one linear
     /// scan before the YAML parser runs.
     pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
-        check_file_size(text.len())?;
-        prescan(text).map_err(|message| SpecError::Parse {
-            path: "workload".into(),
-            message,
-        })?;
+        precheck(text)?;
         let de = serde_yaml::Deserializer::from_str(text);
         let w: Workload = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
@@ -1074,7 +1108,7 @@ impl Workload {
             }
         }
         if matches!(uri, Some(TargetUri::Direct { .. })) {
-            let align = crate::targets::DIRECT_ALIGN as u64;
+            let align = limits::DIRECT_ALIGN as u64;
             let mut aligned = |path: &str, v: ByteSize| {
                 if v.0 % align != 0 {
                     bad(
@@ -1142,6 +1176,31 @@ impl Workload {
                 "rangeEngine.preStat",
                 "runs only with the range engine: set rangeEngine.enabled".into(),
             );
+        }
+        if let Some(st) = &self.stop_when_stable {
+            let w = st.window.0;
+            let (min, max) = (
+                std::time::Duration::from_secs(2),
+                std::time::Duration::from_secs(3600),
+            );
+            if w < min || w > max || w.subsec_nanos() != 0 {
+                bad(
+                    "stopWhenStable.window",
+                    format!("must be whole seconds from 2s to 1h (got {})", st.window),
+                );
+            }
+            if !(0.1..=100.0).contains(&st.band_percent) {
+                bad(
+                    "stopWhenStable.bandPercent",
+                    format!("must be from 0.1 to 100 (got {})", st.band_percent),
+                );
+            }
+            if self.duration.is_none() {
+                bad(
+                    "stopWhenStable",
+                    "needs duration (the longest the run may take), not totalOps".into(),
+                );
+            }
         }
         if let Some(b) = &self.error_budget {
             if b.max_errors.is_none() && b.max_error_ratio.is_none() {

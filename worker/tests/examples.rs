@@ -12,8 +12,20 @@ fn example_workloads_validate() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        if let Err(e) = benchrun_worker::Workload::from_yaml(&text) {
-            panic!("{name}: {e}");
+        // A sweep file: every combination must validate.
+        match benchrun_worker::matrix::split(&text) {
+            Ok(Some((doc, matrix))) => {
+                let planned = matrix
+                    .expand(&doc)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(planned.len() > 1, "{name}: a matrix of one combination");
+            }
+            Ok(None) => {
+                if let Err(e) = benchrun_worker::Workload::from_yaml(&text) {
+                    panic!("{name}: {e}");
+                }
+            }
+            Err(e) => panic!("{name}: {e}"),
         }
         checked += 1;
     }

@@ -275,6 +275,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
                 ops: 160,
                 bytes: 655360,
                 errors: 1,
+                latency_sum_us: 159 * 2000,
             })
             .collect(),
         process: ProcessStats::default(),

@@ -476,3 +476,45 @@ fn a_run_that_cannot_fit_is_refused_before_writing_anything() {
         .collect();
     assert!(written.is_empty(), "wrote {written:?}");
 }
+
+/// `stopWhenStable` ends the measured stage once throughput holds steady, says so in
+/// `stoppedBy`, and is not a partial run. A 2 s window with a 100% band is steady by
+/// construction at its second sample (two rates are always within 100% of their mean), so
+/// the run must end seconds into its 60 s.
+#[test]
+fn stop_when_stable_ends_the_run_early_and_says_why() {
+    let dir = scratch();
+    let workload = format!(
+        "target: file://{}\nduration: 60s\nconcurrency: 2\nops: [{{op: get}}]\nobjectSize: 4KiB\ndataset: {{objects: 8}}\nstopWhenStable: {{window: 2s, bandPercent: 100}}\n",
+        dir.path().join("data").display()
+    );
+    let (_, s) = run(&workload, dir.path());
+    let stopped_by = s["stoppedBy"].as_str().expect("stoppedBy");
+    assert!(
+        stopped_by.starts_with("stable: every second of the last 2s within 100% of "),
+        "{stopped_by}"
+    );
+    assert_eq!(s["partial"], false);
+    let elapsed = s["elapsedSeconds"].as_f64().expect("elapsed");
+    assert!((2.0..30.0).contains(&elapsed), "ended at {elapsed}s");
+    assert!(s["ops"]["get"]["count"].as_u64().unwrap_or(0) > 0);
+
+    // It needs a duration to bound the run.
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        "target: file:///tmp/x\ntotalOps: 10\nops: [{op: get}]\nstopWhenStable: {window: 1500ms}\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["validate", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("stopWhenStable.window: must be whole seconds from 2s to 1h")
+            && err.contains("stopWhenStable: needs duration"),
+        "{err}"
+    );
+}

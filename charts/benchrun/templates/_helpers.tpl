@@ -111,7 +111,7 @@ reference stay unreadable to the operator.
 {{- define "benchrun.namespacedRules" -}}
 - apiGroups: ["benchrun.dev"]
   resources: ["benchmarkruns"]
-  verbs: ["get", "list", "watch", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: ["benchrun.dev"]
   resources: ["benchmarkruns/status"]
   verbs: ["get", "patch"]
@@ -123,13 +123,25 @@ reference stay unreadable to the operator.
   verbs: ["create", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "list", "create", "patch"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- if .Values.workerNetworkPolicy.enabled }}
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create"]
+{{- end }}
+{{- end }}
+
+{{/*
+The operator pods' selector labels as key=value,key=value (BENCHRUN_OPERATOR_POD_LABELS).
+*/}}
+{{- define "benchrun.selectorLabelPairs" -}}
+app.kubernetes.io/name={{ include "benchrun.name" . }},app.kubernetes.io/instance={{ .Release.Name }},app.kubernetes.io/component=operator
 {{- end }}
 
 {{/*

@@ -10,7 +10,7 @@ use std::time::Duration;
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
 use benchrun_operator::metrics::Metrics;
 use benchrun_operator::reconcile::{self, Config};
-use benchrun_operator::resources;
+use benchrun_operator::{resources, results};
 use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
 use benchrun_worker::Summary;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -79,6 +79,9 @@ pub fn spawn_operator_with_metrics(env: &Env) -> (JoinHandle<()>, Arc<Metrics>) 
         namespace: Some(env.ns.name().to_string()),
         agent_port: resources::AGENT_PORT,
         policy: Default::default(),
+        worker_ingress: None,
+        worker_parallelism: reconcile::DEFAULT_WORKER_PARALLELISM,
+        worker_timeout: reconcile::DEFAULT_WORKER_TIMEOUT,
     };
     let task = tokio::spawn(reconcile::run(
         env.client.clone(),
@@ -151,6 +154,49 @@ pub async fn result_data(env: &Env, run: &str) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// Each worker's persisted summary, from its own result ConfigMap, in `status.workers` order.
+pub async fn worker_summaries(env: &Env, run: &BenchmarkRun) -> Vec<Summary> {
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), env.ns.name());
+    let st = run.status.clone().expect("status");
+    let mut out = Vec::new();
+    for w in &st.workers {
+        let text = results::load_worker(&cms, run, &w.name)
+            .await
+            .unwrap_or_else(|e| panic!("reading the summary of worker {}: {e}", w.name))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no result ConfigMap {}",
+                    resources::worker_result_cm_name(
+                        &run.metadata.name.clone().unwrap_or_default(),
+                        &w.name
+                    )
+                )
+            });
+        out.push(serde_json::from_str(&text).expect("worker summary"));
+    }
+    out
+}
+
+/// Names of the run's per-worker result ConfigMaps of `kind` (`summary` or `rejected`), sorted.
+pub async fn result_objects(env: &Env, run: &str, kind: &str) -> Vec<String> {
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), env.ns.name());
+    let lp = ListParams::default().labels(&format!(
+        "{}={run},{}={kind}",
+        resources::RUN_LABEL,
+        resources::RESULT_LABEL
+    ));
+    let mut names: Vec<String> = cms
+        .list_metadata(&lp)
+        .await
+        .expect("list result objects")
+        .items
+        .into_iter()
+        .filter_map(|m| m.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
 pub fn run_selector(run: &str) -> ListParams {
     ListParams::default().labels(&format!("{}={run}", resources::RUN_LABEL))
 }
@@ -191,17 +237,7 @@ pub async fn check_merged(
     let name = run.metadata.name.clone().unwrap_or_default();
     let st = run.status.clone().expect("status");
     let data = result_data(env, &name).await;
-    let parts: Vec<Summary> = st
-        .workers
-        .iter()
-        .map(|w| {
-            let key = resources::summary_key(&w.name);
-            let text = data
-                .get(&key)
-                .unwrap_or_else(|| panic!("result ConfigMap has no {key}: {:?}", data.keys()));
-            serde_json::from_str(text).expect("worker summary")
-        })
-        .collect();
+    let parts = worker_summaries(env, run).await;
     assert_eq!(parts.len(), workers, "one summary per worker");
     let merged: Summary = serde_json::from_str(&data[resources::MERGED_KEY]).expect("merged");
     let again = Summary::merge(&parts).expect("merge");
@@ -242,4 +278,72 @@ pub fn condition<'a>(
     t: &str,
 ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     r.status.as_ref()?.conditions.iter().find(|c| c.type_ == t)
+}
+
+/// Run `tests/cluster/fault.sh ARGS...` on the cluster the tests use (its state directory
+/// passed explicitly); panics with the script's output when it fails.
+pub fn fault(args: &[&str]) {
+    if let Err(e) = try_fault(args) {
+        panic!("{e}");
+    }
+}
+
+fn try_fault(args: &[&str]) -> Result<(), String> {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the operator crate is in the repository");
+    let out = std::process::Command::new("bash")
+        .arg(repo.join("tests/cluster/fault.sh"))
+        .args(args)
+        .env("BENCHRUN_STATE", cluster::state_dir())
+        .output()
+        .map_err(|e| format!("running fault.sh {args:?}: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("fault.sh {}:\n{text}", args.join(" "));
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "fault.sh {args:?} failed ({}):\n{text}",
+            out.status
+        ))
+    }
+}
+
+/// Undoes a fault when dropped (`fault.sh ARGS...`), so a failing test leaves the cluster
+/// whole for the next one. `disarm` once the test has undone it itself.
+pub struct Undo(Option<Vec<String>>);
+
+impl Undo {
+    pub fn new(args: &[&str]) -> Undo {
+        Undo(Some(args.iter().map(|s| s.to_string()).collect()))
+    }
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        if let Some(args) = self.0.take() {
+            // Never a panic here: this runs while a failing test unwinds.
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            if let Err(e) = try_fault(&args) {
+                eprintln!("undoing a fault: {e}");
+            }
+        }
+    }
+}
+
+/// The status of worker `name`, or a panic naming the workers there are.
+pub fn worker<'a>(run: &'a BenchmarkRun, name: &str) -> &'a benchrun_operator::crd::WorkerStatus {
+    let st = run.status.as_ref().expect("status");
+    st.workers
+        .iter()
+        .find(|w| w.name == name)
+        .unwrap_or_else(|| panic!("no worker {name} in {:?}", st.workers))
 }

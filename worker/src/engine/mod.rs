@@ -8,12 +8,15 @@
 //! Memory per worker is bounded by construction: histograms only for the ops of the mix,
 //! at most 4 GiB of them in all, one read buffer of at most 1 GiB per task (see
 //! [`Recorder`] for the figures), and no task outlives a failed one: a panicking task stops
-//! the run and every other task is cancelled.
+//! the run and every other task is cancelled (a task on a thread of its own, for local
+//! files, ends after the op it is in).
 
 mod mix;
 mod recorder;
 mod schedule;
 pub mod sizes;
+mod stable;
+mod threads;
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -360,17 +363,59 @@ impl Engine {
                 })
             }
         };
+        let _stable = w.stop_when_stable.clone().map(|spec| {
+            let (count, stop) = (ctx.clone(), ctx.clone());
+            stable::AbortOnDrop(tokio::spawn(stable::watch(
+                spec,
+                start,
+                Arc::new(move || count.done.load(Ordering::Relaxed)),
+                move |reason| stop.stop(reason),
+            )))
+        });
+        // Tasks on threads of their own are not cancelled with the JoinSet: if this future is
+        // dropped mid-run, the stopped schedule ends them at their next ticket.
+        let _stop_on_drop = StopOnDrop(schedule.clone());
         self.metrics.set_stage(Stage::Running);
         let cpu0 = ProcessStats::now();
         let mut tasks = tokio::task::JoinSet::new();
+        // Blocking targets (local files): every task on a thread of its own (see `threads`).
+        let own_threads = self.target.blocking_io();
+        let gate = threads::Gate::default();
         for i in 0..w.concurrency {
             let ctx = ctx.clone();
             let rng = SmallRng::seed_from_u64(
                 w.seed
                     .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1)),
             );
-            tasks.spawn(ctx.task(i, rng));
+            if !own_threads {
+                tasks.spawn(ctx.task(i, rng));
+                continue;
+            }
+            let name = format!("benchrun-io-{i}");
+            match threads::spawn(
+                name,
+                tokio::runtime::Handle::current(),
+                gate.clone(),
+                ctx.clone().task(i, rng),
+            ) {
+                Ok(task) => {
+                    tasks.spawn(task);
+                }
+                Err(e) => {
+                    // Stop the tasks already started (at their next ticket) and wait for them.
+                    ctx.stop("a task's thread could not be started");
+                    gate.open();
+                    while tasks.join_next().await.is_some() {}
+                    watcher.abort();
+                    self.metrics.set_stage(Stage::Done);
+                    return Err(EngineError::Workload(format!(
+                        "cannot start the thread of task {i} of {}: {e}; on {} each task runs on a thread of its own: lower concurrency or raise the process's thread limit",
+                        w.concurrency, w.target
+                    )));
+                }
+            }
         }
+        gate.open();
         let mut all = Recorder::new(self.metrics.clone(), Recorder::mix_ops(w));
         while let Some(joined) = tasks.join_next().await {
             match joined {
@@ -476,6 +521,15 @@ impl Engine {
         stats.seconds = started.elapsed().as_secs_f64();
         self.metrics.set_stage(Stage::Done);
         Ok(stats)
+    }
+}
+
+/// Stops a schedule when dropped.
+struct StopOnDrop(Arc<Schedule>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }
 

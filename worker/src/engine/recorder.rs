@@ -43,7 +43,7 @@ pub struct Done {
 /// worker holds per task one read buffer of at most
 /// [`MAX_CHUNK_SIZE`](crate::spec::limits::MAX_CHUNK_SIZE) (or a whole object of at most
 /// [`MAX_WHOLE_OBJECT_BUFFER`](crate::spec::limits::MAX_WHOLE_OBJECT_BUFFER)), one PUT payload
-/// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (32 bytes
+/// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (40 bytes
 /// per second of the run).
 #[derive(Debug)]
 pub struct Recorder {
@@ -97,6 +97,9 @@ impl Recorder {
                     s.ttfb.get_or_insert_with(Default::default).record(ttfb);
                 }
                 t.bytes += done.bytes;
+                t.latency_sum_us = t
+                    .latency_sum_us
+                    .saturating_add(r.latency.as_micros().try_into().unwrap_or(u64::MAX));
                 self.metrics.op_done(r.op, r.latency, done.bytes);
                 None
             }

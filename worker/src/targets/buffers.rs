@@ -79,7 +79,16 @@ impl std::fmt::Debug for AlignedBuf {
     }
 }
 
+thread_local! {
+    /// The buffer of the task whose own thread this is (see [`io_inline`](super::io_inline)).
+    static OWN: std::cell::RefCell<Option<AlignedBuf>> = const { std::cell::RefCell::new(None) };
+}
+
 /// A pool of reusable aligned buffers. At most one buffer per operation in flight exists.
+///
+/// A task on a thread of its own keeps its buffer on that thread between ops, and never
+/// touches the shared list: at concurrency 1,024 on two cores, threads preempted while holding
+/// its lock made others wait for it for seconds (p99.9 of a 64 KiB `file://` GET: 4.8 s).
 #[derive(Debug, Default)]
 pub struct BufferPool {
     free: Mutex<Vec<AlignedBuf>>,
@@ -90,8 +99,17 @@ impl BufferPool {
         Self::default()
     }
 
-    /// A buffer of at least `size` bytes: a pooled one if one is big enough, else a new one.
+    /// A buffer of at least `size` bytes: this thread's own if big enough, else a pooled one
+    /// if one is big enough, else a new one.
     pub fn take(&self, size: usize) -> AlignedBuf {
+        if super::io_inline_here() {
+            if let Some(b) = OWN.take() {
+                if b.capacity() >= size {
+                    return b;
+                }
+            }
+            return AlignedBuf::new(size);
+        }
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = free.iter().position(|b| b.capacity() >= size) {
             return free.swap_remove(i);
@@ -104,6 +122,10 @@ impl BufferPool {
 
     /// Return a buffer for reuse.
     pub fn give(&self, buf: AlignedBuf) {
+        if super::io_inline_here() {
+            OWN.set(Some(buf));
+            return;
+        }
         self.free
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -137,5 +159,28 @@ mod tests {
             addr,
             "a returned buffer is reused"
         );
+    }
+
+    #[test]
+    fn a_task_thread_keeps_its_buffer_out_of_the_shared_pool() {
+        let pool = BufferPool::new();
+        super::super::io_inline(|| {
+            let b = pool.take(1 << 20);
+            let addr = b.as_slice().as_ptr();
+            pool.give(b);
+            assert!(pool.free.lock().unwrap().is_empty(), "kept on the thread");
+            let again = pool.take(4096);
+            assert_eq!(
+                again.as_slice().as_ptr(),
+                addr,
+                "the thread's buffer is reused"
+            );
+            // Too small for a bigger chunk: a new one, and the small one is dropped.
+            pool.give(again);
+            let big = pool.take(4 << 20);
+            assert_eq!(big.capacity(), 4 << 20);
+            pool.give(big);
+        });
+        assert!(pool.free.lock().unwrap().is_empty());
     }
 }

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::local::{blocking, LocalRoot};
+use super::local::{blocking, io_inline_here, LocalRoot, ReadPlan};
 use super::{
     whole_object_buffer, BufferPool, ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo,
     Payload, Target, TargetError, DIRECT_ALIGN,
@@ -30,20 +30,28 @@ const RAMFS_MAGIC: i64 = 0x8584_58f6;
 
 #[derive(Debug)]
 pub struct DirectTarget {
+    inner: Arc<Direct>,
+}
+
+/// The target's state, shared with the blocking pool when an op runs there.
+#[derive(Debug)]
+struct Direct {
     root: LocalRoot,
-    pool: Arc<BufferPool>,
+    pool: BufferPool,
     fsync: bool,
 }
 
 impl DirectTarget {
     pub fn new(root: PathBuf, workload: &Workload) -> Self {
         Self {
-            root: LocalRoot {
-                root,
-                uri: workload.target.clone(),
-            },
-            pool: Arc::new(BufferPool::new()),
-            fsync: workload.write.fsync,
+            inner: Arc::new(Direct {
+                root: LocalRoot {
+                    root,
+                    uri: workload.target.clone(),
+                },
+                pool: BufferPool::new(),
+                fsync: workload.write.fsync,
+            }),
         }
     }
 }
@@ -75,152 +83,126 @@ fn fs_magic(path: &std::path::Path) -> std::io::Result<i64> {
     Ok(st.f_type as i64)
 }
 
+impl Direct {
+    fn get(&self, key: &str, req: &GetRequest) -> Result<GetOutcome, TargetError> {
+        let root = &self.root;
+        let start = Instant::now();
+        let file = open_direct(&root.path(key), false).map_err(|e| root.err(key, e))?;
+        let size = file.metadata().map_err(|e| root.err(key, e))?.len();
+        let buf_len = match req.plan.max_chunk() {
+            Some(c) => round_up(c),
+            None => round_up(whole_object_buffer(key, size)?.max(1) as u64),
+        } as usize;
+        let mut buf = self.pool.take(buf_len);
+        // A whole-object read lands in one buffer of the object's size, filled by the same
+        // aligned DEFAULT_CHUNK preads as a chunked read, so the buffer is the only
+        // difference between the two and "whole object" never degrades the I/O pattern.
+        let whole = req.plan == ChunkPlan::Whole;
+        let result = ReadPlan {
+            size,
+            plan: if whole {
+                &ChunkPlan::Fixed(DEFAULT_CHUNK)
+            } else {
+                &req.plan
+            },
+            align: DIRECT_ALIGN as u64,
+            fill: whole,
+        }
+        .run(&file, &mut buf, buf_len, &req.check, key, root, start);
+        self.pool.give(buf);
+        result
+    }
+
+    fn put(&self, key: &str, data: &Payload) -> Result<u32, TargetError> {
+        let root = &self.root;
+        let path = root.path(key);
+        let file = match open_direct(&path, true) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                root.make_parent(key)?;
+                open_direct(&path, true)
+            }
+            other => other,
+        }
+        .map_err(|e| root.err(key, e))?;
+        let mut buf = self.pool.take(WRITE_CHUNK);
+        let result = (|| {
+            let mut writes = 0u32;
+            let mut offset = 0u64;
+            let mut fill = 0usize;
+            let mut flush = |buf: &mut super::AlignedBuf,
+                             fill: usize,
+                             offset: &mut u64|
+             -> Result<(), TargetError> {
+                let len = round_up(fill as u64) as usize;
+                // Zero the padding so a padded tail never exposes stale buffer bytes.
+                buf.as_mut_slice()[fill..len].fill(0);
+                file.write_all_at(&buf.as_slice()[..len], *offset)
+                    .map_err(|e| root.err(key, e))?;
+                *offset += fill as u64;
+                writes += 1;
+                Ok(())
+            };
+            for part in &data.parts {
+                let mut src: &[u8] = part;
+                while !src.is_empty() {
+                    let n = src.len().min(WRITE_CHUNK - fill);
+                    buf.as_mut_slice()[fill..fill + n].copy_from_slice(&src[..n]);
+                    fill += n;
+                    src = &src[n..];
+                    if fill == WRITE_CHUNK {
+                        flush(&mut buf, fill, &mut offset)?;
+                        fill = 0;
+                    }
+                }
+            }
+            if fill > 0 {
+                flush(&mut buf, fill, &mut offset)?;
+            }
+            if offset % DIRECT_ALIGN as u64 != 0 {
+                file.set_len(offset).map_err(|e| root.err(key, e))?;
+            }
+            if self.fsync {
+                file.sync_all().map_err(|e| root.err(key, e))?;
+            }
+            Ok(writes)
+        })();
+        self.pool.give(buf);
+        result
+    }
+}
+
 #[async_trait]
 impl Target for DirectTarget {
     async fn get(&self, key: &str, req: &GetRequest) -> Result<GetOutcome, TargetError> {
-        let (root, pool, key, req) = (
-            self.root.clone(),
-            self.pool.clone(),
-            key.to_string(),
-            req.clone(),
-        );
-        blocking(move || {
-            let start = Instant::now();
-            let file = open_direct(&root.path(&key), false).map_err(|e| root.err(&key, e))?;
-            let buf_len = match req.plan.max_chunk() {
-                Some(c) => round_up(c),
-                None => round_up(
-                    whole_object_buffer(
-                        &key,
-                        file.metadata().map_err(|e| root.err(&key, e))?.len(),
-                    )?
-                    .max(1) as u64,
-                ),
-            } as usize;
-            let mut buf = pool.take(buf_len);
-            // A whole-object read lands in one buffer of the object's size, filled by the same
-            // aligned DEFAULT_CHUNK preads as a chunked read, so the buffer is the only
-            // difference between the two and "whole object" never degrades the I/O pattern.
-            let whole = req.plan == ChunkPlan::Whole;
-            let result = (|| {
-                let mut out = GetOutcome::default();
-                let mut chunk = None;
-                loop {
-                    let at = if whole { out.bytes as usize } else { 0 };
-                    let plan = if whole {
-                        &ChunkPlan::Fixed(DEFAULT_CHUNK)
-                    } else {
-                        &req.plan
-                    };
-                    let want = plan
-                        .next(chunk, DIRECT_ALIGN as u64)
-                        .min((buf_len - at) as u64) as usize;
-                    if want == 0 {
-                        break;
-                    }
-                    let n = file
-                        .read_at(&mut buf.as_mut_slice()[at..at + want], out.bytes)
-                        .map_err(|e| root.err(&key, e))?;
-                    out.requests += 1;
-                    if out.requests == 1 {
-                        out.ttfb = start.elapsed();
-                    }
-                    req.check
-                        .check(&key, out.bytes, &buf.as_slice()[at..at + n])?;
-                    out.bytes += n as u64;
-                    // A short read on O_DIRECT means end of file: no extra zero-length read.
-                    if n < want {
-                        break;
-                    }
-                    chunk = Some(want as u64);
-                }
-                Ok(out)
-            })();
-            pool.give(buf);
-            result
-        })
-        .await
+        if io_inline_here() {
+            return self.inner.get(key, req);
+        }
+        let (inner, key, req) = (self.inner.clone(), key.to_string(), req.clone());
+        blocking(move || inner.get(&key, &req)).await
     }
 
     async fn put(&self, key: &str, data: Payload) -> Result<u32, TargetError> {
-        let (root, pool, key, fsync) = (
-            self.root.clone(),
-            self.pool.clone(),
-            key.to_string(),
-            self.fsync,
-        );
-        blocking(move || {
-            let path = root.path(&key);
-            let file = match open_direct(&path, true) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    root.make_parent(&key)?;
-                    open_direct(&path, true)
-                }
-                other => other,
-            }
-            .map_err(|e| root.err(&key, e))?;
-            let mut buf = pool.take(WRITE_CHUNK);
-            let result = (|| {
-                let mut writes = 0u32;
-                let mut offset = 0u64;
-                let mut fill = 0usize;
-                let mut flush = |buf: &mut super::AlignedBuf,
-                                 fill: usize,
-                                 offset: &mut u64|
-                 -> Result<(), TargetError> {
-                    let len = round_up(fill as u64) as usize;
-                    // Zero the padding so a padded tail never exposes stale buffer bytes.
-                    buf.as_mut_slice()[fill..len].fill(0);
-                    file.write_all_at(&buf.as_slice()[..len], *offset)
-                        .map_err(|e| root.err(&key, e))?;
-                    *offset += fill as u64;
-                    writes += 1;
-                    Ok(())
-                };
-                for part in &data.parts {
-                    let mut src: &[u8] = part;
-                    while !src.is_empty() {
-                        let n = src.len().min(WRITE_CHUNK - fill);
-                        buf.as_mut_slice()[fill..fill + n].copy_from_slice(&src[..n]);
-                        fill += n;
-                        src = &src[n..];
-                        if fill == WRITE_CHUNK {
-                            flush(&mut buf, fill, &mut offset)?;
-                            fill = 0;
-                        }
-                    }
-                }
-                if fill > 0 {
-                    flush(&mut buf, fill, &mut offset)?;
-                }
-                if offset % DIRECT_ALIGN as u64 != 0 {
-                    file.set_len(offset).map_err(|e| root.err(&key, e))?;
-                }
-                if fsync {
-                    file.sync_all().map_err(|e| root.err(&key, e))?;
-                }
-                Ok(writes)
-            })();
-            pool.give(buf);
-            result
-        })
-        .await
+        if io_inline_here() {
+            return self.inner.put(key, &data);
+        }
+        let (inner, key) = (self.inner.clone(), key.to_string());
+        blocking(move || inner.put(&key, &data)).await
     }
 
     async fn stat(&self, key: &str) -> Result<ObjectInfo, TargetError> {
-        self.root.stat_async(key).await
+        self.inner.root.stat_async(key).await
     }
 
     async fn list(&self, prefix: &str) -> Result<ListOutcome, TargetError> {
-        self.root.list_async(prefix).await
+        self.inner.root.list_async(prefix).await
     }
 
     async fn delete(&self, key: &str) -> Result<(), TargetError> {
-        self.root.delete_async(key).await
+        self.inner.root.delete_async(key).await
     }
 
     async fn check(&self) -> Result<(), TargetError> {
-        let root = self.root.clone();
+        let root = self.inner.root.clone();
         blocking(move || {
             root.check_writable()?;
             let refuse = |fs: &str| {
@@ -254,6 +236,10 @@ impl Target for DirectTarget {
     }
 
     fn free_space(&self) -> Option<u64> {
-        self.root.free_space()
+        self.inner.root.free_space()
+    }
+
+    fn blocking_io(&self) -> bool {
+        true
     }
 }

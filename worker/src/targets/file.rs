@@ -1,14 +1,13 @@
 //! `file://`: buffered I/O through the page cache, read in chunks into pooled buffers.
 
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::local::{blocking, LocalRoot};
+use super::local::{blocking, io_inline_here, LocalRoot, ReadPlan};
 use super::{
     whole_object_buffer, BufferPool, ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo,
     Payload, Target, TargetError,
@@ -20,117 +19,110 @@ pub const DEFAULT_CHUNK: u64 = 1 << 20;
 
 #[derive(Debug)]
 pub struct FileTarget {
+    inner: Arc<Files>,
+}
+
+/// The target's state, shared with the blocking pool when an op runs there.
+#[derive(Debug)]
+struct Files {
     root: LocalRoot,
-    pool: Arc<BufferPool>,
+    pool: BufferPool,
     fsync: bool,
 }
 
 impl FileTarget {
     pub fn new(root: PathBuf, workload: &Workload) -> Self {
         Self {
-            root: LocalRoot {
-                root,
-                uri: workload.target.clone(),
-            },
-            pool: Arc::new(BufferPool::new()),
-            fsync: workload.write.fsync,
+            inner: Arc::new(Files {
+                root: LocalRoot {
+                    root,
+                    uri: workload.target.clone(),
+                },
+                pool: BufferPool::new(),
+                fsync: workload.write.fsync,
+            }),
         }
+    }
+}
+
+impl Files {
+    fn get(&self, key: &str, req: &GetRequest) -> Result<GetOutcome, TargetError> {
+        let root = &self.root;
+        let start = Instant::now();
+        let file = std::fs::File::open(root.path(key)).map_err(|e| root.err(key, e))?;
+        let size = file.metadata().map_err(|e| root.err(key, e))?.len();
+        let buf_len = match req.plan.max_chunk() {
+            Some(c) => c as usize,
+            None if req.plan == ChunkPlan::Whole => whole_object_buffer(key, size)?.max(1),
+            None => DEFAULT_CHUNK as usize,
+        };
+        let mut buf = self.pool.take(buf_len);
+        let result = ReadPlan {
+            size,
+            plan: &req.plan,
+            align: 1,
+            fill: false,
+        }
+        .run(&file, &mut buf, buf_len, &req.check, key, root, start);
+        self.pool.give(buf);
+        result
+    }
+
+    fn put(&self, key: &str, data: &Payload) -> Result<u32, TargetError> {
+        let root = &self.root;
+        let create = || std::fs::File::create(root.path(key));
+        let mut f = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                root.make_parent(key)?;
+                create()
+            }
+            other => other,
+        }
+        .map_err(|e| root.err(key, e))?;
+        let mut writes = 0;
+        for part in &data.parts {
+            f.write_all(part).map_err(|e| root.err(key, e))?;
+            writes += 1;
+        }
+        if self.fsync {
+            f.sync_all().map_err(|e| root.err(key, e))?;
+        }
+        Ok(writes)
     }
 }
 
 #[async_trait]
 impl Target for FileTarget {
     async fn get(&self, key: &str, req: &GetRequest) -> Result<GetOutcome, TargetError> {
-        let (root, pool, key, req) = (
-            self.root.clone(),
-            self.pool.clone(),
-            key.to_string(),
-            req.clone(),
-        );
-        blocking(move || {
-            let start = Instant::now();
-            let file = std::fs::File::open(root.path(&key)).map_err(|e| root.err(&key, e))?;
-            let size = match req.plan {
-                ChunkPlan::Whole => Some(whole_object_buffer(
-                    &key,
-                    file.metadata().map_err(|e| root.err(&key, e))?.len(),
-                )? as u64),
-                _ => None,
-            };
-            let buf_len = match (req.plan.max_chunk(), size) {
-                (Some(c), _) => c,
-                (None, Some(s)) => s.max(1),
-                (None, None) => DEFAULT_CHUNK,
-            } as usize;
-            let mut buf = pool.take(buf_len);
-            let result = (|| {
-                let mut out = GetOutcome::default();
-                let mut chunk = None;
-                loop {
-                    let want = req.plan.next(chunk, 1).min(buf_len as u64) as usize;
-                    let n = file
-                        .read_at(&mut buf.as_mut_slice()[..want], out.bytes)
-                        .map_err(|e| root.err(&key, e))?;
-                    out.requests += 1;
-                    if out.requests == 1 {
-                        out.ttfb = start.elapsed();
-                    }
-                    req.check.check(&key, out.bytes, &buf.as_slice()[..n])?;
-                    out.bytes += n as u64;
-                    // pread on a regular file is short only at end of file: stop without an
-                    // extra zero-length read.
-                    if n < want || size.is_some_and(|s| out.bytes >= s) {
-                        break;
-                    }
-                    chunk = Some(want as u64);
-                }
-                Ok(out)
-            })();
-            pool.give(buf);
-            result
-        })
-        .await
+        if io_inline_here() {
+            return self.inner.get(key, req);
+        }
+        let (inner, key, req) = (self.inner.clone(), key.to_string(), req.clone());
+        blocking(move || inner.get(&key, &req)).await
     }
 
     async fn put(&self, key: &str, data: Payload) -> Result<u32, TargetError> {
-        let (root, key, fsync) = (self.root.clone(), key.to_string(), self.fsync);
-        blocking(move || {
-            let create = || std::fs::File::create(root.path(&key));
-            let mut f = match create() {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    root.make_parent(&key)?;
-                    create()
-                }
-                other => other,
-            }
-            .map_err(|e| root.err(&key, e))?;
-            let mut writes = 0;
-            for part in &data.parts {
-                f.write_all(part).map_err(|e| root.err(&key, e))?;
-                writes += 1;
-            }
-            if fsync {
-                f.sync_all().map_err(|e| root.err(&key, e))?;
-            }
-            Ok(writes)
-        })
-        .await
+        if io_inline_here() {
+            return self.inner.put(key, &data);
+        }
+        let (inner, key) = (self.inner.clone(), key.to_string());
+        blocking(move || inner.put(&key, &data)).await
     }
 
     async fn stat(&self, key: &str) -> Result<ObjectInfo, TargetError> {
-        self.root.stat_async(key).await
+        self.inner.root.stat_async(key).await
     }
 
     async fn list(&self, prefix: &str) -> Result<ListOutcome, TargetError> {
-        self.root.list_async(prefix).await
+        self.inner.root.list_async(prefix).await
     }
 
     async fn delete(&self, key: &str) -> Result<(), TargetError> {
-        self.root.delete_async(key).await
+        self.inner.root.delete_async(key).await
     }
 
     async fn check(&self) -> Result<(), TargetError> {
-        let root = self.root.clone();
+        let root = self.inner.root.clone();
         blocking(move || root.check_writable()).await
     }
 
@@ -139,6 +131,10 @@ impl Target for FileTarget {
     }
 
     fn free_space(&self) -> Option<u64> {
-        self.root.free_space()
+        self.inner.root.free_space()
+    }
+
+    fn blocking_io(&self) -> bool {
+        true
     }
 }

@@ -75,6 +75,27 @@ pub async fn engine(w: Workload) -> Engine {
         .unwrap_or_else(|e| panic!("opening the target failed: {e}"))
 }
 
+/// An engine and the live metrics it records into (to wait on observed progress).
+pub async fn engine_with_metrics(w: Workload) -> (Engine, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
+    let e = Engine::open(w, metrics.clone(), "t1")
+        .await
+        .unwrap_or_else(|e| panic!("opening the target failed: {e}"));
+    (e, metrics)
+}
+
+/// Wait (at most 12 s) until the live totals `(operations, errors)` satisfy `f`.
+pub async fn until(m: &Metrics, what: &str, f: impl Fn(u64, u64) -> bool) {
+    for _ in 0..600 {
+        let (ops, _, errors) = m.totals();
+        if f(ops, errors) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("not {what} after 12 s: {:?}", m.totals());
+}
+
 /// `host:port` of an `http://host:port/...` endpoint.
 pub fn addr_of(endpoint: &str) -> SocketAddr {
     let rest = endpoint.trim_start_matches("http://");
@@ -122,6 +143,8 @@ pub struct Proxy {
     pub addr: SocketAddr,
     seen: Arc<Mutex<Vec<SeenRequest>>>,
     stop: tokio::sync::watch::Sender<bool>,
+    /// While true the server is "down": live connections are cut and new ones closed at once.
+    down: tokio::sync::watch::Sender<bool>,
 }
 
 impl Proxy {
@@ -130,6 +153,7 @@ impl Proxy {
         let addr = listener.local_addr().expect("proxy addr");
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let (down, is_down) = tokio::sync::watch::channel(false);
         let seen2 = seen.clone();
         tokio::spawn(async move {
             loop {
@@ -138,17 +162,28 @@ impl Proxy {
                     r = listener.accept() => match r { Ok(c) => c, Err(_) => return },
                     _ = st.changed() => return,
                 };
+                if *is_down.borrow() {
+                    drop(client);
+                    continue;
+                }
                 let seen = seen2.clone();
                 let mut st = stopped.clone();
+                let mut went_down = is_down.clone();
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = forward(client, upstream, seen) => {}
                         _ = st.changed() => {}
+                        _ = went_down.wait_for(|d| *d) => {}
                     }
                 });
             }
         });
-        Proxy { addr, seen, stop }
+        Proxy {
+            addr,
+            seen,
+            stop,
+            down,
+        }
     }
 
     /// Endpoint URL of the proxy, with `path` appended (e.g. `/devstoreaccount1`).
@@ -176,6 +211,12 @@ impl Proxy {
     /// Close the listener and every connection, as a crashed server would.
     pub fn stop(&self) {
         let _ = self.stop.send(true);
+    }
+
+    /// The server goes down (every connection cut, new ones closed at once) or comes back up
+    /// on the same address, as a restarted server would.
+    pub fn set_down(&self, down: bool) {
+        let _ = self.down.send(down);
     }
 }
 

@@ -1,0 +1,320 @@
+//! Baselines: compare a finished run's merged result with another finished run's (or a stored
+//! summary), op by op, and say whether it regressed (`spec.baselineRef`).
+//!
+//! The comparison is of the same figures as `status.results`, both from exact merged
+//! histograms. A run regressed when, for any op both results have, throughput fell or p99 rose
+//! by more than the tolerance. The verdict is the `Regressed` condition; the run's phase is not
+//! changed by it (thresholds are the gate that fails a run).
+
+use std::collections::BTreeMap;
+
+use benchrun_worker::Summary;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::crd::{BenchmarkRun, OpResult, Phase};
+use crate::resources::{result_cm_name, MERGED_KEY};
+
+/// Default tolerance, in percent.
+pub const DEFAULT_TOLERANCE_PERCENT: f64 = 10.0;
+
+/// Where the baseline result is: a finished run, or a summary stored in a ConfigMap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new("has(self.run) != has(self.configMap)").message("give baselineRef.run or baselineRef.configMap (exactly one)"))]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineRef {
+    /// A Succeeded BenchmarkRun in this namespace; its merged result is the baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub run: Option<String>,
+    /// A summary stored in a ConfigMap of this namespace (for example a run's `merged.json`
+    /// kept after the run was deleted, or a `benchrun-worker run --summary` file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapKey>,
+    /// Largest tolerated change, in percent: throughput lower or p99 higher than the
+    /// baseline's by more than this marks the run `Regressed`. Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1000.0))]
+    pub tolerance_percent: Option<f64>,
+}
+
+/// A key of a ConfigMap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapKey {
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding the summary JSON. Default `merged.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: Option<String>,
+}
+
+impl BaselineRef {
+    pub fn tolerance(&self) -> f64 {
+        self.tolerance_percent.unwrap_or(DEFAULT_TOLERANCE_PERCENT)
+    }
+
+    /// "run other-run" or "configmap saved/merged.json", for messages.
+    pub fn source(&self) -> String {
+        match (&self.run, &self.config_map) {
+            (Some(r), _) => format!("run {r}"),
+            (None, Some(c)) => format!(
+                "configmap {}/{}",
+                c.name,
+                c.key.as_deref().unwrap_or(MERGED_KEY)
+            ),
+            (None, None) => "nothing".into(),
+        }
+    }
+
+    /// Check what the schema's CEL rules also say (for runs created before them): each problem
+    /// as "spec.baselineRef...: why".
+    pub fn validate(&self, own_name: &str) -> Vec<String> {
+        let mut errs = vec![];
+        if self.run.is_some() == self.config_map.is_some() {
+            errs.push("spec.baselineRef: give run or configMap (exactly one)".into());
+        }
+        if self.run.as_deref() == Some(own_name) {
+            errs.push("spec.baselineRef.run: a run cannot be its own baseline".into());
+        }
+        let t = self.tolerance();
+        if !t.is_finite() || !(0.0..=1000.0).contains(&t) {
+            errs.push(format!(
+                "spec.baselineRef.tolerancePercent: must be from 0 to 1000 (got {t})"
+            ));
+        }
+        errs
+    }
+}
+
+/// Why a baseline could not be compared with.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    #[error("{0} does not exist")]
+    NotFound(String),
+    #[error("{0} has not succeeded (phase {1})")]
+    NotSucceeded(String, String),
+    #[error("{0} holds no summary: {1}")]
+    NoSummary(String, String),
+    #[error("reading {0}: {1}")]
+    Kube(String, kube::Error),
+}
+
+/// Fetch the baseline's summary.
+pub async fn load(
+    r: &BaselineRef,
+    runs: &Api<BenchmarkRun>,
+    cms: &Api<ConfigMap>,
+) -> Result<Summary, BaselineError> {
+    let source = r.source();
+    let (cm_name, key) = match (&r.run, &r.config_map) {
+        (Some(run), _) => {
+            let other = runs
+                .get_opt(run)
+                .await
+                .map_err(|e| BaselineError::Kube(source.clone(), e))?
+                .ok_or_else(|| BaselineError::NotFound(source.clone()))?;
+            let phase = other.status.map(|s| s.phase).unwrap_or_default();
+            if phase != Phase::Succeeded {
+                return Err(BaselineError::NotSucceeded(source, phase.as_str().into()));
+            }
+            (result_cm_name(run), MERGED_KEY.to_string())
+        }
+        (None, Some(c)) => (
+            c.name.clone(),
+            c.key.clone().unwrap_or_else(|| MERGED_KEY.into()),
+        ),
+        (None, None) => return Err(BaselineError::NotFound(source)),
+    };
+    let cm = cms
+        .get_opt(&cm_name)
+        .await
+        .map_err(|e| BaselineError::Kube(source.clone(), e))?
+        .ok_or_else(|| BaselineError::NotFound(format!("configmap {cm_name} of {source}")))?;
+    let text = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get(&key))
+        .ok_or_else(|| BaselineError::NoSummary(source.clone(), format!("no key {key}")))?;
+    serde_json::from_str(text).map_err(|e| BaselineError::NoSummary(source, e.to_string()))
+}
+
+/// The run against its baseline.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineStatus {
+    /// Where the baseline came from (`run NAME` or `configmap NAME/KEY`).
+    pub source: String,
+    /// The tolerance applied, in percent.
+    pub tolerance_percent: f64,
+    /// Per op (and `all`): relative changes against the baseline, in percent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub deltas: BTreeMap<String, OpDelta>,
+    /// The ops (and limits) that crossed the tolerance.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regressions: Vec<String>,
+}
+
+/// Relative changes of one op, in percent of the baseline (positive: higher than baseline).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpDelta {
+    pub ops_per_sec_percent: f64,
+    pub mib_per_sec_percent: f64,
+    pub p50_percent: f64,
+    pub p99_percent: f64,
+    pub error_rate_change: f64,
+}
+
+/// Compare `current` with `baseline`, op by op (only ops both have).
+pub fn compare(current: &Summary, baseline: &Summary, tolerance_percent: f64) -> BaselineStatus {
+    let now = crate::state::op_results(current);
+    let then = crate::state::op_results(baseline);
+    let mut out = BaselineStatus {
+        tolerance_percent,
+        ..Default::default()
+    };
+    for (op, c) in &now {
+        let Some(b) = then.get(op) else { continue };
+        let d = OpDelta {
+            ops_per_sec_percent: percent(c.ops_per_sec, b.ops_per_sec),
+            mib_per_sec_percent: percent(c.mib_per_sec, b.mib_per_sec),
+            p50_percent: percent(c.p50_ms, b.p50_ms),
+            p99_percent: percent(c.p99_ms, b.p99_ms),
+            error_rate_change: round3(error_rate(c) - error_rate(b)),
+        };
+        if d.ops_per_sec_percent < -tolerance_percent {
+            out.regressions.push(format!(
+                "{op} ops/s {:.2} vs {:.2} ({:+.1}%)",
+                c.ops_per_sec, b.ops_per_sec, d.ops_per_sec_percent
+            ));
+        }
+        if d.p99_percent > tolerance_percent {
+            out.regressions.push(format!(
+                "{op} p99 {:.3}ms vs {:.3}ms ({:+.1}%)",
+                c.p99_ms, b.p99_ms, d.p99_percent
+            ));
+        }
+        out.deltas.insert(op.clone(), d);
+    }
+    out
+}
+
+/// `(now - then) / then` in percent, rounded to 0.1; 0 when both are 0, +100% per unit when
+/// only the baseline is 0 (something that was free now costs).
+fn percent(now: f64, then: f64) -> f64 {
+    let p = if then == 0.0 {
+        if now == 0.0 {
+            0.0
+        } else {
+            100.0
+        }
+    } else {
+        (now - then) / then * 100.0
+    };
+    (p * 10.0).round() / 10.0
+}
+
+fn error_rate(r: &OpResult) -> f64 {
+    if r.count == 0 {
+        0.0
+    } else {
+        r.errors as f64 / r.count as f64
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchrun_worker::spec::OpKind;
+    use benchrun_worker::stats::OpStats;
+    use std::time::Duration;
+
+    /// `count` gets in 10 s, each taking `ms`.
+    fn summary(count: u64, ms: u64) -> Summary {
+        let mut get = OpStats {
+            count,
+            bytes: count << 20,
+            ..Default::default()
+        };
+        for _ in 0..count {
+            get.latency.record(Duration::from_millis(ms));
+        }
+        Summary {
+            version: benchrun_worker::stats::SUMMARY_VERSION,
+            target: "s3://bench".into(),
+            workers: 1,
+            worker_ids: vec!["w0".into()],
+            started_at: chrono::DateTime::UNIX_EPOCH,
+            elapsed_seconds: 10.0,
+            stopped_by: "duration".into(),
+            ops: [(OpKind::Get, get)].into(),
+            report: Default::default(),
+            timeline: vec![],
+            process: Default::default(),
+            prepare: None,
+            pre_stat: None,
+            cleanup: None,
+            partial: false,
+        }
+    }
+
+    #[test]
+    fn equal_results_do_not_regress() {
+        let s = summary(1000, 4);
+        let b = compare(&s, &s, 10.0);
+        assert!(b.regressions.is_empty(), "{b:?}");
+        assert_eq!(b.deltas["get"], OpDelta::default());
+        assert_eq!(b.deltas.keys().collect::<Vec<_>>(), ["all", "get"]);
+    }
+
+    #[test]
+    fn slower_and_fewer_ops_regress_beyond_the_tolerance_only() {
+        // 20% fewer ops, p99 from 4 ms to 5 ms (+25%).
+        let base = summary(1000, 4);
+        let now = summary(800, 5);
+        let b = compare(&now, &base, 10.0);
+        assert_eq!(b.deltas["get"].ops_per_sec_percent, -20.0);
+        assert_eq!(b.deltas["get"].p99_percent, 25.0);
+        assert_eq!(
+            b.regressions,
+            [
+                "all ops/s 80.00 vs 100.00 (-20.0%)",
+                "all p99 5.003ms vs 4.001ms (+25.0%)",
+                "get ops/s 80.00 vs 100.00 (-20.0%)",
+                "get p99 5.003ms vs 4.001ms (+25.0%)",
+            ]
+        );
+        // Within a 30% tolerance nothing regressed; faster is never a regression.
+        assert!(compare(&now, &base, 30.0).regressions.is_empty());
+        assert!(compare(&base, &now, 0.0).regressions.is_empty());
+    }
+
+    #[test]
+    fn validation_says_what_is_wrong() {
+        let r: BaselineRef = serde_yaml::from_str("{run: me, tolerancePercent: -1}").expect("ref");
+        assert_eq!(
+            r.validate("me"),
+            [
+                "spec.baselineRef.run: a run cannot be its own baseline",
+                "spec.baselineRef.tolerancePercent: must be from 0 to 1000 (got -1)",
+            ]
+        );
+        let r: BaselineRef = serde_yaml::from_str("{}").expect("ref");
+        assert_eq!(
+            r.validate("me"),
+            ["spec.baselineRef: give run or configMap (exactly one)"]
+        );
+        let r: BaselineRef = serde_yaml::from_str("{configMap: {name: saved}}").expect("ref");
+        assert!(r.validate("me").is_empty());
+        assert_eq!(r.source(), "configmap saved/merged.json");
+    }
+}

@@ -1,0 +1,40 @@
+//! Crash points for tests: [`arm`] makes the next [`hit`] of that name panic, once, so a test
+//! can stop the operator exactly between two steps, as a crash or a kill there would, and
+//! then start a new one. A reconcile panic ends the controller (kube re-raises it), which is
+//! what a crash is. Nothing arms a failpoint outside tests; an unarmed `hit` is one lock.
+
+use std::sync::Mutex;
+
+static ARMED: Mutex<Option<String>> = Mutex::new(None);
+
+/// Make the next `hit(name)` panic.
+pub fn arm(name: &str) {
+    *ARMED.lock().unwrap_or_else(|e| e.into_inner()) = Some(name.to_string());
+}
+
+/// Panic here if `name` is armed (and disarm it).
+pub fn hit(name: &str) {
+    let mut armed = ARMED.lock().unwrap_or_else(|e| e.into_inner());
+    if armed.as_deref() == Some(name) {
+        *armed = None;
+        drop(armed);
+        panic!("failpoint {name}");
+    }
+}
+
+/// A summary is persisted and not yet counted in the status.
+pub const AFTER_PERSIST: &str = "after-persist";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fires_once_and_only_by_name() {
+        hit("unit-test-point");
+        arm("unit-test-point");
+        hit("another-point");
+        assert!(std::panic::catch_unwind(|| hit("unit-test-point")).is_err());
+        hit("unit-test-point");
+    }
+}

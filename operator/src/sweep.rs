@@ -1,0 +1,353 @@
+//! Matrix runs on the cluster: a `BenchmarkRun` with `spec.matrix` runs each combination in
+//! turn as a child run (`<run>-<k>`, owned by it, on the same node selection), one at a time so
+//! combinations never compete for the nodes. Each child is an ordinary run: synchronized start,
+//! exact merge, its merged result persisted in its own result ConfigMap. The parent's status
+//! shows "combination k of n" and, row by row, the table of the design reports: ops/s, MiB/s,
+//! p50, p99, errors, requests per op, client CPU per GiB and the change against the baseline
+//! combination.
+
+use benchrun_worker::matrix::{Matrix, Planned};
+use benchrun_worker::units::HumanDuration;
+use benchrun_worker::Summary;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpResult, Phase};
+
+/// Label on a matrix run's children: the parent's name (`kubectl get br -l benchrun.dev/matrix=NAME`).
+pub const MATRIX_LABEL: &str = "benchrun.dev/matrix";
+
+/// Longest run name that leaves room for `-<k>-r<j>` in its children's names.
+pub const MAX_PARENT_NAME: usize = crate::resources::MAX_RUN_NAME - 9;
+
+/// The matrix part of the status.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MatrixStatus {
+    /// `combination k of n`, or `n combinations done`.
+    pub progress: String,
+    /// Number of combinations.
+    pub total: u32,
+    /// 1-based number of the baseline combination.
+    pub baseline: u32,
+    /// One row per combination, in order.
+    pub combinations: Vec<CombinationRow>,
+}
+
+/// One combination: its child run and, once finished, its merged figures (all ops together).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CombinationRow {
+    /// `path=value, ...`.
+    pub name: String,
+    /// The child run whose figures the row shows (the median repeat).
+    pub run: String,
+    /// Every measured child run of the combination (one per repeat), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+    pub phase: Phase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_per_sec: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mib_per_sec: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_op: Option<f64>,
+    /// Client CPU seconds (all workers) per GiB moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds_per_gib: Option<f64>,
+    /// Why the measured stage ended (`duration`, `stable: ...` with `stopWhenStable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+    /// Change of ops/s against the baseline combination, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_per_sec_change_percent: Option<f64>,
+    /// Change of p99 against the baseline combination, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_change_percent: Option<f64>,
+}
+
+/// The combinations of a run's matrix, validated like the workload itself.
+pub fn plan(spec: &BenchmarkRunSpec, m: &Matrix) -> Result<(Vec<Planned>, usize), Vec<String>> {
+    let doc =
+        serde_yaml::to_value(&spec.workload).map_err(|e| vec![format!("spec.workload: {e}")])?;
+    let planned = m.expand(&doc).map_err(|e| prefixed(&e))?;
+    let baseline = m.baseline_index(&planned).map_err(|e| prefixed(&e))?;
+    Ok((planned, baseline))
+}
+
+fn prefixed(e: &benchrun_worker::SpecError) -> Vec<String> {
+    match e {
+        benchrun_worker::SpecError::Invalid(errs) => {
+            errs.iter().map(|e| format!("spec.{e}")).collect()
+        }
+        other => vec![format!("spec.{other}")],
+    }
+}
+
+/// What the schema cannot say about a run's matrix: each problem as "spec.matrix...: why".
+pub fn validate(spec: &BenchmarkRunSpec, name: &str) -> Vec<String> {
+    let Some(m) = &spec.matrix else {
+        return vec![];
+    };
+    let mut errs = match plan(spec, m) {
+        Ok(_) => vec![],
+        Err(e) => e,
+    };
+    if let Some(w) = m.warmup {
+        if w.0.is_zero() || w.0 > std::time::Duration::from_secs(3600) {
+            errs.push(format!(
+                "spec.matrix.warmup: must be more than 0 and at most 1h (got {w})"
+            ));
+        }
+    }
+    if spec.baseline_ref.is_some() {
+        errs.push("spec.baselineRef: not with spec.matrix (the combinations are compared with matrix.baseline; give each child's baseline by running it alone)".into());
+    }
+    if name.len() > MAX_PARENT_NAME {
+        errs.push(format!(
+            "metadata.name: at most {MAX_PARENT_NAME} characters for a matrix run (its combinations are named <name>-<k>-r<j>; got {})",
+            name.len()
+        ));
+    }
+    errs
+}
+
+/// The child run of combination `k` (0-based): the parent's spec with that combination's
+/// workload, and neither matrix, baseline nor TTL (the parent's TTL removes it with the rest).
+pub fn child_spec(parent: &BenchmarkRunSpec, p: &Planned) -> BenchmarkRunSpec {
+    let mut spec = parent.clone();
+    spec.workload = p.workload.clone();
+    spec.matrix = None;
+    spec.baseline_ref = None;
+    spec.ttl_seconds_after_finished = None;
+    spec.timeout = None;
+    spec
+}
+
+/// One child run of a combination: its unmeasured warm-up, or a measured repeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    Warmup,
+    /// 0-based repeat.
+    Repeat(u32),
+}
+
+/// The child runs of combination `k` (0-based), in the order they run: the warm-up (if
+/// any), then each repeat. One repeat without warm-up keeps the plain name `<run>-<k>`.
+pub fn slots(parent: &str, k: usize, m: &Matrix) -> Vec<(String, Slot)> {
+    let base = child_name(parent, k);
+    let mut out = vec![];
+    if m.warmup.is_some() {
+        out.push((format!("{base}-w"), Slot::Warmup));
+    }
+    if m.repeats <= 1 && m.warmup.is_none() {
+        out.push((base, Slot::Repeat(0)));
+    } else {
+        out.extend((0..m.repeats.max(1)).map(|j| (format!("{base}-r{}", j + 1), Slot::Repeat(j))));
+    }
+    out
+}
+
+/// The warm-up child: the combination's workload for `warmup`, unjudged (no thresholds).
+pub fn warmup_spec(
+    parent: &BenchmarkRunSpec,
+    p: &Planned,
+    warmup: HumanDuration,
+) -> BenchmarkRunSpec {
+    let mut spec = child_spec(parent, p);
+    spec.workload.duration = Some(warmup);
+    spec.workload.total_ops = None;
+    spec.workload.stop_when_stable = None;
+    spec.thresholds.clear();
+    spec
+}
+
+pub fn child_name(parent: &str, k: usize) -> String {
+    format!("{parent}-{}", k + 1)
+}
+
+/// Index of the repeat that stands for a combination: the median by merged ops/s (the lower
+/// of the two middle ones for an even count), as the standalone table does.
+pub fn representative(repeats: &[BenchmarkRun]) -> Option<usize> {
+    let rate = |r: &BenchmarkRun| {
+        r.status
+            .as_ref()
+            .and_then(|s| s.results.get("all"))
+            .map_or(0.0, |a| a.ops_per_sec)
+    };
+    let mut order: Vec<usize> = (0..repeats.len()).collect();
+    order.sort_by(|a, b| rate(&repeats[*a]).total_cmp(&rate(&repeats[*b])));
+    order.get(order.len().saturating_sub(1) / 2).copied()
+}
+
+/// Fill a row from its finished child and the child's merged summary (when it has one).
+pub fn fill_row(row: &mut CombinationRow, child: &BenchmarkRun, merged: Option<&Summary>) {
+    let st = child.status.clone().unwrap_or_default();
+    row.phase = st.phase;
+    if let Some(all) = st.results.get("all") {
+        fill_from(row, all);
+    }
+    if let Some(s) = merged {
+        row.stopped_by = Some(s.stopped_by.clone());
+        let all = s.total().report(s.elapsed_seconds);
+        row.requests_per_op = Some(round(all.requests_per_op, 3));
+        row.cpu_seconds_per_gib = s.cpu_seconds_per_gib().map(|v| round(v, 3));
+    }
+}
+
+fn fill_from(row: &mut CombinationRow, r: &OpResult) {
+    row.ops_per_sec = Some(r.ops_per_sec);
+    row.mib_per_sec = Some(r.mib_per_sec);
+    row.p50_ms = Some(r.p50_ms);
+    row.p99_ms = Some(r.p99_ms);
+    row.errors = Some(r.errors);
+}
+
+/// Each row's change against the baseline row (none for the baseline itself, or without
+/// figures on either side).
+pub fn compare_rows(rows: &mut [CombinationRow], baseline: usize) {
+    let Some(base) = rows.get(baseline).cloned() else {
+        return;
+    };
+    for (i, row) in rows.iter_mut().enumerate() {
+        if i == baseline {
+            continue;
+        }
+        row.ops_per_sec_change_percent = change(row.ops_per_sec, base.ops_per_sec);
+        row.p99_change_percent = change(row.p99_ms, base.p99_ms);
+    }
+}
+
+fn change(now: Option<f64>, base: Option<f64>) -> Option<f64> {
+    match (now, base) {
+        (Some(n), Some(b)) if b != 0.0 => Some(round((n - b) / b * 100.0, 1)),
+        _ => None,
+    }
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> BenchmarkRunSpec {
+        serde_yaml::from_str(&format!(
+            "workload: {{target: file:///data, duration: 2s, ops: [{{op: get}}], objectSize: 4KiB}}\n{extra}"
+        ))
+        .expect("spec parses")
+    }
+
+    #[test]
+    fn children_carry_their_combination_only() {
+        let s = spec(
+            "matrix: {parameters: {objectSize: [4KiB, 8KiB], concurrency: [1, 2]}, baseline: {objectSize: 8KiB}}\nttlSecondsAfterFinished: 60\nthresholds: [{op: get, minOpsPerSec: 1}]",
+        );
+        let m = s.matrix.clone().expect("matrix");
+        let (planned, baseline) = plan(&s, &m).expect("plans");
+        assert_eq!(planned.len(), 4);
+        assert_eq!(baseline, 2);
+        let c = child_spec(&s, &planned[3]);
+        assert_eq!(c.workload.concurrency, 2);
+        assert!(
+            c.matrix.is_none()
+                && c.baseline_ref.is_none()
+                && c.ttl_seconds_after_finished.is_none()
+        );
+        assert_eq!(
+            c.thresholds, s.thresholds,
+            "each combination is held to the thresholds"
+        );
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(child_name("sweep", 3), "sweep-4");
+    }
+
+    #[test]
+    fn validation_names_combination_and_limits() {
+        let s = spec(
+            "matrix: {parameters: {concurrency: [1, 0]}, repeats: 2, warmup: 2h}\nbaselineRef: {run: a}",
+        );
+        let errs = validate(&s, &"x".repeat(60));
+        assert_eq!(errs.len(), 4, "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec.matrix: combination 2 of 2 (concurrency=0)"),
+            "{errs:?}"
+        );
+        assert!(
+            errs[1].starts_with("spec.matrix.warmup: must be more than 0 and at most 1h"),
+            "{errs:?}"
+        );
+        assert!(errs[2].starts_with("spec.baselineRef: not with spec.matrix"));
+        assert!(errs[3].starts_with("metadata.name: at most 54 characters"));
+        assert!(validate(&spec(""), "x").is_empty());
+    }
+
+    #[test]
+    fn slots_warm_up_then_repeat() {
+        let m = |extra: &str| -> Matrix {
+            serde_yaml::from_str(&format!("{{parameters: {{seed: [1]}}{extra}}}")).expect("matrix")
+        };
+        assert_eq!(
+            slots("sw", 0, &m("")),
+            [("sw-1".to_string(), Slot::Repeat(0))]
+        );
+        assert_eq!(
+            slots("sw", 2, &m(", repeats: 2, warmup: 3s")),
+            [
+                ("sw-3-w".to_string(), Slot::Warmup),
+                ("sw-3-r1".to_string(), Slot::Repeat(0)),
+                ("sw-3-r2".to_string(), Slot::Repeat(1)),
+            ]
+        );
+        let s = spec("matrix: {parameters: {seed: [1]}, warmup: 3s}\nthresholds: [{op: get, minOpsPerSec: 1}]");
+        let (planned, _) = plan(&s, s.matrix.as_ref().expect("matrix")).expect("plans");
+        let w = warmup_spec(
+            &s,
+            &planned[0],
+            HumanDuration(std::time::Duration::from_secs(3)),
+        );
+        assert_eq!(w.workload.duration.map(|d| d.0.as_secs()), Some(3));
+        assert!(w.thresholds.is_empty() && w.matrix.is_none());
+    }
+
+    #[test]
+    fn the_default_deadline_covers_every_child_run() {
+        // 2 combinations x (warm-up + 2 repeats) = 6 child runs of 2 s + 10 min each.
+        let s = spec("matrix: {parameters: {seed: [1, 2]}, repeats: 2, warmup: 1s}");
+        assert_eq!(
+            crate::state::timeout(&s),
+            std::time::Duration::from_secs(6 * 602)
+        );
+        assert_eq!(
+            crate::state::timeout(&spec("")),
+            std::time::Duration::from_secs(602)
+        );
+    }
+
+    #[test]
+    fn rows_compare_with_the_baseline() {
+        let row = |ops: f64, p99: f64| CombinationRow {
+            ops_per_sec: Some(ops),
+            p99_ms: Some(p99),
+            ..Default::default()
+        };
+        let mut rows = vec![row(100.0, 2.0), row(150.0, 1.0), CombinationRow::default()];
+        compare_rows(&mut rows, 0);
+        assert_eq!(rows[0].ops_per_sec_change_percent, None);
+        assert_eq!(rows[1].ops_per_sec_change_percent, Some(50.0));
+        assert_eq!(rows[1].p99_change_percent, Some(-50.0));
+        assert_eq!(
+            rows[2].ops_per_sec_change_percent, None,
+            "no figures, no change"
+        );
+    }
+}

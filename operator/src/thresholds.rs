@@ -1,0 +1,353 @@
+//! Thresholds: limits the merged result must meet (`spec.thresholds`), so that
+//! `kubectl wait --for=condition=ThresholdsMet br/NAME` can gate a CI pipeline.
+//!
+//! Each threshold names an op (or `all`) and one or more limits; every limit becomes one
+//! [`ThresholdCheck`] in the status, met or not, with the measured value beside it. A run whose
+//! checks are not all met ends `Failed` (reason `ThresholdsNotMet`) with its result kept.
+
+use benchrun_worker::spec::OpKind;
+use benchrun_worker::units::HumanDuration;
+use benchrun_worker::{Summary, Workload};
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::crd::OpResult;
+
+/// Limits on one operation's merged result. Give at least one limit.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new("has(self.minOpsPerSec) || has(self.minMiBPerSec) || has(self.maxP50) || has(self.maxP99) || has(self.maxP999) || has(self.maxErrorRate)").message("a threshold needs at least one limit (minOpsPerSec, minMiBPerSec, maxP50, maxP99, maxP999, maxErrorRate)"))]
+#[serde(rename_all = "camelCase")]
+pub struct Threshold {
+    /// The operation: `get`, `put`, `stat`, `list`, `delete`, or `all` for every op together.
+    pub op: ThresholdOp,
+    /// Lowest acceptable merged throughput, operations per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub min_ops_per_sec: Option<f64>,
+    /// Lowest acceptable merged throughput, MiB per second.
+    #[serde(
+        default,
+        rename = "minMiBPerSec",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 0.0))]
+    pub min_mib_per_sec: Option<f64>,
+    /// Highest acceptable median latency (e.g. `2ms`, `500us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_p50: Option<HumanDuration>,
+    /// Highest acceptable p99 latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_p99: Option<HumanDuration>,
+    /// Highest acceptable p99.9 latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_p999: Option<HumanDuration>,
+    /// Highest acceptable share of failed operations, from 0 (none may fail) to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub max_error_rate: Option<f64>,
+}
+
+/// An operation, or all of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ThresholdOp {
+    /// Every operation together.
+    #[default]
+    All,
+    Get,
+    Put,
+    Stat,
+    List,
+    Delete,
+}
+
+impl ThresholdOp {
+    /// The key of this op in `status.results`.
+    pub fn key(self) -> &'static str {
+        match self.kind() {
+            Some(k) => k.as_str(),
+            None => "all",
+        }
+    }
+    fn kind(self) -> Option<OpKind> {
+        match self {
+            ThresholdOp::All => None,
+            ThresholdOp::Get => Some(OpKind::Get),
+            ThresholdOp::Put => Some(OpKind::Put),
+            ThresholdOp::Stat => Some(OpKind::Stat),
+            ThresholdOp::List => Some(OpKind::List),
+            ThresholdOp::Delete => Some(OpKind::Delete),
+        }
+    }
+}
+
+/// One limit of one threshold, as evaluated.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThresholdCheck {
+    /// The op (or `all`).
+    pub op: String,
+    /// The limit's field, e.g. `maxP99`.
+    pub limit: String,
+    /// The limit, e.g. `<= 10ms`.
+    pub want: String,
+    /// What the merged result measured.
+    pub got: String,
+    /// Whether the limit is met.
+    pub met: bool,
+}
+
+impl ThresholdCheck {
+    /// "get maxP99: got 12.500ms, want <= 10ms".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {}: got {}, want {}",
+            self.op, self.limit, self.got, self.want
+        )
+    }
+}
+
+/// Check `thresholds` against the workload: each problem as "spec.thresholds[i]...: why".
+pub fn validate(thresholds: &[Threshold], workload: &Workload) -> Vec<String> {
+    let mut errs = vec![];
+    for (i, t) in thresholds.iter().enumerate() {
+        if let Some(kind) = t.op.kind() {
+            if !workload.ops.iter().any(|o| o.op == kind) {
+                errs.push(format!(
+                    "spec.thresholds[{i}].op: `{}` is not in workload.ops, so it would never be measured",
+                    t.op.key()
+                ));
+            }
+        }
+        let limits = [
+            t.min_ops_per_sec,
+            t.min_mib_per_sec,
+            t.max_p50.map(|_| 0.0),
+            t.max_p99.map(|_| 0.0),
+            t.max_p999.map(|_| 0.0),
+            t.max_error_rate,
+        ];
+        if limits.iter().all(Option::is_none) {
+            errs.push(format!("spec.thresholds[{i}]: give at least one limit"));
+        }
+        for (name, v) in [
+            ("minOpsPerSec", t.min_ops_per_sec),
+            ("minMiBPerSec", t.min_mib_per_sec),
+            ("maxErrorRate", t.max_error_rate),
+        ] {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 || (name == "maxErrorRate" && v > 1.0) {
+                    errs.push(format!(
+                        "spec.thresholds[{i}].{name}: must be a number {} (got {v})",
+                        if name == "maxErrorRate" {
+                            "from 0 to 1"
+                        } else {
+                            "of at least 0"
+                        }
+                    ));
+                }
+            }
+        }
+    }
+    errs
+}
+
+/// Evaluate every limit of every threshold against the merged per-op results (the same
+/// figures as `status.results`). An op that did not run counts as zero throughput and no
+/// latency, so a minimum on it is missed rather than silently skipped.
+pub fn evaluate(thresholds: &[Threshold], merged: &Summary) -> Vec<ThresholdCheck> {
+    let results = crate::state::op_results(merged);
+    let mut out = vec![];
+    for t in thresholds {
+        let key = t.op.key();
+        let r = results.get(key).cloned().unwrap_or_default();
+        let mut push = |limit: &str, want: String, got: String, met: bool| {
+            out.push(ThresholdCheck {
+                op: key.into(),
+                limit: limit.into(),
+                want,
+                got,
+                met,
+            })
+        };
+        if let Some(min) = t.min_ops_per_sec {
+            push(
+                "minOpsPerSec",
+                format!(">= {min}"),
+                format!("{:.2}", r.ops_per_sec),
+                r.count > 0 && r.ops_per_sec >= min,
+            );
+        }
+        if let Some(min) = t.min_mib_per_sec {
+            push(
+                "minMiBPerSec",
+                format!(">= {min}"),
+                format!("{:.2}", r.mib_per_sec),
+                r.count > 0 && r.mib_per_sec >= min,
+            );
+        }
+        for (limit, max, got) in [
+            ("maxP50", t.max_p50, r.p50_ms),
+            ("maxP99", t.max_p99, r.p99_ms),
+            ("maxP999", t.max_p999, r.p999_ms),
+        ] {
+            if let Some(max) = max {
+                let max_ms = max.0.as_secs_f64() * 1000.0;
+                push(
+                    limit,
+                    format!("<= {max}"),
+                    format!("{got:.3}ms"),
+                    succeeded(&r) > 0 && got <= max_ms,
+                );
+            }
+        }
+        if let Some(max) = t.max_error_rate {
+            let rate = if r.count > 0 {
+                r.errors as f64 / r.count as f64
+            } else {
+                0.0
+            };
+            push(
+                "maxErrorRate",
+                format!("<= {max}"),
+                format!("{rate:.6}"),
+                r.count > 0 && rate <= max,
+            );
+        }
+    }
+    out
+}
+
+/// Operations that succeeded (only they have a latency).
+fn succeeded(r: &OpResult) -> u64 {
+    r.count.saturating_sub(r.errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchrun_worker::stats::{Latency, OpStats};
+    use std::time::Duration;
+
+    /// A summary of 10 s with `get` latencies 1..=100 ms (one op each) and `errors` failed puts
+    /// out of `puts`.
+    fn summary(puts: u64, errors: u64) -> Summary {
+        let mut s = Summary {
+            version: benchrun_worker::stats::SUMMARY_VERSION,
+            target: "file:///data".into(),
+            workers: 1,
+            worker_ids: vec!["w0".into()],
+            started_at: chrono::DateTime::UNIX_EPOCH,
+            elapsed_seconds: 10.0,
+            stopped_by: "duration".into(),
+            ops: Default::default(),
+            report: Default::default(),
+            timeline: vec![],
+            process: Default::default(),
+            prepare: None,
+            pre_stat: None,
+            cleanup: None,
+            partial: false,
+        };
+        let mut get = OpStats::default();
+        let mut lat = Latency::default();
+        for ms in 1..=100u64 {
+            lat.record(Duration::from_millis(ms));
+        }
+        get.latency = lat;
+        get.count = 100;
+        get.bytes = 100 << 20;
+        s.ops.insert(OpKind::Get, get);
+        let mut put = OpStats {
+            count: puts,
+            errors,
+            ..Default::default()
+        };
+        for _ in 0..puts - errors {
+            put.latency.record(Duration::from_millis(5));
+        }
+        s.ops.insert(OpKind::Put, put);
+        s
+    }
+
+    fn threshold(yaml: &str) -> Threshold {
+        serde_yaml::from_str(yaml).expect("threshold parses")
+    }
+
+    #[test]
+    fn every_limit_is_checked_with_its_measured_value() {
+        let s = summary(10, 1);
+        let checks = evaluate(
+            &[
+                threshold("{op: get, minOpsPerSec: 10, minMiBPerSec: 10.5, maxP50: 60ms, maxP99: 99ms, maxP999: 1s}"),
+                threshold("{op: put, maxErrorRate: 0.05}"),
+                threshold("{op: all, maxErrorRate: 0.01}"),
+            ],
+            &s,
+        );
+        let got: Vec<(String, String, String, bool)> = checks
+            .iter()
+            .map(|c| (c.op.clone(), c.limit.clone(), c.got.clone(), c.met))
+            .collect();
+        let row = |op: &str, limit: &str, got: &str, met| {
+            (op.to_string(), limit.to_string(), got.to_string(), met)
+        };
+        assert_eq!(
+            got,
+            vec![
+                row("get", "minOpsPerSec", "10.00", true),
+                row("get", "minMiBPerSec", "10.00", false),
+                row("get", "maxP50", "50.015ms", true),
+                row("get", "maxP99", "99.007ms", false),
+                row("get", "maxP999", "100.031ms", true),
+                row("put", "maxErrorRate", "0.100000", false),
+                row("all", "maxErrorRate", "0.009091", true),
+            ]
+        );
+        assert_eq!(
+            checks[3].describe(),
+            "get maxP99: got 99.007ms, want <= 99ms"
+        );
+    }
+
+    #[test]
+    fn an_op_that_never_ran_misses_its_limits() {
+        let s = summary(1, 1);
+        let checks = evaluate(&[threshold("{op: put, maxP99: 1h, maxErrorRate: 1}")], &s);
+        // One put, failed: no latency to meet a maximum with; an error rate of 1 is allowed.
+        assert_eq!(
+            checks.iter().map(|c| c.met).collect::<Vec<_>>(),
+            [false, true]
+        );
+        let checks = evaluate(&[threshold("{op: delete, minOpsPerSec: 0}")], &s);
+        assert!(!checks[0].met, "no deletes ran: {checks:?}");
+    }
+
+    #[test]
+    fn validation_names_the_threshold_and_field() {
+        let w: Workload =
+            serde_yaml::from_str("{target: file:///data, duration: 1s, ops: [{op: get}]}")
+                .expect("workload");
+        assert_eq!(
+            validate(&[threshold("{op: get, maxP99: 1ms}")], &w),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            validate(
+                &[
+                    threshold("{op: get, maxP99: 1ms}"),
+                    threshold("{op: put, minOpsPerSec: 1}"),
+                    threshold("{op: all}"),
+                    threshold("{op: all, maxErrorRate: 2}"),
+                ],
+                &w
+            ),
+            vec![
+                "spec.thresholds[1].op: `put` is not in workload.ops, so it would never be measured",
+                "spec.thresholds[2]: give at least one limit",
+                "spec.thresholds[3].maxErrorRate: must be a number from 0 to 1 (got 2)",
+            ]
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! `benchrun-worker compare A.json B.json`: per-op differences between two summaries, with a
+//! hint whether each could be noise.
+//!
+//! Every figure of [`Metric`] is compared as an absolute and a relative delta (B against A).
+//! Latency distributions are compared whole with a two-sample Kolmogorov-Smirnov test on the
+//! HDR histograms ([`ks`]); throughput with a rank-sum test on the per-second timeline
+//! ([`rank_sum`]), on the row of all ops (the timeline is not kept per op). [`render`] prints
+//! the result as text, Markdown or JSON.
+
+pub mod ks;
+pub mod rank_sum;
+pub mod render;
+
+use serde::Serialize;
+
+use crate::figures::{relative, Figures, Metric, Scope};
+use crate::stats::{Second, Summary};
+
+/// p-value below which a difference is called significant.
+pub const STRONG: f64 = 0.01;
+/// p-value below which a difference is called weak evidence.
+pub const WEAK: f64 = 0.05;
+
+/// The comparison of two summaries.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Comparison {
+    pub a: Side,
+    pub b: Side,
+    /// One row per op of either summary, then all ops together.
+    pub rows: Vec<Row>,
+}
+
+/// What identifies one compared summary.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Side {
+    /// The file it came from.
+    pub label: String,
+    pub target: String,
+    pub workers: u32,
+    pub elapsed_seconds: f64,
+    /// Stopped from outside before it finished: its figures cover only what ran.
+    pub partial: bool,
+}
+
+impl Side {
+    fn of(label: &str, s: &Summary) -> Self {
+        Self {
+            label: label.to_string(),
+            target: s.target.clone(),
+            workers: s.workers,
+            elapsed_seconds: s.elapsed_seconds,
+            partial: s.partial,
+        }
+    }
+}
+
+/// One op (or all ops) compared.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    /// The op (`get`, `put`, ...) or `all`.
+    pub op: String,
+    /// `a` or `b` when only that summary has the op (then nothing is compared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub only_in: Option<String>,
+    pub deltas: Vec<Delta>,
+    /// Latency distributions compared whole; `None` when either side has no latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_test: Option<ks::KsTest>,
+    /// Per-second throughput compared (row of all ops only); `None` without full seconds on
+    /// both sides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput_test: Option<rank_sum::RankSum>,
+}
+
+/// One figure of one row compared.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delta {
+    pub metric: Metric,
+    pub a: f64,
+    pub b: f64,
+    /// `b - a`.
+    pub delta: f64,
+    /// `(b - a) / a`; `None` when `a` is 0.
+    pub relative: Option<f64>,
+    pub change: Change,
+}
+
+/// Whether B is better or worse than A on one figure, by the figure's direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Change {
+    Better,
+    Worse,
+    Same,
+}
+
+impl Change {
+    fn of(m: Metric, a: f64, b: f64) -> Self {
+        if a == b {
+            Change::Same
+        } else if (b > a) == m.higher_is_better() {
+            Change::Better
+        } else {
+            Change::Worse
+        }
+    }
+}
+
+/// How strong the evidence of a difference is.
+pub fn significance(p: f64) -> &'static str {
+    if p < STRONG {
+        "significant"
+    } else if p < WEAK {
+        "weak"
+    } else {
+        "not significant"
+    }
+}
+
+/// The timeline entries of the seconds that lie wholly inside the measured stage (the last
+/// one usually does not: it would look like a drop).
+pub fn full_seconds(s: &Summary) -> impl Iterator<Item = &Second> {
+    s.timeline
+        .iter()
+        .filter(move |t| t.second.saturating_add(1) as f64 <= s.elapsed_seconds + 1e-9)
+}
+
+/// The ops of each full second.
+fn ops_per_second(s: &Summary) -> Vec<f64> {
+    full_seconds(s).map(|t| t.ops as f64).collect()
+}
+
+/// Compare `b` against `a`.
+pub fn compare(a_label: &str, a: &Summary, b_label: &str, b: &Summary) -> Comparison {
+    let mut scopes: Vec<Scope> = a
+        .ops
+        .keys()
+        .chain(b.ops.keys())
+        .map(|op| Scope::Op(*op))
+        .collect();
+    scopes.sort();
+    scopes.dedup();
+    // With one op, all ops together repeat its figures: that row keeps only what is its own,
+    // the process figures and the per-second throughput test.
+    let one_op = scopes.len() == 1;
+    scopes.push(Scope::All);
+    let rows = scopes
+        .into_iter()
+        .map(|scope| {
+            let (fa, fb) = (Figures::of(a, scope), Figures::of(b, scope));
+            let in_a = fa.is_some();
+            let mut row = Row {
+                op: scope.name().to_string(),
+                only_in: None,
+                deltas: vec![],
+                latency_test: None,
+                throughput_test: None,
+            };
+            let (Some(fa), Some(fb)) = (fa, fb) else {
+                row.only_in = Some(if in_a { "a" } else { "b" }.into());
+                return row;
+            };
+            row.deltas = Metric::ALL
+                .iter()
+                .filter(|m| !(one_op && scope == Scope::All) || m.process_wide())
+                .filter_map(|m| {
+                    let (va, vb) = (fa.get(*m, scope)?, fb.get(*m, scope)?);
+                    Some(Delta {
+                        metric: *m,
+                        a: va,
+                        b: vb,
+                        delta: vb - va,
+                        relative: relative(va, vb),
+                        change: Change::of(*m, va, vb),
+                    })
+                })
+                .collect();
+            row.latency_test = match scope {
+                Scope::Op(op) => ks::two_sample(&a.ops[&op].latency.0, &b.ops[&op].latency.0),
+                Scope::All if one_op => None,
+                Scope::All => ks::two_sample(&a.total().latency.0, &b.total().latency.0),
+            };
+            if scope == Scope::All {
+                row.throughput_test =
+                    rank_sum::mann_whitney(&ops_per_second(a), &ops_per_second(b));
+            }
+            row
+        })
+        .collect();
+    Comparison {
+        a: Side::of(a_label, a),
+        b: Side::of(b_label, b),
+        rows,
+    }
+}
+
+impl Comparison {
+    /// Rows whose ops/s in B is more than `pct` percent below A's, described for a message.
+    pub fn slower_than(&self, pct: f64) -> Vec<String> {
+        self.rows
+            .iter()
+            .filter_map(|r| {
+                let d = r.deltas.iter().find(|d| d.metric == Metric::OpsPerSec)?;
+                let rel = d.relative?;
+                (rel * 100.0 < -pct).then(|| {
+                    format!(
+                        "{}: {:.1} -> {:.1} ops/s ({:+.1}%)",
+                        r.op,
+                        d.a,
+                        d.b,
+                        rel * 100.0
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::spec::OpKind;
+    use crate::stats::{OpStats, ProcessStats, SUMMARY_VERSION};
+
+    /// A summary of GETs with these latencies (us) over `elapsed` seconds, one timeline entry
+    /// per `per_second` value, 1 MiB per GET and 2 requests each.
+    pub(crate) fn summary(latencies_us: &[u64], per_second: &[u64], elapsed: f64) -> Summary {
+        let mut get = OpStats::default();
+        for &us in latencies_us {
+            get.count += 1;
+            get.bytes += 1 << 20;
+            get.requests += 2;
+            get.latency.record(Duration::from_micros(us));
+        }
+        let mut s = Summary {
+            version: SUMMARY_VERSION,
+            target: "file:///x".into(),
+            workers: 1,
+            worker_ids: vec!["local".into()],
+            started_at: chrono::Utc::now(),
+            elapsed_seconds: elapsed,
+            stopped_by: "duration".into(),
+            ops: [(OpKind::Get, get)].into(),
+            report: BTreeMap::new(),
+            timeline: per_second
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Second {
+                    second: i as u64,
+                    ops: *n,
+                    bytes: n << 20,
+                    errors: 0,
+                    latency_sum_us: n * 1000,
+                })
+                .collect(),
+            process: ProcessStats {
+                cpu_user_seconds: 1.0,
+                cpu_system_seconds: 1.0,
+                minor_faults: 10,
+                major_faults: 0,
+            },
+            prepare: None,
+            pre_stat: None,
+            cleanup: None,
+            partial: false,
+        };
+        s.refresh();
+        s
+    }
+
+    fn delta(c: &Comparison, op: &str, m: Metric) -> Delta {
+        let row = c.rows.iter().find(|r| r.op == op).unwrap();
+        row.deltas.iter().find(|d| d.metric == m).unwrap().clone()
+    }
+
+    #[test]
+    fn a_slower_second_run_has_worse_deltas_and_significant_tests() {
+        // A: 100 GETs at 1..=100 us over 2 s; B: 50 GETs at 101..=150 us over 2 s.
+        let lat_a: Vec<u64> = (1..=100).collect();
+        let lat_b: Vec<u64> = (101..=150).collect();
+        let a = summary(&lat_a, &[49, 51], 2.0);
+        let b = summary(&lat_b, &[19, 21, 10], 2.5);
+        let c = compare("a.json", &a, "b.json", &b);
+        assert_eq!(
+            c.rows.iter().map(|r| r.op.as_str()).collect::<Vec<_>>(),
+            ["get", "all"]
+        );
+        let ops = delta(&c, "get", Metric::OpsPerSec);
+        assert_eq!((ops.a, ops.b, ops.delta), (50.0, 20.0, -30.0));
+        assert_eq!(ops.relative, Some(-0.6));
+        assert_eq!(ops.change, Change::Worse);
+        let p50 = delta(&c, "get", Metric::P50Ms);
+        assert_eq!((p50.a, p50.b), (0.050, 0.125));
+        assert_eq!(p50.change, Change::Worse);
+        let req = delta(&c, "get", Metric::RequestsPerOp);
+        assert_eq!((req.a, req.b, req.change), (2.0, 2.0, Change::Same));
+        // Process figures only on the row of all ops: 2 CPU s over 100 MiB, then 50 MiB.
+        assert!(c.rows[0]
+            .deltas
+            .iter()
+            .all(|d| d.metric != Metric::CpuSecondsPerGib));
+        // One op: the row of all ops has only the process figures and no latency test.
+        assert_eq!(
+            c.rows[1]
+                .deltas
+                .iter()
+                .map(|d| d.metric)
+                .collect::<Vec<_>>(),
+            [Metric::CpuSecondsPerGib, Metric::MinorFaults]
+        );
+        assert!(c.rows[1].latency_test.is_none());
+        let cpu = delta(&c, "all", Metric::CpuSecondsPerGib);
+        assert_eq!((cpu.a, cpu.b, cpu.change), (20.48, 40.96, Change::Worse));
+        // Disjoint latencies: D = 1.
+        let ks = c.rows[0].latency_test.clone().unwrap();
+        assert_eq!((ks.n, ks.m, ks.d), (100, 50, 1.0));
+        assert!(ks.second_slower && ks.p_value < 1e-9);
+        // Two full seconds each (B's third is partial and left out): exact U = 4 of 4.
+        let t = c.rows[1].throughput_test.clone().unwrap();
+        assert_eq!((t.n, t.m, t.u, t.exact), (2, 2, 4.0, true));
+        assert!((t.p_value - 2.0 / 6.0).abs() < 1e-12);
+        assert_eq!(significance(t.p_value), "not significant");
+        assert_eq!(c.slower_than(50.0).len(), 1, "get lost 60%");
+        assert!(c.slower_than(70.0).is_empty());
+        assert_eq!(c.slower_than(50.0)[0], "get: 50.0 -> 20.0 ops/s (-60.0%)");
+    }
+
+    #[test]
+    fn a_forged_or_sparse_timeline_is_read_without_panicking() {
+        let mut a = summary(&[10], &[3, 4, 5], 2.5);
+        a.timeline[2].second = u64::MAX;
+        a.timeline.swap(0, 1);
+        // Seconds 1 and 0 are full (in any order); u64::MAX is not.
+        assert_eq!(ops_per_second(&a), [4.0, 3.0]);
+        let c = compare("a", &a, "b", &a);
+        assert_eq!(c.rows[1].throughput_test.as_ref().unwrap().n, 2);
+    }
+
+    #[test]
+    fn ops_of_only_one_side_are_listed_not_compared() {
+        let a = summary(&[10, 20], &[2], 1.0);
+        let mut b = a.clone();
+        let put = b.ops[&OpKind::Get].clone();
+        b.ops.insert(OpKind::Put, put);
+        b.refresh();
+        let c = compare("a", &a, "b", &b);
+        let put = c.rows.iter().find(|r| r.op == "put").unwrap();
+        assert_eq!(put.only_in.as_deref(), Some("b"));
+        assert!(put.deltas.is_empty());
+        let c = compare("b", &b, "a", &a);
+        let put = c.rows.iter().find(|r| r.op == "put").unwrap();
+        assert_eq!(put.only_in.as_deref(), Some("a"));
+        // Two ops: the row of all ops has every figure and its own latency test.
+        let all = c.rows.last().unwrap();
+        assert_eq!(all.deltas.len(), Metric::ALL.len());
+        assert!(all.latency_test.is_some());
+    }
+}

@@ -1,0 +1,186 @@
+//! The figures `compare` and `report` show for one row (one op of a summary, or all its ops
+//! together), named once so both commands agree on names, units and which direction is
+//! better.
+
+use serde::Serialize;
+
+use crate::spec::OpKind;
+use crate::stats::{OpReport, Summary};
+
+/// One figure of a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Metric {
+    OpsPerSec,
+    MibPerSec,
+    P50Ms,
+    P90Ms,
+    P99Ms,
+    P999Ms,
+    MaxMs,
+    Errors,
+    RequestsPerOp,
+    /// Client CPU seconds (user + system) per GiB moved: a process figure, so only on the
+    /// row of all ops.
+    CpuSecondsPerGib,
+    /// Minor page faults of the client process (report 003's buffered vs O_DIRECT column):
+    /// a process figure, so only on the row of all ops.
+    MinorFaults,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 11] = [
+        Metric::OpsPerSec,
+        Metric::MibPerSec,
+        Metric::P50Ms,
+        Metric::P90Ms,
+        Metric::P99Ms,
+        Metric::P999Ms,
+        Metric::MaxMs,
+        Metric::Errors,
+        Metric::RequestsPerOp,
+        Metric::CpuSecondsPerGib,
+        Metric::MinorFaults,
+    ];
+
+    /// Column heading.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::OpsPerSec => "ops/s",
+            Metric::MibPerSec => "MiB/s",
+            Metric::P50Ms => "p50 ms",
+            Metric::P90Ms => "p90 ms",
+            Metric::P99Ms => "p99 ms",
+            Metric::P999Ms => "p99.9 ms",
+            Metric::MaxMs => "max ms",
+            Metric::Errors => "errors",
+            Metric::RequestsPerOp => "req/op",
+            Metric::CpuSecondsPerGib => "CPU s/GiB",
+            Metric::MinorFaults => "minor faults",
+        }
+    }
+
+    /// Whether a larger value is an improvement (throughput) or a regression (latency,
+    /// errors, requests, CPU, faults).
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, Metric::OpsPerSec | Metric::MibPerSec)
+    }
+
+    /// Decimals shown; latencies in ms get three (microsecond resolution).
+    pub fn decimals(self) -> usize {
+        match self {
+            Metric::OpsPerSec | Metric::MibPerSec => 1,
+            Metric::P50Ms | Metric::P90Ms | Metric::P99Ms | Metric::P999Ms | Metric::MaxMs => 3,
+            Metric::Errors | Metric::MinorFaults => 0,
+            Metric::RequestsPerOp | Metric::CpuSecondsPerGib => 2,
+        }
+    }
+
+    /// `value` with this metric's decimals.
+    pub fn format(self, value: f64) -> String {
+        format!("{value:.*}", self.decimals())
+    }
+
+    /// Whether the figure belongs to the process (only on the row of all ops).
+    pub fn process_wide(self) -> bool {
+        matches!(self, Metric::CpuSecondsPerGib | Metric::MinorFaults)
+    }
+}
+
+/// Which ops a row covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    Op(OpKind),
+    /// Every op of the summary together (histograms added, so its percentiles are exact).
+    All,
+}
+
+impl Scope {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Op(op) => op.as_str(),
+            Scope::All => "all",
+        }
+    }
+}
+
+/// The rows a summary has: one per op, then all ops together.
+pub fn scopes(s: &Summary) -> Vec<Scope> {
+    let mut out: Vec<Scope> = s.ops.keys().map(|op| Scope::Op(*op)).collect();
+    out.push(Scope::All);
+    out
+}
+
+/// The figures of one row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figures {
+    pub report: OpReport,
+    /// `None` when the summary has no CPU time or no bytes moved (nothing to divide by).
+    pub cpu_seconds_per_gib: Option<f64>,
+    pub minor_faults: u64,
+}
+
+impl Figures {
+    /// The row `scope` of `s`, or `None` if `s` has no such op.
+    pub fn of(s: &Summary, scope: Scope) -> Option<Figures> {
+        let report = match scope {
+            Scope::Op(op) => s.ops.get(&op)?.report(s.elapsed_seconds),
+            Scope::All => s.total().report(s.elapsed_seconds),
+        };
+        Some(Figures {
+            report,
+            // No CPU time recorded: no figure rather than a misleading 0.
+            cpu_seconds_per_gib: s.cpu_seconds_per_gib().filter(|v| *v > 0.0),
+            minor_faults: s.process.minor_faults,
+        })
+    }
+
+    /// One figure, `None` where it does not apply (a process figure on an op's row).
+    pub fn get(&self, m: Metric, scope: Scope) -> Option<f64> {
+        let r = &self.report;
+        if m.process_wide() && scope != Scope::All {
+            return None;
+        }
+        Some(match m {
+            Metric::OpsPerSec => r.ops_per_sec,
+            Metric::MibPerSec => r.mib_per_sec,
+            Metric::P50Ms => r.p50_ms,
+            Metric::P90Ms => r.p90_ms,
+            Metric::P99Ms => r.p99_ms,
+            Metric::P999Ms => r.p999_ms,
+            Metric::MaxMs => r.max_ms,
+            Metric::Errors => r.errors as f64,
+            Metric::RequestsPerOp => r.requests_per_op,
+            Metric::CpuSecondsPerGib => return self.cpu_seconds_per_gib,
+            Metric::MinorFaults => self.minor_faults as f64,
+        })
+    }
+}
+
+/// `(b - a) / a`, or `None` when `a` is 0 (no base to be relative to).
+pub fn relative(a: f64, b: f64) -> Option<f64> {
+    (a != 0.0).then(|| (b - a) / a)
+}
+
+/// A relative difference as the reports write it: `+39.0%`, `-26.1%`, `0.0%`.
+pub fn percent(rel: f64) -> String {
+    let p = rel * 100.0;
+    if p.abs() < 0.05 {
+        "0.0%".into()
+    } else {
+        format!("{p:+.1}%")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_differences_are_written_like_the_reports() {
+        assert_eq!(relative(2635.0, 1947.0).map(percent).unwrap(), "-26.1%");
+        assert_eq!(relative(23.6, 32.9).map(percent).unwrap(), "+39.4%");
+        assert_eq!(relative(5.0, 5.0).map(percent).unwrap(), "0.0%");
+        assert_eq!(relative(0.0, 3.0), None);
+    }
+}
