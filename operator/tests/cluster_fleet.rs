@@ -78,18 +78,7 @@ fn fake_node(name: &str, ns: &str, i: usize) -> Node {
 /// Ready, and without the lifecycle controller's not-ready taint (new nodes carry it for a few
 /// seconds; the operator does not place workers on tainted nodes).
 fn settled(n: &Node) -> bool {
-    let ready = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True");
-    let tainted = n
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
-    ready && !tainted
+    benchrun_test_support::cluster::unschedulable(n).is_none()
 }
 
 async fn delete_fake_nodes(nodes: &Api<Node>, selector: &str) {

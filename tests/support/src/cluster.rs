@@ -72,31 +72,75 @@ pub async fn connect() -> Client {
     }
 }
 
-/// Panics unless every node in `names` exists and is Ready.
+/// Waits (at most [`SCHEDULABLE_TIMEOUT`]) until every node in `names` exists, is Ready and
+/// carries no `node.kubernetes.io/*` taint, then returns; panics naming what is still wrong.
+///
+/// Ready alone is not enough: after a node comes back (a test stopped its kubelet) the node
+/// lifecycle controller removes its `unreachable`/`not-ready` taints a few seconds *after* the
+/// node turns Ready, and until then the operator rightly places no worker there. A test that
+/// started in that window saw one worker instead of two; waiting for the taints to go makes
+/// the next test independent of that controller's timing.
 pub async fn require_ready_nodes(client: &Client, names: &[&str]) {
     let nodes: Api<Node> = Api::all(client.clone());
-    for name in names {
-        let node = nodes
-            .get_opt(name)
-            .await
-            .unwrap_or_else(|e| panic!("reading node {name}: {e}"));
-        let Some(node) = node else {
-            panic!("node {name} does not exist; run tests/cluster/up.sh");
-        };
-        let ready = node
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .into_iter()
-            .find(|c| c.type_ == "Ready");
-        match ready {
-            Some(c) if c.status == "True" => {}
-            other => panic!(
-                "node {name} is not Ready ({:?}); run tests/cluster/up.sh",
-                other.map(|c| (c.status, c.message))
-            ),
+    let deadline = tokio::time::Instant::now() + SCHEDULABLE_TIMEOUT;
+    loop {
+        let mut wrong = Vec::new();
+        for name in names {
+            let node = nodes
+                .get_opt(name)
+                .await
+                .unwrap_or_else(|e| panic!("reading node {name}: {e}"));
+            let Some(node) = node else {
+                panic!("node {name} does not exist; run tests/cluster/up.sh");
+            };
+            if let Some(why) = unschedulable(&node) {
+                wrong.push(format!("{name}: {why}"));
+            }
+        }
+        if wrong.is_empty() {
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!(
+                "nodes not schedulable after {SCHEDULABLE_TIMEOUT:?}: {}; run tests/cluster/up.sh \
+                 (a disk-pressure taint means the disk is nearly full)",
+                wrong.join("; ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// How long [`require_ready_nodes`] waits for the nodes to become schedulable.
+pub const SCHEDULABLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why the operator would not place a worker on `node` (not Ready, or a `node.kubernetes.io/*`
+/// taint such as `unreachable`, `not-ready` or `disk-pressure`), or `None` when it would.
+pub fn unschedulable(node: &Node) -> Option<String> {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => {}
+        other => {
+            return Some(format!(
+                "not Ready ({:?})",
+                other.map(|c| (&c.status, &c.message))
+            ))
         }
     }
+    let taints: Vec<String> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|t| t.key.starts_with("node.kubernetes.io/"))
+        .map(|t| format!("{}:{}", t.key, t.effect))
+        .collect();
+    (!taints.is_empty()).then(|| format!("tainted {}", taints.join(", ")))
 }
 
 /// The image references `tests/cluster/image.sh` imported into both nodes.
