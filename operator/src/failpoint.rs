@@ -22,7 +22,11 @@ pub fn hit(name: &str) {
     }
 }
 
-/// A summary is persisted and not yet counted in the status.
+/// Preparing: the worker pods are created and the pass has not written anything since.
+pub const AFTER_PODS_CREATED: &str = "after-pods-created";
+/// Running: the common start time is in the status and no start request is sent yet.
+pub const AFTER_START_WRITTEN: &str = "after-start-written";
+/// Collecting: a summary is persisted and not yet counted in the status.
 pub const AFTER_PERSIST: &str = "after-persist";
 
 #[cfg(test)]

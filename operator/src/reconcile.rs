@@ -391,6 +391,7 @@ impl Reconciler<'_> {
         // 4. Owned objects (idempotent creates).
         if self.status.phase == Phase::Preparing || self.status.phase == Phase::Pending {
             self.ensure_objects().await?;
+            crate::failpoint::hit(crate::failpoint::AFTER_PODS_CREATED);
         }
         // 5. Observe pods and workers.
         let pods = self.pods().await?;
@@ -574,6 +575,7 @@ impl Reconciler<'_> {
                 format!("{live} workers start at {}", at.to_rfc3339()),
             );
             write_status(&self.ctx.client, &self.ns, &self.name, &self.status).await?;
+            crate::failpoint::hit(crate::failpoint::AFTER_START_WRITTEN);
             self.send_starts(&pods, &token).await;
         } else if started {
             // Resend to anyone still waiting (an operator restarted between the two writes).
@@ -1262,6 +1264,20 @@ impl Reconciler<'_> {
             CleanupPolicy::OnSuccess => succeeded,
             CleanupPolicy::Never => false,
         };
+        if !clean && state::condition(&self.status.conditions, cond::CLEANED_UP).is_none() {
+            // Said in the same status write as the final phase, so that whoever sees the run
+            // finished also sees why its pods are still there.
+            self.condition(
+                cond::CLEANED_UP,
+                false,
+                "PodsKept",
+                format!(
+                    "worker pods kept ({:?} policy, run {})",
+                    self.run.spec.cleanup,
+                    self.status.phase.as_str()
+                ),
+            );
+        }
         if clean && state::condition(&self.status.conditions, cond::CLEANED_UP).is_none() {
             let pods = self.pods().await?;
             let api = self.api::<Pod>();

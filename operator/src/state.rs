@@ -34,6 +34,8 @@ pub mod cond {
     pub const STARTED: &str = "Started";
     pub const COMPLETE: &str = "Complete";
     pub const LOST: &str = "WorkersLost";
+    /// True (`PodsDeleted`) once the cleanup policy deleted the worker pods; False
+    /// (`PodsKept`) when the policy keeps them.
     pub const CLEANED_UP: &str = "CleanedUp";
     pub const THRESHOLDS_MET: &str = "ThresholdsMet";
     pub const REGRESSED: &str = "Regressed";

@@ -284,27 +284,124 @@ async fn operator_restart_mid_run_collects_each_worker_once() {
     assert_eq!(ids, ["w0", "w1"], "exactly one result per worker");
 }
 
-/// The operator crashes exactly after persisting a worker's summary and before any status
-/// counts it (a failpoint panics there, ending the controller as a crash would). A new
-/// operator finds the persisted summary, counts it once, collects the other worker, and the
-/// merged result has each worker exactly once.
-#[tokio::test]
-async fn operator_crash_between_persist_and_status_counts_each_worker_once() {
-    let env = env("op-crash").await;
-    benchrun_operator::failpoint::arm(benchrun_operator::failpoint::AFTER_PERSIST);
-    let op = spawn_operator(&env);
-    let api = create_run(&env, "cr", &per_node("3s", "cleanup: Always")).await;
-    // The controller ends with the failpoint's panic once the first summary is persisted.
+/// Arms the failpoint `point`, creates run `name` and runs an operator until the failpoint's
+/// panic ends it (as a crash there would); returns the run's API once it has.
+async fn operator_crashes_at(env: &Env, point: &str, name: &str, spec: &str) -> Api<BenchmarkRun> {
+    benchrun_operator::failpoint::arm(point);
+    let op = spawn_operator(env);
+    let api = create_run(env, name, spec).await;
     let ended = tokio::time::timeout(Duration::from_secs(150), op)
         .await
-        .expect("the operator reached the failpoint");
+        .unwrap_or_else(|_| panic!("the operator did not reach failpoint {point} in 150 s"));
     let panic = ended.expect_err("the operator crashed").into_panic();
     let msg = panic
         .downcast_ref::<String>()
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_default();
-    assert!(msg.contains("failpoint after-persist"), "{msg}");
+    assert!(msg.contains(&format!("failpoint {point}")), "{msg}");
+    api
+}
+
+/// (name, uid) of the run's pods, sorted.
+async fn pod_uids(env: &Env, run: &str) -> Vec<(String, String)> {
+    let mut v: Vec<_> = run_pods(env, run)
+        .await
+        .into_iter()
+        .map(|p| {
+            (
+                p.metadata.name.unwrap_or_default(),
+                p.metadata.uid.unwrap_or_default(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Preparing: the operator crashes right after creating the worker pods, before its pass
+/// writes anything more. A new operator adopts those pods (same UIDs: none deleted, none
+/// created twice), starts and collects both workers once.
+#[tokio::test]
+async fn operator_crash_after_creating_pods_makes_no_duplicates() {
+    let env = env("op-crash-prep").await;
+    let point = benchrun_operator::failpoint::AFTER_PODS_CREATED;
+    let api = operator_crashes_at(&env, point, "cp", &per_node("3s", "cleanup: Never")).await;
+    let run = api.get("cp").await.expect("run");
+    assert_eq!(phase(&run), Phase::Preparing, "{:#?}", run.status);
+    let before = pod_uids(&env, "cp").await;
+    assert_eq!(
+        before.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["cp-w0", "cp-w1"],
+        "both pods created before the crash"
+    );
+
+    let _op = spawn_operator(&env);
+    let run = wait_for(&api, "cp", Duration::from_secs(120), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    assert!(st.workers.iter().all(|w| w.phase == "Collected"), "{st:#?}");
+    // cleanup: Never keeps the pods (said in the same write as the phase), so the same two
+    // pods must still be there.
+    let kept = condition(&run, "CleanedUp").expect("CleanedUp condition");
+    assert_eq!(kept.reason, "PodsKept", "{kept:?}");
+    assert_eq!(
+        pod_uids(&env, "cp").await,
+        before,
+        "the pods of before the crash, no others"
+    );
+    let (merged, _) = check_merged(&env, &run, 2).await;
+    let mut ids = merged.worker_ids.clone();
+    ids.sort();
+    assert_eq!(ids, ["w0", "w1"], "each worker exactly once");
+}
+
+/// Running: the operator crashes after writing the common start time and before sending
+/// any start request. A new operator sends the start (same start time) and the run completes
+/// with each worker counted once and its start skew measured.
+#[tokio::test]
+async fn operator_crash_between_start_time_and_start_requests_starts_every_worker() {
+    let env = env("op-crash-start").await;
+    let point = benchrun_operator::failpoint::AFTER_START_WRITTEN;
+    let api = operator_crashes_at(&env, point, "cs", &per_node("3s", "cleanup: Always")).await;
+    let run = api.get("cs").await.expect("run");
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Running, "{st:#?}");
+    let start = st
+        .start_time
+        .clone()
+        .expect("the start time is written before the crash");
+    assert!(
+        st.workers.iter().all(|w| w.phase == "Ready"),
+        "no worker started before the crash: {:#?}",
+        st.workers
+    );
+
+    let _op = spawn_operator(&env);
+    let run = wait_for(&api, "cs", Duration::from_secs(120), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    assert_eq!(
+        st.start_time.as_deref(),
+        Some(start.as_str()),
+        "the same start time"
+    );
+    assert!(st.start_skew_ms.is_some(), "start skew measured: {st:#?}");
+    assert_eq!(
+        result_objects(&env, "cs", resources::RESULT_SUMMARY).await,
+        ["cs-result-w0", "cs-result-w1"]
+    );
+    check_merged(&env, &run, 2).await;
+}
+
+/// Collecting: the operator crashes exactly after persisting a worker's summary and before
+/// any status counts it. A new operator finds the persisted summary, counts it once, collects
+/// the other worker, and the merged result has each worker exactly once.
+#[tokio::test]
+async fn operator_crash_between_persist_and_status_counts_each_worker_once() {
+    let env = env("op-crash").await;
+    let point = benchrun_operator::failpoint::AFTER_PERSIST;
+    let api = operator_crashes_at(&env, point, "cr", &per_node("3s", "cleanup: Always")).await;
     // At the crash: a summary persisted, none counted.
     let persisted = result_objects(&env, "cr", resources::RESULT_SUMMARY).await;
     assert!(

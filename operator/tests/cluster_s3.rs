@@ -306,8 +306,14 @@ async fn count_two_without_per_node_merges_both() {
     );
     check_merged(&env, &run, 2).await;
     assert!(st.start_skew_ms.is_some(), "startSkew reported");
-    // cleanup: Never -> the (exited) worker pods stay.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // cleanup: Never -> the (exited) worker pods stay. The operator says so in the same
+    // status write as the final phase, so no wait is needed to see the decision.
+    let kept = condition(&run, "CleanedUp").expect("CleanedUp condition on a finished run");
+    assert_eq!(
+        (kept.status.as_str(), kept.reason.as_str()),
+        ("False", "PodsKept"),
+        "{kept:?}"
+    );
     assert_eq!(
         run_pods(&env, "cnt").await.len(),
         2,
