@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use benchrun_worker::Summary;
+use benchrun_api::Summary;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, KubeSchema};
 use schemars::JsonSchema;
@@ -234,8 +234,8 @@ fn round3(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use benchrun_worker::spec::OpKind;
-    use benchrun_worker::stats::OpStats;
+    use benchrun_api::spec::OpKind;
+    use benchrun_api::stats::OpStats;
     use std::time::Duration;
 
     /// `count` gets in 10 s, each taking `ms`.
@@ -249,7 +249,7 @@ mod tests {
             get.latency.record(Duration::from_millis(ms));
         }
         Summary {
-            version: benchrun_worker::stats::SUMMARY_VERSION,
+            version: benchrun_api::stats::SUMMARY_VERSION,
             target: "s3://bench".into(),
             workers: 1,
             worker_ids: vec!["w0".into()],

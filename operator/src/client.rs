@@ -1,9 +1,10 @@
-//! The operator's side of the worker agent's control endpoint (see `benchrun_worker::agent`).
+//! The operator's side of the worker agent's control endpoint, which `benchrun_worker::agent`
+//! serves; the request and response bodies are in `benchrun_api::agent`.
 
 use std::time::Duration;
 
-use benchrun_worker::agent::{AgentStatus, StartRequest, StartResponse};
-use benchrun_worker::Summary;
+use benchrun_api::agent::{AgentStatus, StartRequest, StartResponse};
+use benchrun_api::Summary;
 use chrono::{DateTime, Utc};
 
 use crate::state::clock_offset_ms;
@@ -206,13 +207,13 @@ impl WorkerClient {
                 ))
             }
         };
-        if s.version != benchrun_worker::stats::SUMMARY_VERSION {
+        if s.version != benchrun_api::stats::SUMMARY_VERSION {
             return Err(invalid(
                 format!(
                     "{}: summary version {} (this operator reads version {})",
                     self.base,
                     s.version,
-                    benchrun_worker::stats::SUMMARY_VERSION
+                    benchrun_api::stats::SUMMARY_VERSION
                 ),
                 Some(text),
             ));

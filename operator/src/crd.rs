@@ -11,9 +11,9 @@
 
 use std::collections::BTreeMap;
 
-use benchrun_worker::matrix::Matrix;
-use benchrun_worker::units::HumanDuration;
-use benchrun_worker::Workload;
+use benchrun_api::matrix::Matrix;
+use benchrun_api::units::HumanDuration;
+use benchrun_api::Workload;
 use k8s_openapi::api::core::v1::{
     Affinity, EmptyDirVolumeSource, HostPathVolumeSource, PersistentVolumeClaimSpec,
     ResourceRequirements, Toleration,
@@ -129,7 +129,7 @@ pub struct BenchmarkRunSpec {
 /// The schema of `spec.matrix`, structural: parameter values may be any YAML value, so the
 /// lists' items keep unknown fields; [`crate::sweep::validate`] checks every combination.
 fn matrix_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    use benchrun_worker::matrix::{MAX_PARAMETERS, MAX_REPEATS, MAX_VALUES};
+    use benchrun_api::matrix::{MAX_PARAMETERS, MAX_REPEATS, MAX_VALUES};
     let v = json!({
         "description": "Run the workload once per combination of parameter values, one combination at a time, each as a child run `<name>-<k>`; `status.matrix` has the table.",
         "type": "object",
@@ -158,7 +158,7 @@ fn matrix_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "warmup": {
                 "description": "An unmeasured run of this length before each combination (child run <name>-<k>-w).",
                 "type": "string",
-                "maxLength": benchrun_worker::units::MAX_DURATION_LEN
+                "maxLength": benchrun_api::units::MAX_DURATION_LEN
             },
             "baseline": {
                 "description": "The combination the others are compared with, by parameter values (e.g. {rangeEngine.enabled: false}). Default the first.",
@@ -481,7 +481,7 @@ pub struct OpResult {
 /// Sizes that may be a distribution object (`objectSize`, `dataset.size`) stay untyped
 /// (`x-kubernetes-preserve-unknown-fields`) but carry the worker's value validations: the
 /// exact byte-size pattern, bounds, and the `uniform`/`lognormal` object form (see
-/// `benchrun_worker::spec::SizeSpec`'s schema); what no schema can say is checked by
+/// `benchrun_api::spec::SizeSpec`'s schema); what no schema can say is checked by
 /// [`Workload::validate`]. Documented enums become plain `enum`s, and the rule "duration or
 /// totalOps" is added as CEL.
 pub fn workload_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {

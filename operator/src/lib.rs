@@ -72,9 +72,11 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Choose rustls' crypto provider for the process. Both `ring` (kube) and `aws-lc-rs` (the
-/// worker's object_store) are linked, so rustls cannot pick one itself and would panic on the
-/// first TLS connection. Call before creating a kube client; repeated calls are harmless.
+/// Choose rustls' crypto provider for the process. The operator alone links only `ring` (kube),
+/// but its tests also link the worker, whose object_store brings `aws-lc-rs`; with both, rustls
+/// cannot pick one itself and would panic on the first TLS connection. Explicit, so TLS to the
+/// API server does not depend on which other crates are linked. Call before creating a kube
+/// client; repeated calls are harmless.
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

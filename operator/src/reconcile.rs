@@ -763,8 +763,7 @@ impl Reconciler<'_> {
     fn mark_collected(&mut self, i: usize, json: Option<&str>) {
         let w = &mut self.status.workers[i];
         w.phase = wp::COLLECTED.into();
-        if let Some(s) = json.and_then(|j| serde_json::from_str::<benchrun_worker::Summary>(j).ok())
-        {
+        if let Some(s) = json.and_then(|j| serde_json::from_str::<benchrun_api::Summary>(j).ok()) {
             results::fold_worker(w, &s);
         }
     }
@@ -774,10 +773,10 @@ impl Reconciler<'_> {
     fn observe_agent(
         &mut self,
         i: usize,
-        st: &benchrun_worker::agent::AgentStatus,
+        st: &benchrun_api::agent::AgentStatus,
         collected: Option<Collected>,
     ) -> Option<Error> {
-        use benchrun_worker::agent::AgentStage as S;
+        use benchrun_api::agent::AgentStage as S;
         let phase = match st.stage {
             S::Preparing => wp::PREPARING,
             S::Ready => wp::READY,
@@ -987,7 +986,7 @@ impl Reconciler<'_> {
 
     /// One pass of a matrix run: start the next combination's child run once the one before
     /// it finished, fill the table, and finish when every combination has.
-    async fn sweep(&mut self, m: &benchrun_worker::matrix::Matrix) -> Result<Action> {
+    async fn sweep(&mut self, m: &benchrun_api::matrix::Matrix) -> Result<Action> {
         let (planned, baseline) = match sweep::plan(&self.run.spec, m) {
             Ok(p) => p,
             Err(errs) => {
@@ -1104,7 +1103,7 @@ impl Reconciler<'_> {
                 .get_opt(&resources::result_cm_name(&name))
                 .await?
                 .and_then(|cm| cm.data?.remove(resources::MERGED_KEY))
-                .and_then(|t| serde_json::from_str::<benchrun_worker::Summary>(&t).ok());
+                .and_then(|t| serde_json::from_str::<benchrun_api::Summary>(&t).ok());
             sweep::fill_row(&mut ms.combinations[k], &child, merged.as_ref());
             self.event(
                 EventType::Normal,
@@ -1154,7 +1153,7 @@ impl Reconciler<'_> {
     }
 
     /// Evaluate `spec.thresholds` into the status and `ThresholdsMet`; the misses, if any.
-    fn check_thresholds(&mut self, merged: &benchrun_worker::Summary) -> Option<String> {
+    fn check_thresholds(&mut self, merged: &benchrun_api::Summary) -> Option<String> {
         if self.run.spec.thresholds.is_empty() {
             return None;
         }
@@ -1188,7 +1187,7 @@ impl Reconciler<'_> {
 
     /// Compare with `spec.baselineRef` into the status and `Regressed`. A baseline that cannot
     /// be read leaves `Regressed=Unknown` with the reason; it never fails the run.
-    async fn compare_with_baseline(&mut self, merged: &benchrun_worker::Summary) {
+    async fn compare_with_baseline(&mut self, merged: &benchrun_api::Summary) {
         let Some(r) = self.run.spec.baseline_ref.clone() else {
             return;
         };
@@ -1463,7 +1462,7 @@ fn humantime_ms(d: Duration) -> String {
 /// What became of a worker's summary in [`probe`].
 enum Collected {
     /// Persisted in its result object: count it.
-    Persisted(Box<benchrun_worker::Summary>),
+    Persisted(Box<benchrun_api::Summary>),
     /// Not to be had now (no answer, not ready): ask again.
     NotYet(String),
     /// Unusable (kept, not counted): the worker has no result.
@@ -1476,7 +1475,7 @@ enum Collected {
 enum Probe {
     Unreachable(String),
     Status {
-        status: benchrun_worker::agent::AgentStatus,
+        status: benchrun_api::agent::AgentStatus,
         collected: Option<Collected>,
     },
 }
@@ -1490,7 +1489,7 @@ async fn probe(
     run: &BenchmarkRun,
     name: String,
 ) -> Probe {
-    use benchrun_worker::agent::AgentStage;
+    use benchrun_api::agent::AgentStage;
     let status = match client.status().await {
         Ok(s) => s,
         Err(e) => return Probe::Unreachable(e),

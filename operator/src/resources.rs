@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use benchrun_worker::spec::TargetUri;
+use benchrun_api::spec::TargetUri;
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
     EmptyDirVolumeSource, EnvFromSource, EnvVar, HTTPGetAction, NodeAffinity, NodeSelector,
@@ -112,7 +112,7 @@ fn base_labels(run: &BenchmarkRun) -> BTreeMap<String, String> {
 
 /// The workload as the workers read it: the spec's, with the credentials directory pointing
 /// at the mounted Secret when the run has one and the workload names none.
-pub fn worker_workload(run: &BenchmarkRun) -> benchrun_worker::Workload {
+pub fn worker_workload(run: &BenchmarkRun) -> benchrun_api::Workload {
     let mut w = run.spec.workload.clone();
     if run.spec.secret_ref.is_some() && w.storage.credentials_dir.is_none() && !is_local(&w) {
         w.storage.credentials_dir = Some(CREDENTIALS_DIR.into());
@@ -120,7 +120,7 @@ pub fn worker_workload(run: &BenchmarkRun) -> benchrun_worker::Workload {
     w
 }
 
-fn is_local(w: &benchrun_worker::Workload) -> bool {
+fn is_local(w: &benchrun_api::Workload) -> bool {
     w.target_uri().map(|u| u.is_local()).unwrap_or(false)
 }
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 
-use benchrun_worker::Summary;
+use benchrun_api::Summary;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -266,8 +266,8 @@ pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use benchrun_worker::stats::{Latency, OpStats, ProcessStats, Second, SUMMARY_VERSION};
-    use benchrun_worker::OpKind;
+    use benchrun_api::stats::{Latency, OpStats, ProcessStats, Second, SUMMARY_VERSION};
+    use benchrun_api::OpKind;
     use std::collections::BTreeMap;
     use std::time::Duration;
 

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use benchrun_worker::stats::OpStats;
-use benchrun_worker::Summary;
+use benchrun_api::stats::OpStats;
+use benchrun_api::Summary;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

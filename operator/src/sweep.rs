@@ -6,9 +6,9 @@
 //! p50, p99, errors, requests per op, client CPU per GiB and the change against the baseline
 //! combination.
 
-use benchrun_worker::matrix::{Matrix, Planned};
-use benchrun_worker::units::HumanDuration;
-use benchrun_worker::Summary;
+use benchrun_api::matrix::{Matrix, Planned};
+use benchrun_api::units::HumanDuration;
+use benchrun_api::Summary;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -81,9 +81,9 @@ pub fn plan(spec: &BenchmarkRunSpec, m: &Matrix) -> Result<(Vec<Planned>, usize)
     Ok((planned, baseline))
 }
 
-fn prefixed(e: &benchrun_worker::SpecError) -> Vec<String> {
+fn prefixed(e: &benchrun_api::SpecError) -> Vec<String> {
     match e {
-        benchrun_worker::SpecError::Invalid(errs) => {
+        benchrun_api::SpecError::Invalid(errs) => {
             errs.iter().map(|e| format!("spec.{e}")).collect()
         }
         other => vec![format!("spec.{other}")],

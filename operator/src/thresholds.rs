@@ -5,9 +5,9 @@
 //! [`ThresholdCheck`] in the status, met or not, with the measured value beside it. A run whose
 //! checks are not all met ends `Failed` (reason `ThresholdsNotMet`) with its result kept.
 
-use benchrun_worker::spec::OpKind;
-use benchrun_worker::units::HumanDuration;
-use benchrun_worker::{Summary, Workload};
+use benchrun_api::spec::OpKind;
+use benchrun_api::units::HumanDuration;
+use benchrun_api::{Summary, Workload};
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -227,14 +227,14 @@ fn succeeded(r: &OpResult) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use benchrun_worker::stats::{Latency, OpStats};
+    use benchrun_api::stats::{Latency, OpStats};
     use std::time::Duration;
 
     /// A summary of 10 s with `get` latencies 1..=100 ms (one op each) and `errors` failed puts
     /// out of `puts`.
     fn summary(puts: u64, errors: u64) -> Summary {
         let mut s = Summary {
-            version: benchrun_worker::stats::SUMMARY_VERSION,
+            version: benchrun_api::stats::SUMMARY_VERSION,
             target: "file:///data".into(),
             workers: 1,
             worker_ids: vec!["w0".into()],

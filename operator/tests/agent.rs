@@ -5,9 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use benchrun_api::agent::{AgentStage, AgentStatus};
+use benchrun_api::Workload;
 use benchrun_operator::client::WorkerClient;
-use benchrun_worker::agent::{self, Agent, AgentStage};
-use benchrun_worker::{Metrics, Workload};
+// The agent's server and engine are the worker's (a dev-dependency).
+use benchrun_worker::agent::{self, Agent};
+use benchrun_worker::Metrics;
 use chrono::Utc;
 
 async fn spawn_agent(
@@ -36,7 +39,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
     d
 }
 
-async fn wait_stage(c: &WorkerClient, want: AgentStage) -> benchrun_worker::agent::AgentStatus {
+async fn wait_stage(c: &WorkerClient, want: AgentStage) -> AgentStatus {
     for _ in 0..200 {
         if let Ok(st) = c.status().await {
             if st.stage == want {

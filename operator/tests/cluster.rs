@@ -8,10 +8,10 @@ mod common;
 
 use std::time::Duration;
 
+use benchrun_api::Summary;
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
 use benchrun_operator::resources;
 use benchrun_test_support::NODES;
-use benchrun_worker::Summary;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use benchrun_api::stats::Latency;
 use benchrun_operator::crd::{BenchmarkRun, Phase};
 use benchrun_operator::resources;
 use benchrun_test_support::cluster::state_dir;
-use benchrun_worker::stats::Latency;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Pod, Taint};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};

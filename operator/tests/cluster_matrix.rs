@@ -7,10 +7,10 @@ mod common;
 
 use std::time::Duration;
 
+use benchrun_api::spec::OpKind;
+use benchrun_api::Summary;
 use benchrun_operator::crd::Phase;
 use benchrun_operator::{resources, sweep};
-use benchrun_worker::spec::OpKind;
-use benchrun_worker::Summary;
 use kube::api::ListParams;
 use kube::ResourceExt;
 

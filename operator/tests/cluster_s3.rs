@@ -452,7 +452,7 @@ async fn storage_server_stopped_mid_run_counts_the_outage_and_recovers() {
     let st = run.status.clone().expect("status");
     assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
     let (merged, _) = check_merged(&env, &run, 1).await;
-    let get = &merged.ops[&benchrun_worker::spec::OpKind::Get];
+    let get = &merged.ops[&benchrun_api::spec::OpKind::Get];
     assert!(get.errors >= 10, "the outage is counted: {get:?}");
     assert_eq!(
         get.errors_by_kind.values().sum::<u64>(),

@@ -8,10 +8,10 @@ mod common;
 
 use std::time::Duration;
 
+use benchrun_api::Summary;
 use benchrun_operator::baseline;
 use benchrun_operator::crd::Phase;
 use benchrun_operator::resources;
-use benchrun_worker::Summary;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
 use kube::Api;

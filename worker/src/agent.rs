@@ -40,8 +40,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{watch, Notify};
+
+// The wire types live in the api crate, which the operator uses without the engine.
+pub use benchrun_api::agent::{AgentStage, AgentStatus, StartRequest, StartResponse};
 
 use crate::metrics::Metrics;
 use crate::stats::Summary;
@@ -71,59 +73,6 @@ pub struct AgentArgs {
     /// Where the kubelet picks up the failure message for the pod's status.
     #[arg(long, default_value = "/dev/termination-log")]
     pub termination_log: PathBuf,
-}
-
-/// Where the agent is. Serialized in camelCase on `/v1/status`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum AgentStage {
-    Preparing,
-    Ready,
-    Running,
-    CleaningUp,
-    Done,
-    Failed,
-}
-
-/// Body of `GET /v1/status`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentStatus {
-    pub worker_id: String,
-    pub stage: AgentStage,
-    /// What failed, when `stage` is `failed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The start time the operator sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_at: Option<DateTime<Utc>>,
-    /// The actual start of the measured stage on this worker's clock, once known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<DateTime<Utc>>,
-    /// Operations completed so far (successful or not) and failed, from the live metrics.
-    pub ops: u64,
-    pub bytes: u64,
-    pub errors: u64,
-    /// This worker's clock now, for offset estimates.
-    pub worker_time: DateTime<Utc>,
-    /// Whether the summary was fetched.
-    pub summary_fetched: bool,
-}
-
-/// Body of `POST /v1/start`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StartRequest {
-    pub start_at: DateTime<Utc>,
-}
-
-/// Answer of `POST /v1/start`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StartResponse {
-    /// This worker's clock when the request arrived.
-    pub worker_time: DateTime<Utc>,
-    pub start_at: DateTime<Utc>,
 }
 
 /// Shared state between the HTTP handlers and the driving task.

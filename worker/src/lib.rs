@@ -4,6 +4,9 @@
 //! YAML file (`benchrun-worker run workload.yaml`).
 //!
 //! # Layout
+//! [`units`], [`spec`], [`stats`] and [`matrix`] are re-exported from `benchrun_api`, the
+//! crate of the types the operator shares.
+//!
 //! - [`units`]: byte sizes (`4MiB`) and durations (`30s`) as users write them
 //! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
 //! - [`targets`]: the storage trait and one module per backend (`file`, `direct`, object stores)
@@ -20,23 +23,23 @@
 //! - [`sweep`]: a matrix run standalone, combination by combination, and its table
 //! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
 
+// The shared types live in the api crate (which the operator uses without the engine);
+// re-exported so `crate::spec::X` and `benchrun_worker::spec::X` keep working.
+pub use benchrun_api::{matrix, spec, stats, units};
+
 pub mod agent;
 pub mod cli;
 pub mod compare;
 pub mod datagen;
 pub mod engine;
 pub mod figures;
-pub mod matrix;
 pub mod metrics;
 pub mod progress;
 pub mod report;
 pub mod server;
 pub mod shutdown;
-pub mod spec;
-pub mod stats;
 pub mod sweep;
 pub mod targets;
-pub mod units;
 
 pub use engine::{Dataset, Engine, EngineError};
 pub use metrics::Metrics;

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use benchrun_api::Summary;
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
 use benchrun_operator::metrics::Metrics;
 use benchrun_operator::reconcile::{self, Config};
 use benchrun_operator::{resources, results};
 use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
-use benchrun_worker::Summary;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::metrics::Metrics;
 use crate::spec::{OpKind, Workload};
-use crate::stats::{Latency, OpStats, Second};
+use crate::stats::{OpStats, Second};
 use crate::targets::TargetError;
 
 /// What one finished operation contributes.
@@ -69,17 +69,13 @@ impl Recorder {
 
     /// The ops of `w`'s mix (weight above 0).
     pub fn mix_ops(w: &Workload) -> Vec<OpKind> {
-        OpKind::ALL
-            .into_iter()
-            .filter(|op| w.weight_of(*op) > 0)
-            .collect()
+        crate::stats::mix_ops(w)
     }
 
     /// Histogram memory of one task running `w`: one per op of the mix, plus GET's TTFB.
+    /// Computed in the api crate, where [`Workload::validate`] bounds it.
     pub fn histogram_bytes_per_task(w: &Workload) -> u64 {
-        let ops = Self::mix_ops(w);
-        let n = ops.len() as u64 + ops.contains(&OpKind::Get) as u64;
-        n * Latency::bytes()
+        crate::stats::histogram_bytes_per_task(w)
     }
 
     /// Record one operation; returns the error kind if it failed.
@@ -130,6 +126,7 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::Latency;
 
     #[test]
     fn histograms_only_for_the_ops_of_the_mix() {

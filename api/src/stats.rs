@@ -13,7 +13,7 @@ use hdrhistogram::serialization::{Deserializer as HdrDe, Serializer as _, V2Defl
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::spec::OpKind;
+use crate::spec::{OpKind, Workload};
 
 /// Highest latency tracked: one hour, in microseconds.
 const MAX_US: u64 = 3_600_000_000;
@@ -68,6 +68,23 @@ impl Latency {
     pub fn count(&self) -> u64 {
         self.0.len()
     }
+}
+
+/// The ops of `w`'s mix (weight above 0): a task keeps a histogram for these only.
+pub fn mix_ops(w: &Workload) -> Vec<OpKind> {
+    OpKind::ALL
+        .into_iter()
+        .filter(|op| w.weight_of(*op) > 0)
+        .collect()
+}
+
+/// Histogram memory of one task running `w`: one per op of the mix, plus GET's TTFB. Here and
+/// not in the worker's recorder because [`Workload::validate`] bounds it (`concurrency` x this
+/// at most [`MAX_HISTOGRAM_BYTES`](crate::spec::limits::MAX_HISTOGRAM_BYTES)).
+pub fn histogram_bytes_per_task(w: &Workload) -> u64 {
+    let ops = mix_ops(w);
+    let n = ops.len() as u64 + ops.contains(&OpKind::Get) as u64;
+    n * Latency::bytes()
 }
 
 impl Serialize for Latency {
@@ -281,7 +298,8 @@ fn is_zero(n: &u64) -> bool {
 
 impl Second {
     /// The entry for `sec` in a timeline, growing it with empty, correctly numbered seconds.
-    pub(crate) fn at(timeline: &mut Vec<Second>, sec: u64) -> &mut Second {
+    /// Public for the worker's recorder, which builds the timeline.
+    pub fn at(timeline: &mut Vec<Second>, sec: u64) -> &mut Second {
         let from = timeline.len() as u64;
         if from <= sec {
             timeline.extend((from..=sec).map(|second| Second {
@@ -293,7 +311,8 @@ impl Second {
     }
 
     /// Add another task's or worker's counts for the same second.
-    pub(crate) fn add(&mut self, o: &Second) {
+    /// Public for the worker's recorder, which merges tasks' timelines.
+    pub fn add(&mut self, o: &Second) {
         self.ops = self.ops.saturating_add(o.ops);
         self.bytes = self.bytes.saturating_add(o.bytes);
         self.errors = self.errors.saturating_add(o.errors);

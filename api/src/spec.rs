@@ -602,7 +602,8 @@ pub mod limits {
     pub const MAX_CONCURRENT_RANGES: u32 = 1024;
     /// `storage.maxRetries`.
     pub const MAX_RETRIES: u32 = 100;
-    /// All tasks' latency histograms together (see [`crate::engine::Recorder`]).
+    /// All tasks' latency histograms together (see
+    /// [`histogram_bytes_per_task`](crate::stats::histogram_bytes_per_task)).
     pub const MAX_HISTOGRAM_BYTES: u64 = 4 << 30;
     /// A workload file, in bytes.
     pub const MAX_FILE_BYTES: usize = 1 << 20;
@@ -1432,7 +1433,7 @@ impl Workload {
                 );
             }
         }
-        let hist = crate::engine::Recorder::histogram_bytes_per_task(self);
+        let hist = crate::stats::histogram_bytes_per_task(self);
         let total = hist.saturating_mul(self.concurrency as u64);
         if total > MAX_HISTOGRAM_BYTES {
             bad(

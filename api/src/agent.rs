@@ -1,0 +1,59 @@
+//! The bodies of the worker agent's HTTP endpoint (`/v1/status`, `/v1/start`), shared by the
+//! agent (the worker's `agent` module serves them) and the operator (which sends and reads
+//! them). The summary of `GET /v1/summary` is [`Summary`](crate::stats::Summary).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Where the agent is. Serialized in camelCase on `/v1/status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AgentStage {
+    Preparing,
+    Ready,
+    Running,
+    CleaningUp,
+    Done,
+    Failed,
+}
+
+/// Body of `GET /v1/status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    pub worker_id: String,
+    pub stage: AgentStage,
+    /// What failed, when `stage` is `failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The start time the operator sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<DateTime<Utc>>,
+    /// The actual start of the measured stage on this worker's clock, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// Operations completed so far (successful or not) and failed, from the live metrics.
+    pub ops: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    /// This worker's clock now, for offset estimates.
+    pub worker_time: DateTime<Utc>,
+    /// Whether the summary was fetched.
+    pub summary_fetched: bool,
+}
+
+/// Body of `POST /v1/start`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartRequest {
+    pub start_at: DateTime<Utc>,
+}
+
+/// Answer of `POST /v1/start`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartResponse {
+    /// This worker's clock when the request arrived.
+    pub worker_time: DateTime<Utc>,
+    pub start_at: DateTime<Utc>,
+}

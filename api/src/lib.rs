@@ -1,0 +1,21 @@
+//! benchrun's shared API: the types the worker and the operator exchange.
+//!
+//! The operator needs the workload spec (it is part of the `BenchmarkRun` CRD), the summary
+//! and its exact merge, sweeps and the agent's wire format, but not the engine or any storage
+//! client; this crate holds those types alone, so the operator does not build the worker.
+//!
+//! # Layout
+//! - [`units`]: byte sizes (`4MiB`) and durations (`30s`) as users write them
+//! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
+//! - [`stats`]: histograms, the summary and its exact merge
+//! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
+//! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
+
+pub mod agent;
+pub mod matrix;
+pub mod spec;
+pub mod stats;
+pub mod units;
+
+pub use spec::{OpKind, SpecError, Workload};
+pub use stats::Summary;
