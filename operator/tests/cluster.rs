@@ -87,7 +87,7 @@ async fn per_node_run_merges_exactly_and_cleans_up() {
     );
     assert_eq!(merged.workers, 2);
     let skew = st.start_skew_ms.expect("startSkew reported");
-    assert!(skew < 1000.0, "workers started {skew}ms apart");
+    assert!(skew < MAX_SKEW_MS, "workers started {skew}ms apart");
     assert!(st.throughput.is_some() && st.p99.is_some());
 
     // The operator's metrics carry the run: reconciles counted, the run by phase, and its

@@ -276,7 +276,7 @@ async fn per_node_run_against_minio_on_the_host() {
         );
     }
     let skew = st.start_skew_ms.expect("startSkew reported");
-    assert!(skew < 1000.0, "workers started {skew}ms apart");
+    assert!(skew < MAX_SKEW_MS, "workers started {skew}ms apart");
     assert!(st.throughput.is_some() && st.p99.is_some());
 
     // cleanup: OnSuccess and the run succeeded -> worker pods go away.
