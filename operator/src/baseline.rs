@@ -14,7 +14,7 @@ use kube::{Api, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::crd::{BenchmarkRun, OpResult, Phase};
+use crate::crd::{BenchmarkRun, Phase};
 use crate::resources::{result_cm_name, MERGED_KEY};
 
 /// Default tolerance, in percent.
@@ -185,7 +185,7 @@ pub fn compare(current: &Summary, baseline: &Summary, tolerance_percent: f64) ->
             mib_per_sec_percent: percent(c.mib_per_sec, b.mib_per_sec),
             p50_percent: percent(c.p50_ms, b.p50_ms),
             p99_percent: percent(c.p99_ms, b.p99_ms),
-            error_rate_change: round3(error_rate(c) - error_rate(b)),
+            error_rate_change: round3(c.error_rate() - b.error_rate()),
         };
         if d.ops_per_sec_percent < -tolerance_percent {
             out.regressions.push(format!(
@@ -217,14 +217,6 @@ fn percent(now: f64, then: f64) -> f64 {
         (now - then) / then * 100.0
     };
     (p * 10.0).round() / 10.0
-}
-
-fn error_rate(r: &OpResult) -> f64 {
-    if r.count == 0 {
-        0.0
-    } else {
-        r.errors as f64 / r.count as f64
-    }
 }
 
 fn round3(x: f64) -> f64 {

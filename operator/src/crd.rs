@@ -476,6 +476,17 @@ pub struct OpResult {
     pub max_ms: f64,
 }
 
+impl OpResult {
+    /// Failed operations over all operations; 0 when none ran.
+    pub fn error_rate(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.errors as f64 / self.count as f64
+        }
+    }
+}
+
 /// The schema of `spec.workload`: the worker's own schema, made structural.
 ///
 /// Sizes that may be a distribution object (`objectSize`, `dataset.size`) stay untyped

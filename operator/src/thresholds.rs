@@ -203,11 +203,7 @@ pub fn evaluate(thresholds: &[Threshold], merged: &Summary) -> Vec<ThresholdChec
             }
         }
         if let Some(max) = t.max_error_rate {
-            let rate = if r.count > 0 {
-                r.errors as f64 / r.count as f64
-            } else {
-                0.0
-            };
+            let rate = r.error_rate();
             push(
                 "maxErrorRate",
                 format!("<= {max}"),
