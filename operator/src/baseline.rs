@@ -6,89 +6,31 @@
 //! by more than the tolerance. The verdict is the `Regressed` condition; the run's phase is not
 //! changed by it (thresholds are the gate that fails a run).
 
-use std::collections::BTreeMap;
-
 use benchrun_api::Summary;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::{Api, KubeSchema};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use kube::Api;
 
-use crate::crd::{BenchmarkRun, Phase};
-use crate::resources::{result_cm_name, MERGED_KEY};
+use crate::crd::baseline::{BaselineRef, BaselineStatus, OpDelta};
+use crate::crd::{BenchmarkRun, Phase, MERGED_KEY};
+use crate::resources::result_cm_name;
 
-/// Default tolerance, in percent.
-pub const DEFAULT_TOLERANCE_PERCENT: f64 = 10.0;
-
-/// Where the baseline result is: a finished run, or a summary stored in a ConfigMap.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[x_kube(validation = Rule::new("has(self.run) != has(self.configMap)").message("give baselineRef.run or baselineRef.configMap (exactly one)"))]
-#[serde(rename_all = "camelCase")]
-pub struct BaselineRef {
-    /// A Succeeded BenchmarkRun in this namespace; its merged result is the baseline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub run: Option<String>,
-    /// A summary stored in a ConfigMap of this namespace (for example a run's `merged.json`
-    /// kept after the run was deleted, or a `benchrun-worker run --summary` file).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_map: Option<ConfigMapKey>,
-    /// Largest tolerated change, in percent: throughput lower or p99 higher than the
-    /// baseline's by more than this marks the run `Regressed`. Default 10.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0, max = 1000.0))]
-    pub tolerance_percent: Option<f64>,
-}
-
-/// A key of a ConfigMap.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigMapKey {
-    /// The ConfigMap's name.
-    #[schemars(length(min = 1, max = 253))]
-    pub name: String,
-    /// The key holding the summary JSON. Default `merged.json`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
-    pub key: Option<String>,
-}
-
-impl BaselineRef {
-    pub fn tolerance(&self) -> f64 {
-        self.tolerance_percent.unwrap_or(DEFAULT_TOLERANCE_PERCENT)
+/// Check what the schema's CEL rules also say (for runs created before them): each problem
+/// as "spec.baselineRef...: why".
+pub fn validate(r: &BaselineRef, own_name: &str) -> Vec<String> {
+    let mut errs = vec![];
+    if r.run.is_some() == r.config_map.is_some() {
+        errs.push("spec.baselineRef: give run or configMap (exactly one)".into());
     }
-
-    /// "run other-run" or "configmap saved/merged.json", for messages.
-    pub fn source(&self) -> String {
-        match (&self.run, &self.config_map) {
-            (Some(r), _) => format!("run {r}"),
-            (None, Some(c)) => format!(
-                "configmap {}/{}",
-                c.name,
-                c.key.as_deref().unwrap_or(MERGED_KEY)
-            ),
-            (None, None) => "nothing".into(),
-        }
+    if r.run.as_deref() == Some(own_name) {
+        errs.push("spec.baselineRef.run: a run cannot be its own baseline".into());
     }
-
-    /// Check what the schema's CEL rules also say (for runs created before them): each problem
-    /// as "spec.baselineRef...: why".
-    pub fn validate(&self, own_name: &str) -> Vec<String> {
-        let mut errs = vec![];
-        if self.run.is_some() == self.config_map.is_some() {
-            errs.push("spec.baselineRef: give run or configMap (exactly one)".into());
-        }
-        if self.run.as_deref() == Some(own_name) {
-            errs.push("spec.baselineRef.run: a run cannot be its own baseline".into());
-        }
-        let t = self.tolerance();
-        if !t.is_finite() || !(0.0..=1000.0).contains(&t) {
-            errs.push(format!(
-                "spec.baselineRef.tolerancePercent: must be from 0 to 1000 (got {t})"
-            ));
-        }
-        errs
+    let t = r.tolerance();
+    if !t.is_finite() || !(0.0..=1000.0).contains(&t) {
+        errs.push(format!(
+            "spec.baselineRef.tolerancePercent: must be from 0 to 1000 (got {t})"
+        ));
     }
+    errs
 }
 
 /// Why a baseline could not be compared with.
@@ -141,33 +83,6 @@ pub async fn load(
         .and_then(|d| d.get(&key))
         .ok_or_else(|| BaselineError::NoSummary(source.clone(), format!("no key {key}")))?;
     serde_json::from_str(text).map_err(|e| BaselineError::NoSummary(source, e.to_string()))
-}
-
-/// The run against its baseline.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BaselineStatus {
-    /// Where the baseline came from (`run NAME` or `configmap NAME/KEY`).
-    pub source: String,
-    /// The tolerance applied, in percent.
-    pub tolerance_percent: f64,
-    /// Per op (and `all`): relative changes against the baseline, in percent.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub deltas: BTreeMap<String, OpDelta>,
-    /// The ops (and limits) that crossed the tolerance.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub regressions: Vec<String>,
-}
-
-/// Relative changes of one op, in percent of the baseline (positive: higher than baseline).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OpDelta {
-    pub ops_per_sec_percent: f64,
-    pub mib_per_sec_percent: f64,
-    pub p50_percent: f64,
-    pub p99_percent: f64,
-    pub error_rate_change: f64,
 }
 
 /// Compare `current` with `baseline`, op by op (only ops both have).
@@ -294,7 +209,7 @@ mod tests {
     fn validation_says_what_is_wrong() {
         let r: BaselineRef = serde_yaml::from_str("{run: me, tolerancePercent: -1}").expect("ref");
         assert_eq!(
-            r.validate("me"),
+            validate(&r, "me"),
             [
                 "spec.baselineRef.run: a run cannot be its own baseline",
                 "spec.baselineRef.tolerancePercent: must be from 0 to 1000 (got -1)",
@@ -302,11 +217,11 @@ mod tests {
         );
         let r: BaselineRef = serde_yaml::from_str("{}").expect("ref");
         assert_eq!(
-            r.validate("me"),
+            validate(&r, "me"),
             ["spec.baselineRef: give run or configMap (exactly one)"]
         );
         let r: BaselineRef = serde_yaml::from_str("{configMap: {name: saved}}").expect("ref");
-        assert!(r.validate("me").is_empty());
+        assert!(validate(&r, "me").is_empty());
         assert_eq!(r.source(), "configmap saved/merged.json");
     }
 }

@@ -9,11 +9,10 @@
 use chrono::{DateTime, Utc};
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::crd::BenchmarkRun;
-use crate::reconcile::Context;
 use crate::state::cond;
 use crate::Result;
 
@@ -80,17 +79,21 @@ pub fn report_patch(obj: &DynamicObject, message: &str, now: DateTime<Utc>) -> O
 }
 
 /// Report `message` on the run: status (merge patch, so no typed decode is needed) and event.
-pub async fn report(obj: &DynamicObject, message: &str, ctx: &Context) -> Result<()> {
+pub async fn report(
+    obj: &DynamicObject,
+    message: &str,
+    client: &Client,
+    recorder: &Recorder,
+) -> Result<()> {
     let Some(patch) = report_patch(obj, message, Utc::now()) else {
         return Ok(());
     };
     let ar = api_resource();
     let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     tracing::warn!("{ns}/{name}: cannot decode: {message}");
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
     let ev = Event {
         type_: EventType::Warning,
         reason: UNDECODABLE.into(),

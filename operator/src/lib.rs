@@ -37,6 +37,7 @@ pub mod results;
 pub mod state;
 pub mod sweep;
 pub mod thresholds;
+pub mod validate;
 
 /// Everything that can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]

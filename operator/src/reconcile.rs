@@ -38,12 +38,13 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use crate::client::{fan_out, SummaryError, WorkerClient};
+use crate::crd::matrix::{CombinationRow, MatrixStatus};
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus, CleanupPolicy, Phase, Progress, WorkerStatus};
 use crate::metrics::Metrics;
 use crate::resources::{self, MANAGER, RUN_LABEL};
 use crate::state::{self, cond, worker_phase as wp, PodView};
-use crate::sweep::{self, CombinationRow, MatrixStatus};
-use crate::{baseline, decode, netpol, results, thresholds, Error, Result};
+use crate::sweep;
+use crate::{baseline, decode, netpol, results, thresholds, validate, Error, Result};
 
 /// Default of `--worker-parallelism`: calls to workers in flight at once per run.
 pub const DEFAULT_WORKER_PARALLELISM: usize = 64;
@@ -84,21 +85,23 @@ pub struct Context {
     pub config: Config,
     pub metrics: Arc<Metrics>,
     pub http: reqwest::Client,
-    pub reporter: Reporter,
+    /// The one event recorder of the operator: its cache turns a repeated event into a series.
+    pub recorder: Recorder,
 }
 
 impl Context {
     pub fn new(client: Client, config: Config, metrics: Arc<Metrics>) -> Self {
         let http = WorkerClient::http(config.worker_timeout);
+        let reporter = Reporter {
+            controller: MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         Self {
+            recorder: Recorder::new(client.clone(), reporter),
             client,
             config,
             metrics,
             http,
-            reporter: Reporter {
-                controller: MANAGER.into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
         }
     }
 }
@@ -149,7 +152,7 @@ async fn reconcile_object(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
         Ok(run) => reconcile(Arc::new(run), ctx).await,
         Err(message) => {
             ctx.metrics.error("decode");
-            decode::report(&obj, &message, &ctx).await?;
+            decode::report(&obj, &message, &ctx.client, &ctx.recorder).await?;
             Ok(Action::await_change())
         }
     }
@@ -254,7 +257,7 @@ impl Reconciler<'_> {
         if self.events.is_empty() {
             return;
         }
-        let recorder = Recorder::new(self.ctx.client.clone(), self.ctx.reporter.clone());
+        let recorder = &self.ctx.recorder;
         let reference = self.run.object_ref(&());
         for (t, reason, note) in &group_events(&self.events, EVENTS_PER_REASON) {
             let ev = Event {
@@ -312,19 +315,7 @@ impl Reconciler<'_> {
             return self.finished().await;
         }
         // 1. The spec must be valid (the schema cannot say everything) and within policy.
-        let mut errs = self.run.spec.validate().err().unwrap_or_default();
-        if self.name.len() > resources::MAX_RUN_NAME {
-            // The name becomes the value of the benchrun.dev/run label on everything the run owns.
-            errs.push(format!(
-                "metadata.name: at most {} characters, since it becomes a label value (got {})",
-                resources::MAX_RUN_NAME,
-                self.name.len()
-            ));
-        }
-        if let Some(b) = &self.run.spec.baseline_ref {
-            errs.extend(b.validate(&self.name));
-        }
-        errs.extend(sweep::validate(&self.run.spec, &self.name));
+        let mut errs = validate::run(&self.run.spec, &self.name);
         let mut reason = "InvalidWorkload";
         if let Err(more) = self
             .ctx
@@ -354,7 +345,7 @@ impl Reconciler<'_> {
             .as_ref()
             .map(state::from_time)
             .unwrap_or(self.now);
-        let timeout = state::timeout(&self.run.spec);
+        let timeout = self.run.spec.deadline();
         if (self.now - created).to_std().unwrap_or_default() > timeout {
             let msg = format!(
                 "the run did not finish within its timeout of {}",

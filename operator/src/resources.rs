@@ -63,8 +63,9 @@ pub fn worker_result_cm_name(run: &str, worker: &str) -> String {
 pub fn rejected_cm_name(run: &str, worker: &str) -> String {
     format!("{run}-rejected-{worker}")
 }
-/// Key of the merged summary (JSON) in the run's result ConfigMap.
-pub const MERGED_KEY: &str = "merged.json";
+/// Key of the merged summary (JSON) in the run's result ConfigMap (defined with the CRD, whose
+/// `baselineRef.configMap.key` defaults to it).
+pub use crate::crd::MERGED_KEY;
 /// Key of the gzip-compressed summary JSON in a worker's result ConfigMap (`binaryData`).
 pub const SUMMARY_GZ_KEY: &str = "summary.json.gz";
 /// Key of the gzip-compressed rejected answer in a worker's rejected ConfigMap.
@@ -341,7 +342,7 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
     }
     // A finished worker keeps its summary until the operator collects it: for as long as the
     // run may last, so an operator outage shorter than the run's timeout loses no result.
-    let linger = format!("{}s", crate::state::timeout(spec).as_secs().max(600));
+    let linger = format!("{}s", spec.deadline().as_secs().max(600));
     let container = Container {
         name: CONTAINER.into(),
         image: Some(

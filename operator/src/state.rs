@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::crd::{BenchmarkRunSpec, OpResult, WorkerStatus};
+use crate::crd::{OpResult, WorkerStatus};
 
 /// Worker phases recorded in `status.workers[].phase`.
 pub mod worker_phase {
@@ -284,22 +284,6 @@ fn op_result(stats: &OpStats, elapsed: f64) -> OpResult {
 
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
-}
-
-/// The run's deadline, measured from its creation.
-pub fn timeout(spec: &BenchmarkRunSpec) -> Duration {
-    let one = match (spec.timeout, spec.workload.duration) {
-        (Some(t), _) => return t.0,
-        (None, Some(d)) => d.0.saturating_add(Duration::from_secs(600)),
-        (None, None) => Duration::from_secs(3600),
-    };
-    // A matrix runs its child runs one after another (per combination: the warm-up, if any,
-    // and each repeat), each with its own default deadline.
-    let n = spec.matrix.as_ref().map_or(1, |m| {
-        let per = m.repeats.max(1) as usize + usize::from(m.warmup.is_some());
-        m.combinations().saturating_mul(per)
-    });
-    one.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 /// `n/total` for the printer column: workers past the given phases.

@@ -9,68 +9,15 @@
 use benchrun_api::matrix::{Matrix, Planned};
 use benchrun_api::units::HumanDuration;
 use benchrun_api::Summary;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpResult, Phase};
+use crate::crd::matrix::CombinationRow;
+use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpResult};
 
 /// Label on a matrix run's children: the parent's name (`kubectl get br -l benchrun.dev/matrix=NAME`).
 pub const MATRIX_LABEL: &str = "benchrun.dev/matrix";
 
 /// Longest run name that leaves room for `-<k>-r<j>` in its children's names.
 pub const MAX_PARENT_NAME: usize = crate::resources::MAX_RUN_NAME - 9;
-
-/// The matrix part of the status.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MatrixStatus {
-    /// `combination k of n`, or `n combinations done`.
-    pub progress: String,
-    /// Number of combinations.
-    pub total: u32,
-    /// 1-based number of the baseline combination.
-    pub baseline: u32,
-    /// One row per combination, in order.
-    pub combinations: Vec<CombinationRow>,
-}
-
-/// One combination: its child run and, once finished, its merged figures (all ops together).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CombinationRow {
-    /// `path=value, ...`.
-    pub name: String,
-    /// The child run whose figures the row shows (the median repeat).
-    pub run: String,
-    /// Every measured child run of the combination (one per repeat), in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub runs: Vec<String>,
-    pub phase: Phase,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ops_per_sec: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mib_per_sec: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p50_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p99_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errors: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests_per_op: Option<f64>,
-    /// Client CPU seconds (all workers) per GiB moved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_seconds_per_gib: Option<f64>,
-    /// Why the measured stage ended (`duration`, `stable: ...` with `stopWhenStable`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stopped_by: Option<String>,
-    /// Change of ops/s against the baseline combination, in percent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ops_per_sec_change_percent: Option<f64>,
-    /// Change of p99 against the baseline combination, in percent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p99_change_percent: Option<f64>,
-}
 
 /// The combinations of a run's matrix, validated like the workload itself.
 pub fn plan(spec: &BenchmarkRunSpec, m: &Matrix) -> Result<(Vec<Planned>, usize), Vec<String>> {
@@ -267,7 +214,6 @@ mod tests {
             c.thresholds, s.thresholds,
             "each combination is held to the thresholds"
         );
-        assert_eq!(c.validate(), Ok(()));
         assert_eq!(child_name("sweep", 3), "sweep-4");
     }
 
@@ -323,14 +269,8 @@ mod tests {
     fn the_default_deadline_covers_every_child_run() {
         // 2 combinations x (warm-up + 2 repeats) = 6 child runs of 2 s + 10 min each.
         let s = spec("matrix: {parameters: {seed: [1, 2]}, repeats: 2, warmup: 1s}");
-        assert_eq!(
-            crate::state::timeout(&s),
-            std::time::Duration::from_secs(6 * 602)
-        );
-        assert_eq!(
-            crate::state::timeout(&spec("")),
-            std::time::Duration::from_secs(602)
-        );
+        assert_eq!(s.deadline(), std::time::Duration::from_secs(6 * 602));
+        assert_eq!(spec("").deadline(), std::time::Duration::from_secs(602));
     }
 
     #[test]

@@ -5,108 +5,10 @@
 //! [`ThresholdCheck`] in the status, met or not, with the measured value beside it. A run whose
 //! checks are not all met ends `Failed` (reason `ThresholdsNotMet`) with its result kept.
 
-use benchrun_api::spec::OpKind;
-use benchrun_api::units::HumanDuration;
 use benchrun_api::{Summary, Workload};
-use kube::KubeSchema;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
+use crate::crd::thresholds::{Threshold, ThresholdCheck};
 use crate::crd::OpResult;
-
-/// Limits on one operation's merged result. Give at least one limit.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[x_kube(validation = Rule::new("has(self.minOpsPerSec) || has(self.minMiBPerSec) || has(self.maxP50) || has(self.maxP99) || has(self.maxP999) || has(self.maxErrorRate)").message("a threshold needs at least one limit (minOpsPerSec, minMiBPerSec, maxP50, maxP99, maxP999, maxErrorRate)"))]
-#[serde(rename_all = "camelCase")]
-pub struct Threshold {
-    /// The operation: `get`, `put`, `stat`, `list`, `delete`, or `all` for every op together.
-    pub op: ThresholdOp,
-    /// Lowest acceptable merged throughput, operations per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0))]
-    pub min_ops_per_sec: Option<f64>,
-    /// Lowest acceptable merged throughput, MiB per second.
-    #[serde(
-        default,
-        rename = "minMiBPerSec",
-        skip_serializing_if = "Option::is_none"
-    )]
-    #[schemars(range(min = 0.0))]
-    pub min_mib_per_sec: Option<f64>,
-    /// Highest acceptable median latency (e.g. `2ms`, `500us`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_p50: Option<HumanDuration>,
-    /// Highest acceptable p99 latency.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_p99: Option<HumanDuration>,
-    /// Highest acceptable p99.9 latency.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_p999: Option<HumanDuration>,
-    /// Highest acceptable share of failed operations, from 0 (none may fail) to 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0.0, max = 1.0))]
-    pub max_error_rate: Option<f64>,
-}
-
-/// An operation, or all of them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ThresholdOp {
-    /// Every operation together.
-    #[default]
-    All,
-    Get,
-    Put,
-    Stat,
-    List,
-    Delete,
-}
-
-impl ThresholdOp {
-    /// The key of this op in `status.results`.
-    pub fn key(self) -> &'static str {
-        match self.kind() {
-            Some(k) => k.as_str(),
-            None => "all",
-        }
-    }
-    fn kind(self) -> Option<OpKind> {
-        match self {
-            ThresholdOp::All => None,
-            ThresholdOp::Get => Some(OpKind::Get),
-            ThresholdOp::Put => Some(OpKind::Put),
-            ThresholdOp::Stat => Some(OpKind::Stat),
-            ThresholdOp::List => Some(OpKind::List),
-            ThresholdOp::Delete => Some(OpKind::Delete),
-        }
-    }
-}
-
-/// One limit of one threshold, as evaluated.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ThresholdCheck {
-    /// The op (or `all`).
-    pub op: String,
-    /// The limit's field, e.g. `maxP99`.
-    pub limit: String,
-    /// The limit, e.g. `<= 10ms`.
-    pub want: String,
-    /// What the merged result measured.
-    pub got: String,
-    /// Whether the limit is met.
-    pub met: bool,
-}
-
-impl ThresholdCheck {
-    /// "get maxP99: got 12.500ms, want <= 10ms".
-    pub fn describe(&self) -> String {
-        format!(
-            "{} {}: got {}, want {}",
-            self.op, self.limit, self.got, self.want
-        )
-    }
-}
 
 /// Check `thresholds` against the workload: each problem as "spec.thresholds[i]...: why".
 pub fn validate(thresholds: &[Threshold], workload: &Workload) -> Vec<String> {
@@ -223,6 +125,7 @@ fn succeeded(r: &OpResult) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use benchrun_api::spec::OpKind;
     use benchrun_api::stats::{Latency, OpStats};
     use std::time::Duration;
 

@@ -20,7 +20,7 @@ fn benchmarkrun_examples_are_valid() {
         let text = std::fs::read_to_string(&path).expect("read");
         let run: BenchmarkRun =
             serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-        if let Err(errs) = run.spec.validate() {
+        if let Err(errs) = benchrun_operator::validate::spec(&run.spec) {
             panic!("{name}: {errs:?}");
         }
         seen += 1;

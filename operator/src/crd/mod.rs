@@ -3,13 +3,18 @@
 //! `spec.workload` is the worker's own [`Workload`] type, so a `BenchmarkRun` and a standalone
 //! workload file have one schema. Kubernetes needs *structural* schemas, which an untagged
 //! size (`1MiB` or `{uniform: ...}`) is not, so [`workload_schema`] rewrites those few spots;
-//! everything the schema cannot say is checked by [`Workload::validate`] in the reconciler and
+//! everything the schema cannot say is checked by [`crate::validate`] in the reconciler and
 //! reported in the `Valid` condition with the field's path.
+//!
+//! These are types only: they depend on nothing else in the crate, and the modules with the
+//! logic (validation, placement, thresholds, baselines, sweeps) depend on them.
 
 // Every printcolumn repeats `type_ = "string"`; clippy reads that as a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]
 
 use std::collections::BTreeMap;
+
+use std::time::Duration;
 
 use benchrun_api::matrix::Matrix;
 use benchrun_api::units::HumanDuration;
@@ -18,15 +23,19 @@ use k8s_openapi::api::core::v1::{
     Affinity, EmptyDirVolumeSource, HostPathVolumeSource, PersistentVolumeClaimSpec,
     ResourceRequirements, Toleration,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::baseline::{BaselineRef, BaselineStatus};
-use crate::sweep::MatrixStatus;
-use crate::thresholds::{Threshold, ThresholdCheck};
+pub mod baseline;
+pub mod matrix;
+pub mod status;
+pub mod thresholds;
+
+use baseline::BaselineRef;
+pub use status::{BenchmarkRunStatus, OpResult, Phase, Progress, WorkerStatus, MERGED_KEY};
+use thresholds::Threshold;
 
 /// A storage benchmark run on one or more worker pods, started at the same instant, with the
 /// merged result written back into the status.
@@ -178,52 +187,21 @@ pub const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 *
 pub const MAX_TTL_SECONDS: i64 = 31_536_000;
 
 impl BenchmarkRunSpec {
-    /// Check what the schema cannot (durations are strings to it): each problem as
-    /// "spec.<field>: <why>". Bounds keep every timestamp sum the reconciler makes in range.
-    pub fn validate(&self) -> Result<(), Vec<String>> {
-        let mut errs: Vec<String> = match self.workload.validate() {
-            Ok(()) => vec![],
-            Err(e) => e.iter().map(|e| format!("spec.workload.{e}")).collect(),
+    /// The run's deadline, measured from its creation: `timeout`, or the workload's duration
+    /// plus 10 minutes (1 hour for an op-count run), once per child run of a matrix.
+    pub fn deadline(&self) -> Duration {
+        let one = match (self.timeout, self.workload.duration) {
+            (Some(t), _) => return t.0,
+            (None, Some(d)) => d.0.saturating_add(Duration::from_secs(600)),
+            (None, None) => Duration::from_secs(3600),
         };
-        if let Some(d) = self.start_delay {
-            if d.0 > MAX_START_DELAY {
-                errs.push(format!(
-                    "spec.startDelay: must be at most 1h (got {}s)",
-                    d.0.as_secs()
-                ));
-            }
-        }
-        if let Some(t) = self.timeout {
-            if t.0.is_zero() || t.0 > MAX_TIMEOUT {
-                errs.push(format!(
-                    "spec.timeout: must be more than 0 and at most 720h (got {}s)",
-                    t.0.as_secs()
-                ));
-            }
-        }
-        if let Some(ttl) = self.ttl_seconds_after_finished {
-            if !(0..=MAX_TTL_SECONDS).contains(&ttl) {
-                errs.push(format!(
-                    "spec.ttlSecondsAfterFinished: must be between 0 and {MAX_TTL_SECONDS} (one year) (got {ttl})"
-                ));
-            }
-        }
-        errs.extend(crate::thresholds::validate(
-            &self.thresholds,
-            &self.workload,
-        ));
-        errs.extend(crate::podfields::check(self));
-        if self.thresholds.len() > MAX_THRESHOLDS {
-            errs.push(format!(
-                "spec.thresholds: at most {MAX_THRESHOLDS} (got {})",
-                self.thresholds.len()
-            ));
-        }
-        if errs.is_empty() {
-            Ok(())
-        } else {
-            Err(errs)
-        }
+        // A matrix runs its child runs one after another (per combination: the warm-up, if any,
+        // and each repeat), each with its own default deadline.
+        let n = self.matrix.as_ref().map_or(1, |m| {
+            let per = m.repeats.max(1) as usize + usize::from(m.warmup.is_some());
+            m.combinations().saturating_mul(per)
+        });
+        one.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX))
     }
 }
 
@@ -317,174 +295,6 @@ pub enum CleanupPolicy {
     OnSuccess,
     /// Never.
     Never,
-}
-
-/// Where a run is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum Phase {
-    /// Accepted; workers not created yet.
-    #[default]
-    Pending,
-    /// Worker pods are starting and preparing their datasets.
-    Preparing,
-    /// Every worker has its start time; the measured stage is running.
-    Running,
-    /// Every worker has finished; results are being collected.
-    Collecting,
-    /// Finished; results are in the status and the result ConfigMap.
-    Succeeded,
-    /// Finished without a result; the conditions say why.
-    Failed,
-}
-
-impl Phase {
-    pub fn is_finished(self) -> bool {
-        matches!(self, Phase::Succeeded | Phase::Failed)
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Pending => "Pending",
-            Phase::Preparing => "Preparing",
-            Phase::Running => "Running",
-            Phase::Collecting => "Collecting",
-            Phase::Succeeded => "Succeeded",
-            Phase::Failed => "Failed",
-        }
-    }
-}
-
-/// What the operator observed and decided. Everything needed to resume after an operator
-/// restart lives here or in owned objects.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BenchmarkRunStatus {
-    /// Where the run is.
-    #[serde(default)]
-    pub phase: Phase,
-    /// The spec generation this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Valid`, `WorkersScheduled`, `WorkersReady`, `Started`, `StartRequestsOnTime`,
-    /// `Complete`, `WorkersLost`, `ThresholdsMet` (with `spec.thresholds`), `Regressed` (with
-    /// `spec.baselineRef`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Vec<Condition>,
-    /// One entry per worker, fixed when the workers are placed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub workers: Vec<WorkerStatus>,
-    /// `ready/total` while preparing, `collected/total` after.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers_summary: Option<String>,
-    /// How many workers are in each phase (`Running: 998, Lost: 2`): the fleet at a glance,
-    /// where `workers` lists a thousand entries.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub worker_phases: BTreeMap<String, u32>,
-    /// The common start time sent to every worker (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_time: Option<String>,
-    /// Largest difference between the workers' actual starts, corrected by each worker's
-    /// measured clock offset, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_skew_ms: Option<f64>,
-    /// When the run finished (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finish_time: Option<String>,
-    /// Live progress while running.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub progress: Option<Progress>,
-    /// Per-operation results computed from the merged histograms of every collected worker.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub results: BTreeMap<String, OpResult>,
-    /// Printer column: all operations per second (and MiB/s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub throughput: Option<String>,
-    /// Printer column: p99 latency over all operations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p99: Option<String>,
-    /// Every limit of `spec.thresholds`, evaluated on the merged result.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub thresholds: Vec<ThresholdCheck>,
-    /// The merged result against `spec.baselineRef`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<BaselineStatus>,
-    /// With `spec.matrix`: progress and the table of combinations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub matrix: Option<MatrixStatus>,
-    /// ConfigMap holding the merged summary (`merged.json`). Each worker's own summary is in
-    /// ConfigMap `<run>-result-<worker>` (gzip-compressed JSON, `binaryData` key
-    /// `summary.json.gz`), written as it is collected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result_config_map: Option<String>,
-}
-
-/// One worker.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkerStatus {
-    /// Worker id (also in its summary and in the keys its PUTs write).
-    pub name: String,
-    /// Its pod.
-    pub pod: String,
-    /// The node it is pinned to (perNode) or scheduled on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// `Pending`, `Preparing`, `Ready`, `Running`, `Done`, `Collected`, `Failed`, `Lost`.
-    pub phase: String,
-    /// Why it failed or was lost.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// The worker's clock minus the operator's, in milliseconds, measured at start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock_offset_ms: Option<f64>,
-    /// Its actual start of the measured stage on its own clock (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
-    /// All operations per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ops_per_sec: Option<f64>,
-    /// p99 over all operations, milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p99_ms: Option<f64>,
-    /// Failed operations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errors: Option<u64>,
-}
-
-/// Live progress of the measured stage, summed over workers.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Progress {
-    pub elapsed_seconds: f64,
-    pub ops: u64,
-    pub errors: u64,
-    pub ops_per_sec: f64,
-}
-
-/// Results of one operation (or `all`) from merged histograms.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OpResult {
-    pub count: u64,
-    pub errors: u64,
-    pub ops_per_sec: f64,
-    pub mib_per_sec: f64,
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub p999_ms: f64,
-    pub max_ms: f64,
-}
-
-impl OpResult {
-    /// Failed operations over all operations; 0 when none ran.
-    pub fn error_rate(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.errors as f64 / self.count as f64
-        }
-    }
 }
 
 /// The schema of `spec.workload`: the worker's own schema, made structural.
@@ -606,50 +416,12 @@ mod tests {
     }
 
     #[test]
-    fn durations_and_ttl_are_bounded_and_named() {
-        let base = "workload: {target: file:///data, duration: 10s, ops: [{op: get}]}\n";
-        let spec = |extra: &str| -> BenchmarkRunSpec {
-            serde_yaml::from_str(&format!("{base}{extra}")).expect("parses")
-        };
-        assert_eq!(spec("").validate(), Ok(()));
-        assert_eq!(
-            spec("startDelay: 1h\ntimeout: 720h\nttlSecondsAfterFinished: 31536000\n").validate(),
-            Ok(())
-        );
-        for (extra, field) in [
-            ("startDelay: 2h\n", "spec.startDelay"),
-            ("startDelay: 100000000000h\n", "spec.startDelay"),
-            ("timeout: 721h\n", "spec.timeout"),
-            ("timeout: 0s\n", "spec.timeout"),
-            (
-                "ttlSecondsAfterFinished: 9223372036854775807\n",
-                "spec.ttlSecondsAfterFinished",
-            ),
-            (
-                "ttlSecondsAfterFinished: -1\n",
-                "spec.ttlSecondsAfterFinished",
-            ),
-        ] {
-            let errs = spec(extra).validate().expect_err(extra);
-            assert!(
-                errs.len() == 1 && errs[0].starts_with(&format!("{field}: must be")),
-                "{extra}: {errs:?}"
-            );
-        }
-        let schema = serde_json::to_value(schemars::schema_for!(BenchmarkRunSpec)).unwrap();
-        assert_eq!(
-            schema["properties"]["ttlSecondsAfterFinished"]["maximum"].as_f64(),
-            Some(MAX_TTL_SECONDS as f64)
-        );
-    }
-
-    #[test]
     fn deadline_of_a_huge_duration_saturates() {
         let spec: BenchmarkRunSpec = serde_yaml::from_str(
             "workload: {target: file:///data, duration: 1000000000000h, ops: [{op: get}]}\n",
         )
         .expect("parses");
-        assert!(crate::state::timeout(&spec) >= std::time::Duration::from_secs(1 << 50));
+        assert!(spec.deadline() >= std::time::Duration::from_secs(1 << 50));
     }
 
     /// Walk the schema and check the structural rules the apiserver enforces, so a bad schema

@@ -1,0 +1,93 @@
+//! `spec.baselineRef` and `status.baseline`: the types only (loaded and compared by
+//! [`crate::baseline`]).
+
+use std::collections::BTreeMap;
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::status::MERGED_KEY;
+
+/// Default tolerance, in percent.
+pub const DEFAULT_TOLERANCE_PERCENT: f64 = 10.0;
+
+/// Where the baseline result is: a finished run, or a summary stored in a ConfigMap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new("has(self.run) != has(self.configMap)").message("give baselineRef.run or baselineRef.configMap (exactly one)"))]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineRef {
+    /// A Succeeded BenchmarkRun in this namespace; its merged result is the baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub run: Option<String>,
+    /// A summary stored in a ConfigMap of this namespace (for example a run's `merged.json`
+    /// kept after the run was deleted, or a `benchrun-worker run --summary` file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapKey>,
+    /// Largest tolerated change, in percent: throughput lower or p99 higher than the
+    /// baseline's by more than this marks the run `Regressed`. Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1000.0))]
+    pub tolerance_percent: Option<f64>,
+}
+
+/// A key of a ConfigMap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapKey {
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding the summary JSON. Default `merged.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: Option<String>,
+}
+
+impl BaselineRef {
+    /// `tolerancePercent`, or its default.
+    pub fn tolerance(&self) -> f64 {
+        self.tolerance_percent.unwrap_or(DEFAULT_TOLERANCE_PERCENT)
+    }
+
+    /// "run other-run" or "configmap saved/merged.json", for messages.
+    pub fn source(&self) -> String {
+        match (&self.run, &self.config_map) {
+            (Some(r), _) => format!("run {r}"),
+            (None, Some(c)) => format!(
+                "configmap {}/{}",
+                c.name,
+                c.key.as_deref().unwrap_or(MERGED_KEY)
+            ),
+            (None, None) => "nothing".into(),
+        }
+    }
+}
+
+/// The run against its baseline.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineStatus {
+    /// Where the baseline came from (`run NAME` or `configmap NAME/KEY`).
+    pub source: String,
+    /// The tolerance applied, in percent.
+    pub tolerance_percent: f64,
+    /// Per op (and `all`): relative changes against the baseline, in percent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub deltas: BTreeMap<String, OpDelta>,
+    /// The ops (and limits) that crossed the tolerance.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regressions: Vec<String>,
+}
+
+/// Relative changes of one op, in percent of the baseline (positive: higher than baseline).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpDelta {
+    pub ops_per_sec_percent: f64,
+    pub mib_per_sec_percent: f64,
+    pub p50_percent: f64,
+    pub p99_percent: f64,
+    pub error_rate_change: f64,
+}

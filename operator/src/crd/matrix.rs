@@ -1,0 +1,59 @@
+//! `status.matrix`: the table of a matrix run's combinations (planned and filled by
+//! [`crate::sweep`]).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::status::Phase;
+
+/// The matrix part of the status.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MatrixStatus {
+    /// `combination k of n`, or `n combinations done`.
+    pub progress: String,
+    /// Number of combinations.
+    pub total: u32,
+    /// 1-based number of the baseline combination.
+    pub baseline: u32,
+    /// One row per combination, in order.
+    pub combinations: Vec<CombinationRow>,
+}
+
+/// One combination: its child run and, once finished, its merged figures (all ops together).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CombinationRow {
+    /// `path=value, ...`.
+    pub name: String,
+    /// The child run whose figures the row shows (the median repeat).
+    pub run: String,
+    /// Every measured child run of the combination (one per repeat), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+    pub phase: Phase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_per_sec: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mib_per_sec: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_op: Option<f64>,
+    /// Client CPU seconds (all workers) per GiB moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds_per_gib: Option<f64>,
+    /// Why the measured stage ended (`duration`, `stable: ...` with `stopWhenStable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+    /// Change of ops/s against the baseline combination, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_per_sec_change_percent: Option<f64>,
+    /// Change of p99 against the baseline combination, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_change_percent: Option<f64>,
+}

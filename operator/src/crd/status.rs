@@ -1,0 +1,182 @@
+//! The status of a `BenchmarkRun`: phase, conditions, workers, merged results.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::baseline::BaselineStatus;
+use super::matrix::MatrixStatus;
+use super::thresholds::ThresholdCheck;
+
+/// Key of the merged summary (JSON) in the run's result ConfigMap.
+pub const MERGED_KEY: &str = "merged.json";
+
+/// Where a run is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Phase {
+    /// Accepted; workers not created yet.
+    #[default]
+    Pending,
+    /// Worker pods are starting and preparing their datasets.
+    Preparing,
+    /// Every worker has its start time; the measured stage is running.
+    Running,
+    /// Every worker has finished; results are being collected.
+    Collecting,
+    /// Finished; results are in the status and the result ConfigMap.
+    Succeeded,
+    /// Finished without a result; the conditions say why.
+    Failed,
+}
+
+impl Phase {
+    pub fn is_finished(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::Failed)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Preparing => "Preparing",
+            Phase::Running => "Running",
+            Phase::Collecting => "Collecting",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+/// What the operator observed and decided. Everything needed to resume after an operator
+/// restart lives here or in owned objects.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchmarkRunStatus {
+    /// Where the run is.
+    #[serde(default)]
+    pub phase: Phase,
+    /// The spec generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Valid`, `WorkersScheduled`, `WorkersReady`, `Started`, `StartRequestsOnTime`,
+    /// `Complete`, `WorkersLost`, `ThresholdsMet` (with `spec.thresholds`), `Regressed` (with
+    /// `spec.baselineRef`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// One entry per worker, fixed when the workers are placed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerStatus>,
+    /// `ready/total` while preparing, `collected/total` after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_summary: Option<String>,
+    /// How many workers are in each phase (`Running: 998, Lost: 2`): the fleet at a glance,
+    /// where `workers` lists a thousand entries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub worker_phases: BTreeMap<String, u32>,
+    /// The common start time sent to every worker (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// Largest difference between the workers' actual starts, corrected by each worker's
+    /// measured clock offset, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_skew_ms: Option<f64>,
+    /// When the run finished (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_time: Option<String>,
+    /// Live progress while running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    /// Per-operation results computed from the merged histograms of every collected worker.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub results: BTreeMap<String, OpResult>,
+    /// Printer column: all operations per second (and MiB/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<String>,
+    /// Printer column: p99 latency over all operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99: Option<String>,
+    /// Every limit of `spec.thresholds`, evaluated on the merged result.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<ThresholdCheck>,
+    /// The merged result against `spec.baselineRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineStatus>,
+    /// With `spec.matrix`: progress and the table of combinations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<MatrixStatus>,
+    /// ConfigMap holding the merged summary (`merged.json`). Each worker's own summary is in
+    /// ConfigMap `<run>-result-<worker>` (gzip-compressed JSON, `binaryData` key
+    /// `summary.json.gz`), written as it is collected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_config_map: Option<String>,
+}
+
+/// One worker.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerStatus {
+    /// Worker id (also in its summary and in the keys its PUTs write).
+    pub name: String,
+    /// Its pod.
+    pub pod: String,
+    /// The node it is pinned to (perNode) or scheduled on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `Pending`, `Preparing`, `Ready`, `Running`, `Done`, `Collected`, `Failed`, `Lost`.
+    pub phase: String,
+    /// Why it failed or was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The worker's clock minus the operator's, in milliseconds, measured at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ms: Option<f64>,
+    /// Its actual start of the measured stage on its own clock (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// All operations per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_per_sec: Option<f64>,
+    /// p99 over all operations, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    /// Failed operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+}
+
+/// Live progress of the measured stage, summed over workers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub elapsed_seconds: f64,
+    pub ops: u64,
+    pub errors: u64,
+    pub ops_per_sec: f64,
+}
+
+/// Results of one operation (or `all`) from merged histograms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpResult {
+    pub count: u64,
+    pub errors: u64,
+    pub ops_per_sec: f64,
+    pub mib_per_sec: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+impl OpResult {
+    /// Failed operations over all operations; 0 when none ran.
+    pub fn error_rate(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.errors as f64 / self.count as f64
+        }
+    }
+}

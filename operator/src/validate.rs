@@ -1,0 +1,127 @@
+//! Validation of a run: what the schema cannot say, each problem with the field's path, for the
+//! `Valid` condition. The per-feature checks live with their features (thresholds, podfields,
+//! baseline, sweep); this module calls them in one fixed order.
+
+use crate::crd::{BenchmarkRunSpec, MAX_START_DELAY, MAX_THRESHOLDS, MAX_TIMEOUT, MAX_TTL_SECONDS};
+use crate::{baseline, podfields, resources, sweep, thresholds};
+
+/// Check what the schema cannot (durations are strings to it): each problem as
+/// "spec.<field>: <why>". Bounds keep every timestamp sum the reconciler makes in range.
+pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
+    let mut errs: Vec<String> = match spec.workload.validate() {
+        Ok(()) => vec![],
+        Err(e) => e.iter().map(|e| format!("spec.workload.{e}")).collect(),
+    };
+    if let Some(d) = spec.start_delay {
+        if d.0 > MAX_START_DELAY {
+            errs.push(format!(
+                "spec.startDelay: must be at most 1h (got {}s)",
+                d.0.as_secs()
+            ));
+        }
+    }
+    if let Some(t) = spec.timeout {
+        if t.0.is_zero() || t.0 > MAX_TIMEOUT {
+            errs.push(format!(
+                "spec.timeout: must be more than 0 and at most 720h (got {}s)",
+                t.0.as_secs()
+            ));
+        }
+    }
+    if let Some(ttl) = spec.ttl_seconds_after_finished {
+        if !(0..=MAX_TTL_SECONDS).contains(&ttl) {
+            errs.push(format!(
+                "spec.ttlSecondsAfterFinished: must be between 0 and {MAX_TTL_SECONDS} (one year) (got {ttl})"
+            ));
+        }
+    }
+    errs.extend(thresholds::validate(&spec.thresholds, &spec.workload));
+    errs.extend(podfields::check(spec));
+    if spec.thresholds.len() > MAX_THRESHOLDS {
+        errs.push(format!(
+            "spec.thresholds: at most {MAX_THRESHOLDS} (got {})",
+            spec.thresholds.len()
+        ));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs)
+    }
+}
+
+/// Everything wrong with a run named `name` with this spec, in the order reported: the spec,
+/// the name, the baseline reference, the matrix. (The administrator's policy is checked
+/// beside it by the reconciler, which holds the policy.)
+pub fn run(s: &BenchmarkRunSpec, name: &str) -> Vec<String> {
+    let mut errs = spec(s).err().unwrap_or_default();
+    if name.len() > resources::MAX_RUN_NAME {
+        // The name becomes the value of the benchrun.dev/run label on everything the run owns.
+        errs.push(format!(
+            "metadata.name: at most {} characters, since it becomes a label value (got {})",
+            resources::MAX_RUN_NAME,
+            name.len()
+        ));
+    }
+    if let Some(b) = &s.baseline_ref {
+        errs.extend(baseline::validate(b, name));
+    }
+    errs.extend(sweep::validate(s, name));
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_ttl_are_bounded_and_named() {
+        let base = "workload: {target: file:///data, duration: 10s, ops: [{op: get}]}\n";
+        let parse = |extra: &str| -> BenchmarkRunSpec {
+            serde_yaml::from_str(&format!("{base}{extra}")).expect("parses")
+        };
+        assert_eq!(spec(&parse("")), Ok(()));
+        assert_eq!(
+            spec(&parse(
+                "startDelay: 1h\ntimeout: 720h\nttlSecondsAfterFinished: 31536000\n"
+            )),
+            Ok(())
+        );
+        for (extra, field) in [
+            ("startDelay: 2h\n", "spec.startDelay"),
+            ("startDelay: 100000000000h\n", "spec.startDelay"),
+            ("timeout: 721h\n", "spec.timeout"),
+            ("timeout: 0s\n", "spec.timeout"),
+            (
+                "ttlSecondsAfterFinished: 9223372036854775807\n",
+                "spec.ttlSecondsAfterFinished",
+            ),
+            (
+                "ttlSecondsAfterFinished: -1\n",
+                "spec.ttlSecondsAfterFinished",
+            ),
+        ] {
+            let errs = spec(&parse(extra)).expect_err(extra);
+            assert!(
+                errs.len() == 1 && errs[0].starts_with(&format!("{field}: must be")),
+                "{extra}: {errs:?}"
+            );
+        }
+        let schema = serde_json::to_value(schemars::schema_for!(BenchmarkRunSpec)).unwrap();
+        assert_eq!(
+            schema["properties"]["ttlSecondsAfterFinished"]["maximum"].as_f64(),
+            Some(MAX_TTL_SECONDS as f64)
+        );
+    }
+
+    #[test]
+    fn a_combination_is_as_valid_as_its_parent() {
+        let s: BenchmarkRunSpec = serde_yaml::from_str(
+            "workload: {target: file:///data, duration: 2s, ops: [{op: get}], objectSize: 4KiB}\nmatrix: {parameters: {objectSize: [4KiB, 8KiB], concurrency: [1, 2]}, baseline: {objectSize: 8KiB}}\nttlSecondsAfterFinished: 60\nthresholds: [{op: get, minOpsPerSec: 1}]",
+        )
+        .expect("spec parses");
+        let m = s.matrix.clone().expect("matrix");
+        let (planned, _) = sweep::plan(&s, &m).expect("plans");
+        assert_eq!(spec(&sweep::child_spec(&s, &planned[3])), Ok(()));
+    }
+}
