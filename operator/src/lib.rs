@@ -23,21 +23,27 @@
 pub mod apicount;
 pub mod baseline;
 pub mod client;
+pub mod context;
+pub mod controller;
 pub mod crd;
 pub mod decode;
 pub mod failpoint;
+pub mod finish;
 pub mod leader;
 pub mod metrics;
 pub mod netpol;
+pub mod placement;
 pub mod podfields;
 pub mod policy;
 pub mod reconcile;
 pub mod resources;
 pub mod results;
 pub mod state;
+pub mod status;
 pub mod sweep;
 pub mod thresholds;
 pub mod validate;
+pub mod workers;
 
 /// Everything that can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]

@@ -16,9 +16,10 @@ use anyhow::{Context, Result};
 use axum::routing::get;
 use clap::{Parser, Subcommand};
 
+use benchrun_operator::context::{self, Config};
+use benchrun_operator::controller;
 use benchrun_operator::leader::{Elector, LeaderConfig};
 use benchrun_operator::metrics::Metrics;
-use benchrun_operator::reconcile::{self, Config};
 
 /// Runs benchrun storage benchmarks declared as BenchmarkRun resources.
 #[derive(Debug, Parser)]
@@ -72,7 +73,7 @@ struct RunArgs {
     allowed_worker_images: Vec<String>,
     /// Calls to one run's workers in flight at once: status polls, start requests, summary
     /// collection and shutdowns go to the workers concurrently, at most this many at a time.
-    #[arg(long, env = "BENCHRUN_WORKER_PARALLELISM", default_value_t = reconcile::DEFAULT_WORKER_PARALLELISM, value_parser = parse_parallelism)]
+    #[arg(long, env = "BENCHRUN_WORKER_PARALLELISM", default_value_t = context::DEFAULT_WORKER_PARALLELISM, value_parser = parse_parallelism)]
     worker_parallelism: usize,
     /// Longest call to one worker (e.g. `10s`, `2500ms`): a dead worker costs this once per
     /// pass, beside the others.
@@ -215,7 +216,7 @@ async fn run(args: RunArgs) -> Result<()> {
     };
     let Some(leader) = leader else {
         metrics.set_leader(true);
-        reconcile::run(client, config, metrics, shutdown).await;
+        controller::run(client, config, metrics, shutdown).await;
         return Ok(());
     };
     let (name, ns, me) = (
@@ -233,7 +234,7 @@ async fn run(args: RunArgs) -> Result<()> {
     tracing::info!("leading (lease {ns}/{name}); starting the controller");
     metrics.set_leader(true);
     let lost = tokio::select! {
-        () = reconcile::run(client, config, metrics.clone(), shutdown) => None,
+        () = controller::run(client, config, metrics.clone(), shutdown) => None,
         why = elector.keep_leading() => Some(why),
     };
     metrics.set_leader(false);

@@ -1,4 +1,5 @@
-//! The controller: one level-triggered reconcile per `BenchmarkRun`.
+//! One level-triggered reconcile pass over one `BenchmarkRun`, deciding through the pure state
+//! machine in [`crate::state`].
 //!
 //! Each pass reads the run, its pods and its result ConfigMap, asks the workers where they are,
 //! acts, and writes the whole status by server-side apply. Decisions that must survive a
@@ -22,141 +23,26 @@
 //! The operator reaches each worker at `<pod IP>:8080`; the workers' `/v1/*` endpoints accept
 //! only the per-run token (HMAC-SHA256 of the run UID under the operator's key).
 
-use std::collections::BTreeMap;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::PostParams;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::info;
 
-use chrono::{DateTime, Utc};
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolumeClaim, Pod, Secret};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::{watcher, Controller};
-use kube::{Api, Client, Resource, ResourceExt};
-use tracing::{info, warn};
-
-use crate::client::{fan_out, SummaryError, WorkerClient};
+use crate::client::{fan_out, WorkerClient};
+use crate::context::{Context, POLL};
 use crate::crd::matrix::{CombinationRow, MatrixStatus};
-use crate::crd::{BenchmarkRun, BenchmarkRunStatus, CleanupPolicy, Phase, Progress, WorkerStatus};
-use crate::metrics::Metrics;
-use crate::resources::{self, MANAGER, RUN_LABEL};
+use crate::crd::{BenchmarkRun, Phase, Progress, WorkerStatus};
+use crate::resources;
 use crate::state::{self, cond, worker_phase as wp, PodView};
-use crate::sweep;
-use crate::{baseline, decode, netpol, results, thresholds, validate, Error, Result};
-
-/// Default of `--worker-parallelism`: calls to workers in flight at once per run.
-pub const DEFAULT_WORKER_PARALLELISM: usize = 64;
-/// Default of `--worker-timeout`: longest call to one worker (status, start, summary,
-/// shutdown). A dead worker costs this once per pass, beside the others, not before them.
-pub const DEFAULT_WORKER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Events of one reason in one pass beyond which they are published as one event with a
-/// count (a fleet of 1,000 would otherwise write 1,000 "Collected" events one by one).
-const EVENTS_PER_REASON: usize = 5;
-/// How often an active run is looked at even when nothing changes (workers are polled, not
-/// watched).
-const POLL: Duration = Duration::from_secs(2);
-
-/// What the operator was started with.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Key for the per-run worker tokens (HMAC); must stay the same across restarts.
-    pub key: Vec<u8>,
-    /// Worker image when a run names none.
-    pub worker_image: String,
-    /// Watch only this namespace (tests); `None` for all.
-    pub namespace: Option<String>,
-    /// Port of the worker agents.
-    pub agent_port: u16,
-    /// What runs may ask for (worker images, hostPath).
-    pub policy: crate::policy::Policy,
-    /// With a value, each run gets a NetworkPolicy letting only these peers reach its workers.
-    pub worker_ingress: Option<crate::netpol::WorkerIngress>,
-    /// Calls to one run's workers in flight at once (status, start, summary, shutdown).
-    pub worker_parallelism: usize,
-    /// Longest call to one worker.
-    pub worker_timeout: Duration,
-}
-
-/// Shared by every reconcile.
-pub struct Context {
-    pub client: Client,
-    pub config: Config,
-    pub metrics: Arc<Metrics>,
-    pub http: reqwest::Client,
-    /// The one event recorder of the operator: its cache turns a repeated event into a series.
-    pub recorder: Recorder,
-}
-
-impl Context {
-    pub fn new(client: Client, config: Config, metrics: Arc<Metrics>) -> Self {
-        let http = WorkerClient::http(config.worker_timeout);
-        let reporter = Reporter {
-            controller: MANAGER.into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
-        Self {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            config,
-            metrics,
-            http,
-        }
-    }
-}
-
-/// Run the controller until `shutdown` completes.
-///
-/// Runs are watched untyped and decoded one by one ([`crate::decode`]): a run the Rust type
-/// cannot read is reported on itself instead of failing the watch of every run.
-pub async fn run(
-    client: Client,
-    config: Config,
-    metrics: Arc<Metrics>,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
-    let ar = decode::api_resource();
-    let (runs, pods): (Api<DynamicObject>, Api<Pod>) = match &config.namespace {
-        Some(ns) => (
-            Api::namespaced_with(client.clone(), ns, &ar),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all_with(client.clone(), &ar), Api::all(client.clone())),
-    };
-    let ctx = Arc::new(Context::new(client, config, metrics));
-    Controller::new_with(runs, watcher::Config::default(), ar)
-        .owns(
-            pods,
-            watcher::Config::default().labels(&format!("app.kubernetes.io/managed-by={MANAGER}")),
-        )
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile_object, error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                warn!("reconcile: {e}");
-            }
-        })
-        .await;
-}
-
-fn error_policy(run: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
-    warn!("reconcile {} failed: {err}", run.name_any());
-    ctx.metrics.error(err.metric_label());
-    Action::requeue(Duration::from_secs(5))
-}
-
-/// Decode the run, then reconcile it; a run that does not decode is reported on itself.
-async fn reconcile_object(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action> {
-    match decode::decode(&obj) {
-        Ok(run) => reconcile(Arc::new(run), ctx).await,
-        Err(message) => {
-            ctx.metrics.error("decode");
-            decode::report(&obj, &message, &ctx.client, &ctx.recorder).await?;
-            Ok(Action::await_change())
-        }
-    }
-}
+use crate::status::{write_status, Reconciler};
+use crate::workers::{probe, Collected, Probe};
+use crate::{baseline, netpol, results, sweep, thresholds, validate, Error, Result};
 
 /// One pass over one run.
 pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Action> {
@@ -173,6 +59,7 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Acti
         status: run.status.clone().unwrap_or_default(),
         now: Utc::now(),
         events: Vec::new(),
+        written: None,
     };
     let old = r.status.clone();
     let mut action = r.step().await;
@@ -184,8 +71,10 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Acti
         action = Ok(Action::requeue(POLL));
     }
     // The status is written even when the step failed half-way: what was learnt stays learnt.
+    // One write per pass, unless one was needed earlier (placement, start time); then only
+    // when something changed since.
     let status = r.status.clone();
-    if status != old {
+    if status != *r.written.as_ref().unwrap_or(&old) {
         write_status(&ctx.client, &ns, &name, &status).await?;
     }
     ctx.metrics.observe(&ns, &name, &status);
@@ -200,116 +89,8 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Acti
     action
 }
 
-async fn write_status(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    status: &BenchmarkRunStatus,
-) -> Result<()> {
-    let api: Api<BenchmarkRun> = Api::namespaced(client.clone(), ns);
-    let patch = serde_json::json!({
-        "apiVersion": "benchrun.dev/v1alpha1",
-        "kind": "BenchmarkRun",
-        "status": status,
-    });
-    api.patch_status(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(())
-}
-
-struct Reconciler<'a> {
-    ctx: &'a Context,
-    ns: String,
-    name: String,
-    run: &'a BenchmarkRun,
-    status: BenchmarkRunStatus,
-    now: DateTime<Utc>,
-    events: Vec<(EventType, String, String)>,
-}
-
 impl Reconciler<'_> {
-    fn generation(&self) -> Option<i64> {
-        self.run.metadata.generation
-    }
-
-    fn condition(&mut self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) {
-        let g = self.generation();
-        state::set_condition(
-            &mut self.status.conditions,
-            type_,
-            ok,
-            reason,
-            message,
-            g,
-            self.now,
-        );
-    }
-
-    fn event(&mut self, t: EventType, reason: &str, note: impl Into<String>) {
-        self.events.push((t, reason.into(), note.into()));
-    }
-
-    async fn publish_events(&self) {
-        if self.events.is_empty() {
-            return;
-        }
-        let recorder = &self.ctx.recorder;
-        let reference = self.run.object_ref(&());
-        for (t, reason, note) in &group_events(&self.events, EVENTS_PER_REASON) {
-            let ev = Event {
-                type_: *t,
-                reason: reason.clone(),
-                note: Some(note.chars().take(1000).collect()),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
-            if let Err(e) = recorder.publish(&ev, &reference).await {
-                warn!("event {reason} for {}/{}: {e}", self.ns, self.name);
-            }
-        }
-    }
-
-    fn set_phase(&mut self, phase: Phase, reason: &str, note: impl Into<String>) {
-        if self.status.phase != phase {
-            self.status.phase = phase;
-            let t = if phase == Phase::Failed {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
-            self.event(t, reason, note);
-        }
-    }
-
-    /// Fail the run: condition `Complete=False` with the reason, event, finish time.
-    fn fail(&mut self, reason: &str, message: String) {
-        self.condition(cond::COMPLETE, false, reason, message.clone());
-        self.status.finish_time = Some(self.now.to_rfc3339());
-        self.status.progress = None;
-        self.set_phase(Phase::Failed, reason, message);
-    }
-
-    fn api<K>(&self) -> Api<K>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-        <K as Resource>::DynamicType: Default,
-    {
-        Api::namespaced(self.ctx.client.clone(), &self.ns)
-    }
-
-    fn token(&self) -> Result<String> {
-        let uid = self
-            .run
-            .uid()
-            .ok_or_else(|| Error::Invalid("the run has no uid".into()))?;
-        Ok(resources::worker_token(&self.ctx.config.key, &uid))
-    }
-
-    async fn step(&mut self) -> Result<Action> {
+    pub(crate) async fn step(&mut self) -> Result<Action> {
         self.status.observed_generation = self.generation();
         if self.status.phase.is_finished() {
             return self.finished().await;
@@ -377,7 +158,10 @@ impl Reconciler<'_> {
             self.status.result_config_map = Some(resources::result_cm_name(&self.name));
             self.set_phase(Phase::Preparing, "WorkersPlaced", note);
             self.refresh_counts();
-            write_status(&self.ctx.client, &self.ns, &self.name, &self.status).await?;
+            // Not left to the pass's one write at the end: the placement must be recorded
+            // before the pods that follow it exist, or a restart in between would place again
+            // (on nodes that may have changed) beside pods already created for the first.
+            self.persist().await?;
         }
         // 4. Owned objects (idempotent creates).
         if self.status.phase == Phase::Preparing || self.status.phase == Phase::Pending {
@@ -565,7 +349,10 @@ impl Reconciler<'_> {
                 "Starting",
                 format!("{live} workers start at {}", at.to_rfc3339()),
             );
-            write_status(&self.ctx.client, &self.ns, &self.name, &self.status).await?;
+            // Not left to the pass's one write at the end: the start time must be recorded
+            // before any worker receives it, so a restart resends the same instant instead of
+            // choosing another for the workers that did not get the first.
+            self.persist().await?;
             crate::failpoint::hit(crate::failpoint::AFTER_START_WRITTEN);
             self.send_starts(&pods, &token).await;
         } else if started {
@@ -613,56 +400,7 @@ impl Reconciler<'_> {
         Ok(Action::requeue(POLL))
     }
 
-    /// Resolve workers: one per matching node (perNode), or `count` placed by the scheduler.
-    async fn place(&mut self) -> Result<Vec<WorkerStatus>> {
-        let spec = &self.run.spec.workers;
-        let mk = |i: usize, node: Option<String>| {
-            let name = format!("w{i}");
-            WorkerStatus {
-                pod: resources::pod_name(&self.name, &name),
-                name,
-                node,
-                phase: wp::PENDING.into(),
-                ..Default::default()
-            }
-        };
-        if !spec.per_node() {
-            let n = spec.count.unwrap_or(1).max(1) as usize;
-            return Ok((0..n).map(|i| mk(i, None)).collect());
-        }
-        let nodes: Api<Node> = Api::all(self.ctx.client.clone());
-        let mut lp = ListParams::default();
-        if let Some(sel) = &spec.node_selector {
-            lp = lp.labels(
-                &sel.iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            );
-        }
-        let mut names: Vec<String> = nodes
-            .list(&lp)
-            .await?
-            .items
-            .into_iter()
-            .filter(|n| {
-                node_eligible(
-                    n,
-                    spec.tolerations.as_deref().unwrap_or_default(),
-                    spec.affinity.as_ref(),
-                )
-            })
-            .map(|n| n.name_any())
-            .collect();
-        names.sort();
-        Ok(names
-            .into_iter()
-            .enumerate()
-            .map(|(i, n)| mk(i, Some(n)))
-            .collect())
-    }
-
-    async fn ensure_objects(&mut self) -> Result<()> {
+    pub(crate) async fn ensure_objects(&mut self) -> Result<()> {
         let run = self.run;
         create_if_absent(
             &self.api::<Secret>(),
@@ -706,62 +444,9 @@ impl Reconciler<'_> {
         Ok(())
     }
 
-    async fn pods(&self) -> Result<BTreeMap<String, Pod>> {
-        let lp = ListParams::default().labels(&format!("{RUN_LABEL}={}", self.name));
-        Ok(self
-            .api::<Pod>()
-            .list(&lp)
-            .await?
-            .items
-            .into_iter()
-            // Only pods this run controls (a re-created run of the same name must not adopt).
-            .filter(|p| {
-                p.owner_references()
-                    .iter()
-                    .any(|o| Some(&o.uid) == self.run.metadata.uid.as_ref())
-            })
-            .map(|p| (p.name_any(), p))
-            .collect())
-    }
-
-    fn worker_failed(&mut self, i: usize, reason: &str, msg: String) {
-        let w = &mut self.status.workers[i];
-        if w.phase == wp::FAILED {
-            return;
-        }
-        w.phase = wp::FAILED.into();
-        w.message = Some(msg.clone());
-        let note = format!("worker {} (pod {}): {msg}", w.name, w.pod);
-        self.event(EventType::Warning, reason, note);
-    }
-
-    fn lose(&mut self, i: usize, why: &str) {
-        let w = &mut self.status.workers[i];
-        if w.phase == wp::LOST {
-            return;
-        }
-        w.phase = wp::LOST.into();
-        w.message = Some(why.into());
-        let note = format!(
-            "worker {} (pod {}, node {}): {why}",
-            w.name,
-            w.pod,
-            w.node.as_deref().unwrap_or("?")
-        );
-        self.event(EventType::Warning, "WorkerLost", note);
-    }
-
-    fn mark_collected(&mut self, i: usize, json: Option<&str>) {
-        let w = &mut self.status.workers[i];
-        w.phase = wp::COLLECTED.into();
-        if let Some(s) = json.and_then(|j| serde_json::from_str::<benchrun_api::Summary>(j).ok()) {
-            results::fold_worker(w, &s);
-        }
-    }
-
     /// Update a worker from its agent's status and what [`probe`] did with its summary; an
     /// error when the summary could not be persisted (it is asked for again next pass).
-    fn observe_agent(
+    pub(crate) fn observe_agent(
         &mut self,
         i: usize,
         st: &benchrun_api::agent::AgentStatus,
@@ -807,115 +492,8 @@ impl Reconciler<'_> {
         }
     }
 
-    fn parallelism(&self) -> usize {
-        self.ctx.config.worker_parallelism.max(1)
-    }
-
-    fn worker_client(&self, ip: &str, token: &str) -> WorkerClient {
-        WorkerClient::new(
-            self.ctx.http.clone(),
-            &format!("{ip}:{}", self.ctx.config.agent_port),
-            token,
-        )
-    }
-
-    /// `workersSummary` and `workerPhases` from the workers' phases.
-    fn refresh_counts(&mut self) {
-        self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
-        self.status.worker_phases = state::phase_counts(&self.status.workers);
-    }
-
-    /// Send the start time to every Ready worker at once (bounded), and say whether the last
-    /// answer came back before the start time.
-    async fn send_starts(&mut self, pods: &BTreeMap<String, Pod>, token: &str) {
-        let Some(at) = self
-            .status
-            .start_time
-            .as_deref()
-            .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-            .map(|t| t.with_timezone(&Utc))
-        else {
-            return;
-        };
-        let mut jobs = Vec::new();
-        for (i, w) in self.status.workers.iter().enumerate() {
-            if w.phase != wp::READY {
-                continue;
-            }
-            let Some(ip) = pods
-                .get(&w.pod)
-                .and_then(|p| p.status.as_ref())
-                .and_then(|s| s.pod_ip.clone())
-            else {
-                continue;
-            };
-            jobs.push((i, self.worker_client(&ip, token)));
-        }
-        if jobs.is_empty() {
-            return;
-        }
-        let sent_at = Utc::now();
-        let answers = fan_out(jobs, self.parallelism(), |(i, client)| async move {
-            let r = client.start(at).await;
-            (i, r, Utc::now())
-        })
-        .await;
-        let mut last = None;
-        let mut sent = 0;
-        for (i, r, answered) in answers {
-            match r {
-                Ok(started) => {
-                    let w = &mut self.status.workers[i];
-                    w.clock_offset_ms = Some((started.clock_offset_ms * 1000.0).round() / 1000.0);
-                    w.phase = wp::RUNNING.into();
-                    sent += 1;
-                    last = last.max(Some(answered));
-                }
-                Err(e) => warn!("start {}: {e}", self.status.workers[i].name),
-            }
-        }
-        if let Some(last) = last {
-            let took = (last - sent_at).num_milliseconds();
-            let margin = (at - last).num_milliseconds();
-            // What was measured replaces the estimate made before sending (whose warning
-            // stays in the events); a late start measured on an earlier pass stays.
-            let late_before = state::condition(&self.status.conditions, cond::START_ON_TIME)
-                .is_some_and(|c| c.reason == "StartedLate");
-            if margin < 0 {
-                let msg = format!(
-                    "{sent} start requests took {took} ms; the last answer came {} ms after the start time {}: raise startDelay",
-                    -margin,
-                    at.to_rfc3339()
-                );
-                self.condition(cond::START_ON_TIME, false, "StartedLate", msg.clone());
-                self.event(EventType::Warning, "StartedLate", msg);
-            } else if !late_before {
-                self.condition(
-                    cond::START_ON_TIME,
-                    true,
-                    "OnTime",
-                    format!("{sent} start requests answered in {took} ms, {margin} ms before the start time"),
-                );
-            }
-        }
-        let n = self
-            .status
-            .workers
-            .iter()
-            .filter(|w| w.phase == wp::RUNNING)
-            .count();
-        if n > 0 && state::condition(&self.status.conditions, cond::STARTED).is_none() {
-            self.condition(
-                cond::STARTED,
-                true,
-                "Started",
-                format!("start time {} sent to the workers", at.to_rfc3339()),
-            );
-        }
-    }
-
     /// Every live worker is collected: merge, persist, succeed.
-    async fn complete(&mut self, live: &[WorkerStatus]) -> Result<()> {
+    pub(crate) async fn complete(&mut self, live: &[WorkerStatus]) -> Result<()> {
         let names: Vec<&str> = live.iter().map(|w| w.name.as_str()).collect();
         // A persisted summary that does not merge will not merge on the next pass either:
         // fail now and say which, rather than retry until the timeout. The data stays.
@@ -977,7 +555,7 @@ impl Reconciler<'_> {
 
     /// One pass of a matrix run: start the next combination's child run once the one before
     /// it finished, fill the table, and finish when every combination has.
-    async fn sweep(&mut self, m: &benchrun_api::matrix::Matrix) -> Result<Action> {
+    pub(crate) async fn sweep(&mut self, m: &benchrun_api::matrix::Matrix) -> Result<Action> {
         let (planned, baseline) = match sweep::plan(&self.run.spec, m) {
             Ok(p) => p,
             Err(errs) => {
@@ -1144,7 +722,7 @@ impl Reconciler<'_> {
     }
 
     /// Evaluate `spec.thresholds` into the status and `ThresholdsMet`; the misses, if any.
-    fn check_thresholds(&mut self, merged: &benchrun_api::Summary) -> Option<String> {
+    pub(crate) fn check_thresholds(&mut self, merged: &benchrun_api::Summary) -> Option<String> {
         if self.run.spec.thresholds.is_empty() {
             return None;
         }
@@ -1178,7 +756,7 @@ impl Reconciler<'_> {
 
     /// Compare with `spec.baselineRef` into the status and `Regressed`. A baseline that cannot
     /// be read leaves `Regressed=Unknown` with the reason; it never fails the run.
-    async fn compare_with_baseline(&mut self, merged: &benchrun_api::Summary) {
+    pub(crate) async fn compare_with_baseline(&mut self, merged: &benchrun_api::Summary) {
         let Some(r) = self.run.spec.baseline_ref.clone() else {
             return;
         };
@@ -1230,120 +808,6 @@ impl Reconciler<'_> {
             }
         }
     }
-
-    /// Ask every reachable worker to stop (the run failed); pods go per cleanup policy.
-    async fn stop_workers(&self) {
-        let Ok(token) = self.token() else { return };
-        let Ok(pods) = self.pods().await else { return };
-        let clients: Vec<_> = pods
-            .values()
-            .filter_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))
-            .map(|ip| self.worker_client(&ip, &token))
-            .collect();
-        fan_out(clients, self.parallelism(), |c| async move {
-            let _ = c.shutdown().await;
-        })
-        .await;
-    }
-
-    /// Cleanup per policy, then TTL.
-    async fn finished(&mut self) -> Result<Action> {
-        let succeeded = self.status.phase == Phase::Succeeded;
-        let clean = match self.run.spec.cleanup {
-            CleanupPolicy::Always => true,
-            CleanupPolicy::OnSuccess => succeeded,
-            CleanupPolicy::Never => false,
-        };
-        if !clean && state::condition(&self.status.conditions, cond::CLEANED_UP).is_none() {
-            // Said in the same status write as the final phase, so that whoever sees the run
-            // finished also sees why its pods are still there.
-            self.condition(
-                cond::CLEANED_UP,
-                false,
-                "PodsKept",
-                format!(
-                    "worker pods kept ({:?} policy, run {})",
-                    self.run.spec.cleanup,
-                    self.status.phase.as_str()
-                ),
-            );
-        }
-        if clean && state::condition(&self.status.conditions, cond::CLEANED_UP).is_none() {
-            let pods = self.pods().await?;
-            let api = self.api::<Pod>();
-            for p in pods.keys() {
-                match api.delete(p, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            if self
-                .run
-                .spec
-                .volume
-                .as_ref()
-                .is_some_and(|v| v.claim_template.is_some())
-            {
-                let pvcs = self.api::<PersistentVolumeClaim>();
-                for w in &self.status.workers {
-                    match pvcs
-                        .delete(
-                            &resources::claim_name(&self.name, &w.name),
-                            &DeleteParams::default(),
-                        )
-                        .await
-                    {
-                        Ok(_) => {}
-                        Err(kube::Error::Api(e)) if e.code == 404 => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            }
-            self.condition(
-                cond::CLEANED_UP,
-                true,
-                "PodsDeleted",
-                format!("worker pods deleted ({:?} policy)", self.run.spec.cleanup),
-            );
-            self.event(
-                EventType::Normal,
-                "CleanedUp",
-                format!("deleted {} worker pods", pods.len()),
-            );
-        }
-        if let Some(ttl) = self.run.spec.ttl_seconds_after_finished {
-            let finished = self
-                .status
-                .finish_time
-                .as_deref()
-                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-                .map(|t| t.with_timezone(&Utc))
-                .unwrap_or(self.now);
-            // Bounded by the schema and validation; checked anyway (a panic would crash-loop).
-            let Some(due) =
-                chrono::Duration::try_seconds(ttl).and_then(|d| finished.checked_add_signed(d))
-            else {
-                warn!(
-                    "{}/{}: ttlSecondsAfterFinished {ttl} is out of range; keeping the run",
-                    self.ns, self.name
-                );
-                return Ok(Action::await_change());
-            };
-            if self.now >= due {
-                let api: Api<BenchmarkRun> = self.api();
-                match api.delete(&self.name, &DeleteParams::background()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(e.into()),
-                }
-                self.ctx.metrics.forget(&self.ns, &self.name);
-                return Ok(Action::await_change());
-            }
-            return Ok(Action::requeue((due - self.now).to_std().unwrap_or(POLL)));
-        }
-        Ok(Action::await_change())
-    }
 }
 
 /// Create `obj`; an existing one is fine (returns whether it was created).
@@ -1365,265 +829,10 @@ where
     }
 }
 
-/// A node takes a perNode worker when it is Ready, schedulable, its taints are tolerated and
-/// the required node-affinity terms match its labels.
-pub fn node_eligible(
-    node: &Node,
-    tolerations: &[k8s_openapi::api::core::v1::Toleration],
-    affinity: Option<&k8s_openapi::api::core::v1::Affinity>,
-) -> bool {
-    let spec = node.spec.clone().unwrap_or_default();
-    if spec.unschedulable == Some(true) {
-        return false;
-    }
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True");
-    if !ready {
-        return false;
-    }
-    for taint in spec.taints.iter().flatten() {
-        if taint.effect == "PreferNoSchedule" {
-            continue;
-        }
-        let tolerated = tolerations.iter().any(|t| {
-            let key_ok = match t.key.as_deref() {
-                None | Some("") => t.operator.as_deref() == Some("Exists"),
-                Some(k) => k == taint.key,
-            };
-            let value_ok = t.operator.as_deref() == Some("Exists")
-                || t.value.as_deref().unwrap_or_default()
-                    == taint.value.as_deref().unwrap_or_default();
-            let effect_ok = t
-                .effect
-                .as_deref()
-                .is_none_or(|e| e.is_empty() || e == taint.effect);
-            key_ok && value_ok && effect_ok
-        });
-        if !tolerated {
-            return false;
-        }
-    }
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    let Some(terms) = affinity
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .map(|r| &r.node_selector_terms)
-    else {
-        return true;
-    };
-    terms.iter().any(|term| {
-        term.match_expressions.iter().flatten().all(|req| {
-            let v = labels.get(&req.key);
-            let vals = req.values.clone().unwrap_or_default();
-            match req.operator.as_str() {
-                "In" => v.is_some_and(|v| vals.contains(v)),
-                "NotIn" => v.is_none_or(|v| !vals.contains(v)),
-                "Exists" => v.is_some(),
-                "DoesNotExist" => v.is_none(),
-                _ => true,
-            }
-        }) && term.match_fields.iter().flatten().all(|req| {
-            let vals = req.values.clone().unwrap_or_default();
-            let name = node.name_any();
-            req.key != "metadata.name"
-                || match req.operator.as_str() {
-                    "In" => vals.contains(&name),
-                    "NotIn" => !vals.contains(&name),
-                    _ => true,
-                }
-        })
-    })
-}
-
 fn humantime_secs(d: Duration) -> String {
     format!("{}s", d.as_secs())
 }
 
 fn humantime_ms(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
-}
-
-/// What became of a worker's summary in [`probe`].
-enum Collected {
-    /// Persisted in its result object: count it.
-    Persisted(Box<benchrun_api::Summary>),
-    /// Not to be had now (no answer, not ready): ask again.
-    NotYet(String),
-    /// Unusable (kept, not counted): the worker has no result.
-    Invalid(String),
-    /// Fetched but not persisted: not counted, asked for again.
-    PersistFailed(Error),
-}
-
-/// One worker's answer to a pass.
-enum Probe {
-    Unreachable(String),
-    Status {
-        status: benchrun_api::agent::AgentStatus,
-        collected: Option<Collected>,
-    },
-}
-
-/// Ask one worker where it is; when it is done, fetch its summary, persist it (before anything
-/// counts it) and let the worker exit. Runs concurrently with the other workers' probes, so it
-/// touches no shared state: the reconciler applies the outcome afterwards.
-async fn probe(
-    client: WorkerClient,
-    cms: Api<ConfigMap>,
-    run: &BenchmarkRun,
-    name: String,
-) -> Probe {
-    use benchrun_api::agent::AgentStage;
-    let status = match client.status().await {
-        Ok(s) => s,
-        Err(e) => return Probe::Unreachable(e),
-    };
-    if status.stage != AgentStage::Done {
-        return Probe::Status {
-            status,
-            collected: None,
-        };
-    }
-    let collected = match client.summary().await {
-        Ok((text, summary)) => match results::persist_worker(&cms, run, &name, &text).await {
-            Ok(()) => {
-                crate::failpoint::hit(crate::failpoint::AFTER_PERSIST);
-                Collected::Persisted(Box::new(summary))
-            }
-            Err(e) => Collected::PersistFailed(e),
-        },
-        Err(SummaryError::Unreachable(e)) => Collected::NotYet(e),
-        // Keep what the worker sent (never counted), then say why this worker has no result
-        // instead of asking until the timeout.
-        Err(SummaryError::Invalid { message, body }) => match body {
-            Some(body) => match results::persist_rejected(&cms, run, &name, &body).await {
-                Ok(()) => Collected::Invalid(message),
-                Err(e) => Collected::PersistFailed(e),
-            },
-            None => Collected::Invalid(message),
-        },
-    };
-    // Collected or given up on: the worker may exit.
-    if matches!(collected, Collected::Persisted(_) | Collected::Invalid(_)) {
-        if let Err(e) = client.shutdown().await {
-            tracing::debug!("shutdown {name}: {e}");
-        }
-    }
-    Probe::Status {
-        status,
-        collected: Some(collected),
-    }
-}
-
-/// The events of one pass, with more than `max` of one reason folded into one event that
-/// counts them and quotes the first few.
-fn group_events(
-    events: &[(EventType, String, String)],
-    max: usize,
-) -> Vec<(EventType, String, String)> {
-    let mut order: Vec<&str> = Vec::new();
-    let mut by_reason: BTreeMap<&str, Vec<&(EventType, String, String)>> = BTreeMap::new();
-    for e in events {
-        if !by_reason.contains_key(e.1.as_str()) {
-            order.push(&e.1);
-        }
-        by_reason.entry(&e.1).or_default().push(e);
-    }
-    let mut out = Vec::new();
-    for reason in order {
-        let group = &by_reason[reason];
-        if group.len() <= max {
-            out.extend(group.iter().map(|e| (*e).clone()));
-            continue;
-        }
-        let first: Vec<&str> = group.iter().take(max).map(|e| e.2.as_str()).collect();
-        out.push((
-            group[0].0,
-            reason.to_string(),
-            format!("{} workers: {}; ...", group.len(), first.join("; ")),
-        ));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus, Taint, Toleration};
-
-    fn node(name: &str, ready: bool, taint: Option<&str>) -> Node {
-        Node {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: Some(NodeSpec {
-                taints: taint.map(|k| {
-                    vec![Taint {
-                        key: k.into(),
-                        effect: "NoSchedule".into(),
-                        ..Default::default()
-                    }]
-                }),
-                ..Default::default()
-            }),
-            status: Some(NodeStatus {
-                conditions: Some(vec![NodeCondition {
-                    type_: "Ready".into(),
-                    status: if ready { "True" } else { "False" }.into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-        }
-    }
-
-    #[test]
-    fn eligible_nodes() {
-        assert!(node_eligible(&node("a", true, None), &[], None));
-        assert!(!node_eligible(&node("a", false, None), &[], None));
-        assert!(!node_eligible(
-            &node("a", true, Some("dedicated")),
-            &[],
-            None
-        ));
-        let tol = Toleration {
-            key: Some("dedicated".into()),
-            operator: Some("Exists".into()),
-            ..Default::default()
-        };
-        assert!(node_eligible(
-            &node("a", true, Some("dedicated")),
-            &[tol],
-            None
-        ));
-    }
-
-    #[test]
-    fn many_events_of_one_reason_become_one() {
-        let ev = |r: &str, n: usize| (EventType::Normal, r.to_string(), format!("note {n}"));
-        let mut events: Vec<_> = (0..8).map(|n| ev("Collected", n)).collect();
-        events.insert(3, ev("Starting", 0));
-        let out = group_events(&events, 5);
-        assert_eq!(
-            out,
-            vec![
-                (
-                    EventType::Normal,
-                    "Collected".to_string(),
-                    "8 workers: note 0; note 1; note 2; note 3; note 4; ...".to_string()
-                ),
-                ev("Starting", 0),
-            ]
-        );
-        let few: Vec<_> = (0..5).map(|n| ev("Collected", n)).collect();
-        assert_eq!(group_events(&few, 5), few);
-    }
 }

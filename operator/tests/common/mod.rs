@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use benchrun_api::Summary;
+use benchrun_operator::context::{self, Config};
+use benchrun_operator::controller;
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
 use benchrun_operator::metrics::Metrics;
-use benchrun_operator::reconcile::{self, Config};
 use benchrun_operator::{resources, results};
 use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -80,10 +81,10 @@ pub fn spawn_operator_with_metrics(env: &Env) -> (JoinHandle<()>, Arc<Metrics>) 
         agent_port: resources::AGENT_PORT,
         policy: Default::default(),
         worker_ingress: None,
-        worker_parallelism: reconcile::DEFAULT_WORKER_PARALLELISM,
-        worker_timeout: reconcile::DEFAULT_WORKER_TIMEOUT,
+        worker_parallelism: context::DEFAULT_WORKER_PARALLELISM,
+        worker_timeout: context::DEFAULT_WORKER_TIMEOUT,
     };
-    let task = tokio::spawn(reconcile::run(
+    let task = tokio::spawn(controller::run(
         env.client.clone(),
         config,
         metrics.clone(),

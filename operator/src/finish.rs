@@ -1,0 +1,118 @@
+//! A finished run: worker pods (and per-worker claims) deleted per `spec.cleanup`, then the run
+//! itself deleted `ttlSecondsAfterFinished` after it finished.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::DeleteParams;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::Api;
+use tracing::warn;
+
+use crate::context::POLL;
+use crate::crd::{BenchmarkRun, CleanupPolicy, Phase};
+use crate::resources;
+use crate::state::{self, cond};
+use crate::status::Reconciler;
+use crate::Result;
+
+impl Reconciler<'_> {
+    /// Cleanup per policy, then TTL.
+    pub(crate) async fn finished(&mut self) -> Result<Action> {
+        let succeeded = self.status.phase == Phase::Succeeded;
+        let clean = match self.run.spec.cleanup {
+            CleanupPolicy::Always => true,
+            CleanupPolicy::OnSuccess => succeeded,
+            CleanupPolicy::Never => false,
+        };
+        if !clean && state::condition(&self.status.conditions, cond::CLEANED_UP).is_none() {
+            // Said in the same status write as the final phase, so that whoever sees the run
+            // finished also sees why its pods are still there.
+            self.condition(
+                cond::CLEANED_UP,
+                false,
+                "PodsKept",
+                format!(
+                    "worker pods kept ({:?} policy, run {})",
+                    self.run.spec.cleanup,
+                    self.status.phase.as_str()
+                ),
+            );
+        }
+        if clean && state::condition(&self.status.conditions, cond::CLEANED_UP).is_none() {
+            let pods = self.pods().await?;
+            let api = self.api::<Pod>();
+            for p in pods.keys() {
+                match api.delete(p, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if self
+                .run
+                .spec
+                .volume
+                .as_ref()
+                .is_some_and(|v| v.claim_template.is_some())
+            {
+                let pvcs = self.api::<PersistentVolumeClaim>();
+                for w in &self.status.workers {
+                    match pvcs
+                        .delete(
+                            &resources::claim_name(&self.name, &w.name),
+                            &DeleteParams::default(),
+                        )
+                        .await
+                    {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(e)) if e.code == 404 => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            self.condition(
+                cond::CLEANED_UP,
+                true,
+                "PodsDeleted",
+                format!("worker pods deleted ({:?} policy)", self.run.spec.cleanup),
+            );
+            self.event(
+                EventType::Normal,
+                "CleanedUp",
+                format!("deleted {} worker pods", pods.len()),
+            );
+        }
+        if let Some(ttl) = self.run.spec.ttl_seconds_after_finished {
+            let finished = self
+                .status
+                .finish_time
+                .as_deref()
+                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                .map(|t| t.with_timezone(&Utc))
+                .unwrap_or(self.now);
+            // Bounded by the schema and validation; checked anyway (a panic would crash-loop).
+            let Some(due) =
+                chrono::Duration::try_seconds(ttl).and_then(|d| finished.checked_add_signed(d))
+            else {
+                warn!(
+                    "{}/{}: ttlSecondsAfterFinished {ttl} is out of range; keeping the run",
+                    self.ns, self.name
+                );
+                return Ok(Action::await_change());
+            };
+            if self.now >= due {
+                let api: Api<BenchmarkRun> = self.api();
+                match api.delete(&self.name, &DeleteParams::background()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+                self.ctx.metrics.forget(&self.ns, &self.name);
+                return Ok(Action::await_change());
+            }
+            return Ok(Action::requeue((due - self.now).to_std().unwrap_or(POLL)));
+        }
+        Ok(Action::await_change())
+    }
+}
