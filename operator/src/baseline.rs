@@ -36,12 +36,16 @@ pub fn validate(r: &BaselineRef, own_name: &str) -> Vec<String> {
 /// Why a baseline could not be compared with.
 #[derive(Debug, thiserror::Error)]
 pub enum BaselineError {
+    /// The run or ConfigMap named does not exist.
     #[error("{0} does not exist")]
     NotFound(String),
+    /// The baseline run has not succeeded (its phase).
     #[error("{0} has not succeeded (phase {1})")]
     NotSucceeded(String, String),
+    /// The ConfigMap has no readable summary under the key.
     #[error("{0} holds no summary: {1}")]
     NoSummary(String, String),
+    /// The API server could not be read.
     #[error("reading {0}: {1}")]
     Kube(String, kube::Error),
 }

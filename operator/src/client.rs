@@ -35,7 +35,9 @@ pub enum SummaryError {
     /// UTF-8, not a summary of this version): asking again will not help. The body, when it
     /// is text, so that it can be kept rather than lost.
     Invalid {
+        /// Why it is unusable.
         message: String,
+        /// What the worker sent, when it is text, to keep.
         body: Option<String>,
     },
 }
@@ -76,7 +78,9 @@ where
 /// Result of a start request: the worker's answer and our clock-offset estimate.
 #[derive(Clone, Debug)]
 pub struct Started {
+    /// The agent's answer.
     pub response: StartResponse,
+    /// The worker's clock minus the operator's, in milliseconds, measured by this call.
     pub clock_offset_ms: f64,
 }
 
@@ -159,6 +163,7 @@ impl WorkerClient {
         serde_json::from_slice(&body).map_err(|e| format!("{}: bad {what} body: {e}", self.base))
     }
 
+    /// `GET /v1/status`: where the agent is.
     pub async fn status(&self) -> CallResult<AgentStatus> {
         let resp = self
             .send(self.http.get(format!("{}/v1/status", self.base)))
@@ -221,6 +226,7 @@ impl WorkerClient {
         Ok((text, s))
     }
 
+    /// `POST /v1/shutdown`: let the agent exit (its summary was collected or given up on).
     pub async fn shutdown(&self) -> CallResult<()> {
         self.send(self.http.post(format!("{}/v1/shutdown", self.base)))
             .await

@@ -43,15 +43,20 @@ pub struct Config {
 
 /// Shared by every reconcile.
 pub struct Context {
+    /// The API server client.
     pub client: Client,
+    /// What the operator was started with.
     pub config: Config,
+    /// The operator's own metrics.
     pub metrics: Arc<Metrics>,
+    /// HTTP client for the workers' agents (connection pool shared by every run).
     pub http: reqwest::Client,
     /// The one event recorder of the operator: its cache turns a repeated event into a series.
     pub recorder: Recorder,
 }
 
 impl Context {
+    /// The context of a controller using `client`, started with `config`.
     pub fn new(client: Client, config: Config, metrics: Arc<Metrics>) -> Self {
         let http = WorkerClient::http(config.worker_timeout);
         let reporter = Reporter {

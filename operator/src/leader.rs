@@ -160,6 +160,7 @@ pub struct Elector {
 }
 
 impl Elector {
+    /// An elector for the Lease `config` names, not yet holding it.
     pub fn new(client: Client, config: LeaderConfig) -> Self {
         Self {
             api: Api::namespaced(client, &config.namespace),
@@ -168,6 +169,7 @@ impl Elector {
         }
     }
 
+    /// The election settings.
     pub fn config(&self) -> &LeaderConfig {
         &self.config
     }

@@ -2,15 +2,22 @@
 //! nodes, started at one common instant, with the exactly merged result written back.
 //!
 //! # Layout
-//! - [`crd`]: the `BenchmarkRun` spec, status and schema (CEL rules, printer columns)
-//! - [`resources`]: pure builders for the objects a run owns (ConfigMap, token Secret, Pods)
+//! - [`crd`]: the `BenchmarkRun` types: spec, status and their sub-types; schema, CEL, columns
+//! - [`validate`]: what the schema cannot check in a spec, each problem with its field path
+//! - [`context`]: what every pass shares: configuration, API and HTTP clients, event recorder
+//! - [`controller`]: the watch, one traced pass per change or poll, the error policy, `run()`
+//! - [`reconcile`]: one pass over one run, deciding through [`state`]; the RBAC it needs
+//! - [`status`]: the status a pass builds: conditions, phase, events, server-side-apply writes
+//! - [`placement`]: where the workers run (perNode: Ready nodes, taints, required affinity)
+//! - [`workers`]: the pass's calls to the agents: status and summary probes, starts, shutdowns
+//! - [`finish`]: a finished run: pods cleaned up per policy, the run deleted after its TTL
 //! - [`state`]: pure decisions: pod classification, phase transitions, skew, aggregation
+//! - [`resources`]: pure builders for the objects a run owns (ConfigMap, token Secret, Pods)
 //! - [`client`]: the workers' control endpoint (`/v1/start`, `/v1/status`, `/v1/summary`)
 //! - [`results`]: persisting each worker's summary, merging, folding into the status
-//! - [`thresholds`]: `spec.thresholds` evaluated on the merged result (`ThresholdsMet`)
+//! - [`thresholds`]: `spec.thresholds` checked and evaluated on the merged result
 //! - [`baseline`]: the merged result against another run's (`Regressed`)
-//! - [`sweep`]: `spec.matrix`: one child run per combination, in turn, and the table
-//! - [`reconcile`]: the controller: context, reconcile, error policy, events, `run()`
+//! - [`sweep`]: `spec.matrix`: the combinations, their child runs' specs, and the table
 //! - [`decode`]: runs decoded one at a time, so one unreadable run is reported, not fatal
 //! - [`podfields`]: the Kubernetes-typed fields copied into worker pods, checked before any pod
 //! - [`netpol`]: the per-run NetworkPolicy: only the operator (and named scrapers) reach workers
@@ -19,6 +26,8 @@
 //! - [`metrics`]: the operator's own Prometheus metrics
 //! - [`failpoint`]: crash points for tests (a panic exactly between two steps)
 //! - [`leader`]: leader election on a Lease, so that only one replica runs the controller
+
+#![warn(missing_docs)]
 
 pub mod apicount;
 pub mod baseline;
@@ -48,19 +57,34 @@ pub mod workers;
 /// Everything that can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A request to the API server failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// A call to a worker's agent failed.
     #[error("worker {worker}: {message}")]
-    Worker { worker: String, message: String },
+    Worker {
+        /// The worker's name.
+        worker: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A persisted summary cannot be read or merged.
     #[error("result: {0}")]
     Result(String),
+    /// An object could not be (de)serialized.
     #[error("serialization: {0}")]
     Json(#[from] serde_json::Error),
+    /// An object lacks what the operator needs (a namespace, a UID).
     #[error("invalid object: {0}")]
     Invalid(String),
     /// The apiserver refused an object the run asked for (HTTP 422): a problem of the run.
     #[error("the API server rejected {what}: {message}")]
-    Rejected { what: String, message: String },
+    Rejected {
+        /// Kind and name of the refused object.
+        what: String,
+        /// The API server's message.
+        message: String,
+    },
 }
 
 impl Error {
@@ -77,6 +101,7 @@ impl Error {
     }
 }
 
+/// The operator's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Choose rustls' crypto provider for the process. The operator alone links only `ring` (kube),

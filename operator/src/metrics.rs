@@ -22,8 +22,10 @@ use prometheus::{
 
 use crate::crd::{BenchmarkRunStatus, Phase};
 
+/// The operator's metric families, registered in one registry.
 #[derive(Debug)]
 pub struct Metrics {
+    /// The registry `/metrics` renders.
     pub registry: Registry,
     reconciles: IntCounter,
     errors: IntCounterVec,
@@ -50,6 +52,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every family, registered in a new registry.
     pub fn new() -> Self {
         let registry = Registry::new();
         // Metric definitions are constants; failing here is a programming error caught by tests.
@@ -200,6 +203,7 @@ impl Metrics {
         }
     }
 
+    /// Count a failed reconcile by its error label.
     pub fn error(&self, label: &str) {
         self.errors.with_label_values(&[label]).inc();
     }
@@ -259,11 +263,13 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
+    /// Drop a deleted run's series.
     pub fn forget(&self, ns: &str, run: &str) {
         let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
         phases.remove(&format!("{ns}/{run}"));
     }
 
+    /// The registry in the Prometheus text format.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);

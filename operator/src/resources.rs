@@ -39,18 +39,23 @@ const TOKEN_DIR: &str = "/var/run/benchrun/token";
 /// Where the run's `secretRef` is mounted; the default `storage.credentialsDir`.
 pub const CREDENTIALS_DIR: &str = "/var/run/benchrun/credentials";
 
+/// The run's workload ConfigMap.
 pub fn workload_cm_name(run: &str) -> String {
     format!("{run}-workload")
 }
+/// The run's result ConfigMap (the merged summary).
 pub fn result_cm_name(run: &str) -> String {
     format!("{run}-result")
 }
+/// The run's worker-token Secret.
 pub fn token_secret_name(run: &str) -> String {
     format!("{run}-token")
 }
+/// A worker's pod.
 pub fn pod_name(run: &str, worker: &str) -> String {
     format!("{run}-{worker}")
 }
+/// A worker's own claim (`volume.claimTemplate`).
 pub fn claim_name(run: &str, worker: &str) -> String {
     format!("{run}-{worker}-data")
 }
@@ -72,7 +77,9 @@ pub const SUMMARY_GZ_KEY: &str = "summary.json.gz";
 pub const REJECTED_GZ_KEY: &str = "rejected.json.gz";
 /// Label on per-worker result objects: `summary` (counted) or `rejected` (kept, not counted).
 pub const RESULT_LABEL: &str = "benchrun.dev/result";
+/// [`RESULT_LABEL`] value of a worker's counted summary.
 pub const RESULT_SUMMARY: &str = "summary";
+/// [`RESULT_LABEL`] value of a worker's unusable answer, kept but not counted.
 pub const RESULT_REJECTED: &str = "rejected";
 
 /// The per-run control token: HMAC-SHA256(operator key, run UID), hex. Derived, not stored in
@@ -125,6 +132,7 @@ fn is_local(w: &benchrun_api::Workload) -> bool {
     w.target_uri().map(|u| u.is_local()).unwrap_or(false)
 }
 
+/// The ConfigMap holding the workload every worker runs.
 pub fn workload_config_map(run: &BenchmarkRun) -> Result<ConfigMap> {
     let yaml = serde_yaml::to_string(&worker_workload(run))
         .map_err(|e| Error::Invalid(format!("workload does not serialize: {e}")))?;
@@ -135,6 +143,7 @@ pub fn workload_config_map(run: &BenchmarkRun) -> Result<ConfigMap> {
     })
 }
 
+/// The run's (initially empty) result ConfigMap.
 pub fn result_config_map(run: &BenchmarkRun) -> Result<ConfigMap> {
     Ok(ConfigMap {
         metadata: meta(run, result_cm_name(&run.name_any()))?,
@@ -173,6 +182,7 @@ pub fn worker_result_config_map(
     })
 }
 
+/// The Secret holding the run's worker token, mounted into every worker.
 pub fn token_secret(run: &BenchmarkRun, token: &str) -> Result<Secret> {
     Ok(Secret {
         metadata: meta(run, token_secret_name(&run.name_any()))?,

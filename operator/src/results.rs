@@ -23,6 +23,7 @@ use crate::resources::{
 use crate::state;
 use crate::{Error, Result};
 
+/// Key of the merged summary in the result ConfigMap.
 pub const MERGED: &str = MERGED_KEY;
 
 /// Largest decompressed summary accepted from a result object: far above what a worker sends

@@ -13,13 +13,21 @@ use crate::crd::{OpResult, WorkerStatus};
 
 /// Worker phases recorded in `status.workers[].phase`.
 pub mod worker_phase {
+    /// Its pod is not running yet.
     pub const PENDING: &str = "Pending";
+    /// Its agent prepares the dataset.
     pub const PREPARING: &str = "Preparing";
+    /// Prepared; waiting for the start time.
     pub const READY: &str = "Ready";
+    /// In the measured stage.
     pub const RUNNING: &str = "Running";
+    /// Finished; its summary not collected yet.
     pub const DONE: &str = "Done";
+    /// Its summary is persisted and counted.
     pub const COLLECTED: &str = "Collected";
+    /// Failed; it has no result.
     pub const FAILED: &str = "Failed";
+    /// Its pod went away before its result was collected.
     pub const LOST: &str = "Lost";
 }
 
@@ -28,16 +36,24 @@ pub mod cond {
     /// Every start request was answered before the common start time (False: raise
     /// `startDelay`; the skew then includes the late workers).
     pub const START_ON_TIME: &str = "StartRequestsOnTime";
+    /// The spec is valid and within policy.
     pub const VALID: &str = "Valid";
+    /// Every worker pod is scheduled.
     pub const SCHEDULED: &str = "WorkersScheduled";
+    /// Every live worker is ready for the start.
     pub const READY: &str = "WorkersReady";
+    /// The start time was sent to the workers.
     pub const STARTED: &str = "Started";
+    /// The run finished: True with a result, False when it failed.
     pub const COMPLETE: &str = "Complete";
+    /// Some workers were lost or failed.
     pub const LOST: &str = "WorkersLost";
     /// True (`PodsDeleted`) once the cleanup policy deleted the worker pods; False
     /// (`PodsKept`) when the policy keeps them.
     pub const CLEANED_UP: &str = "CleanedUp";
+    /// Every limit of `spec.thresholds` is met.
     pub const THRESHOLDS_MET: &str = "ThresholdsMet";
+    /// The result regressed against `spec.baselineRef`.
     pub const REGRESSED: &str = "Regressed";
 }
 
@@ -54,12 +70,16 @@ pub enum PodView {
     Terminating,
     /// Waiting; with the scheduler's reason when it cannot place the pod.
     Pending {
+        /// The scheduler's message and since when, if it cannot place the pod.
         unschedulable: Option<(String, Option<DateTime<Utc>>)>,
     },
     /// The kubelet cannot build the container: missing Secret or ConfigMap key, bad image...
     ConfigError(String),
     /// Running; the agent answers on this IP.
-    Running { ip: Option<String> },
+    Running {
+        /// The pod's IP, once it has one.
+        ip: Option<String>,
+    },
     /// Exited 0.
     Succeeded,
     /// Stopped from outside (evicted, OOM-killed, node shut down): whatever the worker measured
@@ -220,6 +240,7 @@ pub fn set_condition_status(
     }
 }
 
+/// The condition of this type, if set.
 pub fn condition<'a>(conds: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conds.iter().find(|c| c.type_ == type_)
 }
@@ -353,7 +374,9 @@ pub fn is_live(w: &WorkerStatus) -> bool {
 pub enum Next {
     /// Fail the run with this reason and message.
     Fail {
+        /// The condition and event reason.
         reason: &'static str,
+        /// Why, for people.
         message: String,
     },
     /// Every live worker is ready and no start time was given yet: give one.

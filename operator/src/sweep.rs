@@ -80,6 +80,7 @@ pub fn child_spec(parent: &BenchmarkRunSpec, p: &Planned) -> BenchmarkRunSpec {
 /// One child run of a combination: its unmeasured warm-up, or a measured repeat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
+    /// The unmeasured warm-up.
     Warmup,
     /// 0-based repeat.
     Repeat(u32),
@@ -115,6 +116,8 @@ pub fn warmup_spec(
     spec
 }
 
+/// The name of combination `k`'s (0-based) child run, `<parent>-<k+1>`; a warm-up and
+/// repeats add a suffix (see [`slots`]).
 pub fn child_name(parent: &str, k: usize) -> String {
     format!("{parent}-{}", k + 1)
 }

@@ -248,6 +248,7 @@ pub struct WorkersSpec {
 }
 
 impl WorkersSpec {
+    /// Whether one worker runs on every eligible node.
     pub fn per_node(&self) -> bool {
         self.per_node.unwrap_or(false)
     }

@@ -32,9 +32,11 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Succeeded or Failed: nothing more will happen but cleanup.
     pub fn is_finished(self) -> bool {
         matches!(self, Phase::Succeeded | Phase::Failed)
     }
+    /// The phase's name, as in the status.
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Pending => "Pending",
@@ -148,6 +150,9 @@ pub struct WorkerStatus {
 /// Live progress of the measured stage, summed over workers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// Undocumented fields: a doc comment here would become a description in the generated CRD,
+// which must stay as checked in (crds/); to document with the next CRD change.
+#[allow(missing_docs)]
 pub struct Progress {
     pub elapsed_seconds: f64,
     pub ops: u64,
@@ -158,6 +163,9 @@ pub struct Progress {
 /// Results of one operation (or `all`) from merged histograms.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// Undocumented fields: a doc comment here would become a description in the generated CRD,
+// which must stay as checked in (crds/); to document with the next CRD change.
+#[allow(missing_docs)]
 pub struct OpResult {
     pub count: u64,
     pub errors: u64,
