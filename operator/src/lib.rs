@@ -2,7 +2,7 @@
 //! nodes, started at one common instant, with the exactly merged result written back.
 //!
 //! # Layout
-//! - [`crd`]: the `BenchmarkRun` types: spec, status and their sub-types; schema, CEL, columns
+//! - [`crd`](mod@crd): the `BenchmarkRun` types: spec, status and their sub-types; schema, CEL, columns
 //! - [`validate`]: what the schema cannot check in a spec, each problem with its field path
 //! - [`context`]: what every pass shares: configuration, API and HTTP clients, event recorder
 //! - [`controller`]: the watch, one traced pass per change or poll, the error policy, `run()`

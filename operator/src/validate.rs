@@ -6,7 +6,7 @@ use crate::crd::{BenchmarkRunSpec, MAX_START_DELAY, MAX_THRESHOLDS, MAX_TIMEOUT,
 use crate::{baseline, podfields, resources, sweep, thresholds};
 
 /// Check what the schema cannot (durations are strings to it): each problem as
-/// "spec.<field>: <why>". Bounds keep every timestamp sum the reconciler makes in range.
+/// `spec.<field>: <why>`. Bounds keep every timestamp sum the reconciler makes in range.
 pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
     let mut errs: Vec<String> = match spec.workload.validate() {
         Ok(()) => vec![],
