@@ -603,30 +603,19 @@ pub mod limits {
     /// `storage.maxRetries`.
     pub const MAX_RETRIES: u32 = 100;
     /// All tasks' latency histograms together (see
-    /// [`histogram_bytes_per_task`](crate::stats::histogram_bytes_per_task)).
+    /// [`histogram_bytes_per_task`](super::histogram_bytes_per_task)).
     pub const MAX_HISTOGRAM_BYTES: u64 = 4 << 30;
     /// A workload file, in bytes.
     pub const MAX_FILE_BYTES: usize = 1 << 20;
     /// Nesting of `[` and `{` in a workload file.
     pub const MAX_NESTING: usize = 32;
-    /// Characters of a user's value quoted in an error message.
-    pub const MAX_QUOTED: usize = 100;
+    pub use crate::quote::MAX_QUOTED;
     /// Errors listed for one file; the rest are counted.
     pub const MAX_ERRORS_SHOWN: usize = 20;
 }
 
-/// `s` cut to [`limits::MAX_QUOTED`] characters, saying how much was left out, for quoting
-/// user input in messages without echoing a megabyte back.
-pub fn clip(s: &str) -> std::borrow::Cow<'_, str> {
-    clip_to(s, limits::MAX_QUOTED)
-}
-
-fn clip_to(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    match s.char_indices().nth(max) {
-        None => s.into(),
-        Some((at, _)) => format!("{}... ({} more bytes)", &s[..at], s.len() - at).into(),
-    }
-}
+// In a leaf module, so `units` and `stats` quote user input without depending on `spec`.
+pub use crate::quote::clip;
 
 /// `null` as the default, for the fields with a default that the CRD marks `nullable` (kube
 /// makes every optional int-or-string property nullable): the API server keeps an explicit
@@ -1433,7 +1422,7 @@ impl Workload {
                 );
             }
         }
-        let hist = crate::stats::histogram_bytes_per_task(self);
+        let hist = histogram_bytes_per_task(self);
         let total = hist.saturating_mul(self.concurrency as u64);
         if total > MAX_HISTOGRAM_BYTES {
             bad(
@@ -1463,6 +1452,23 @@ impl Workload {
             bad("dataset.prefix", e);
         }
     }
+}
+
+/// The ops of `w`'s mix (weight above 0): a task keeps a histogram for these only.
+pub fn mix_ops(w: &Workload) -> Vec<OpKind> {
+    OpKind::ALL
+        .into_iter()
+        .filter(|op| w.weight_of(*op) > 0)
+        .collect()
+}
+
+/// Histogram memory of one task running `w`: one per op of the mix, plus GET's TTFB. Here, not
+/// in `stats` or the worker's recorder, because [`Workload::validate`] bounds it (`concurrency`
+/// x this at most [`MAX_HISTOGRAM_BYTES`](limits::MAX_HISTOGRAM_BYTES)).
+pub fn histogram_bytes_per_task(w: &Workload) -> u64 {
+    let ops = mix_ops(w);
+    let n = ops.len() as u64 + ops.contains(&OpKind::Get) as u64;
+    n * crate::latency::Latency::bytes()
 }
 
 /// A key prefix stays under the target: relative, no `..` or `.` segment, no NUL or backslash.
