@@ -36,12 +36,14 @@ impl Latency {
         })
     }
 
+    /// Count one sample, clamped to the tracked range (1 µs to one hour).
     pub fn record(&mut self, d: Duration) {
         let us = (d.as_micros() as u64).clamp(1, MAX_US);
         // saturating_record cannot fail: the value is clamped to the bounds.
         self.0.saturating_record(us);
     }
 
+    /// Add every sample of `other` (an exact merge).
     pub fn add(&mut self, other: &Latency) {
         // Same bounds on both sides, so `add` cannot fail; fall back to sample-by-sample.
         if self.0.add(&other.0).is_err() {
@@ -57,6 +59,7 @@ impl Latency {
         self.0.value_at_quantile(q)
     }
 
+    /// Samples recorded.
     pub fn count(&self) -> u64 {
         self.0.len()
     }

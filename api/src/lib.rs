@@ -13,6 +13,8 @@
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
 
+#![warn(missing_docs)]
+
 pub mod agent;
 pub mod latency;
 pub mod matrix;

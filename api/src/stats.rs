@@ -39,6 +39,7 @@ pub struct OpStats {
 }
 
 impl OpStats {
+    /// Add `o`'s counts and histograms (saturating).
     pub fn merge(&mut self, o: &OpStats) {
         // Saturating: summaries come from other processes, and a forged count must not
         // overflow (a panic in a debug build, a wrap in release).
@@ -99,16 +100,27 @@ impl OpStats {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OpReport {
+    /// Operations completed, successful or not.
     pub count: u64,
+    /// Operations that failed.
     pub errors: u64,
+    /// Operations per second of the measured stage.
     pub ops_per_sec: f64,
+    /// Payload MiB per second of the measured stage.
     pub mib_per_sec: f64,
+    /// Requests (or syscalls) per operation.
     pub requests_per_op: f64,
+    /// Mean latency of successful operations, in milliseconds.
     pub mean_ms: f64,
+    /// Median latency, in milliseconds.
     pub p50_ms: f64,
+    /// 90th percentile latency, in milliseconds.
     pub p90_ms: f64,
+    /// 99th percentile latency, in milliseconds.
     pub p99_ms: f64,
+    /// 99.9th percentile latency, in milliseconds.
     pub p999_ms: f64,
+    /// Largest latency, in milliseconds.
     pub max_ms: f64,
 }
 
@@ -118,8 +130,11 @@ pub struct OpReport {
 pub struct Second {
     /// Seconds since the start of the measured stage.
     pub second: u64,
+    /// Operations completed in this second, successful or not.
     pub ops: u64,
+    /// Payload bytes moved in this second.
     pub bytes: u64,
+    /// Operations failed in this second.
     pub errors: u64,
     /// Sum of the latencies of this second's successful operations (`ops - errors` of
     /// them), in microseconds: their mean latency, for latency over time. A sum merges
@@ -168,9 +183,13 @@ impl Second {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessStats {
+    /// CPU seconds in user mode.
     pub cpu_user_seconds: f64,
+    /// CPU seconds in the kernel.
     pub cpu_system_seconds: f64,
+    /// Page faults served without I/O.
     pub minor_faults: u64,
+    /// Page faults that needed I/O.
     pub major_faults: u64,
 }
 
@@ -211,10 +230,15 @@ impl ProcessStats {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StageStats {
+    /// How long the stage took (the longest, once merged).
     pub seconds: f64,
+    /// Objects written, listed, stat'd or deleted.
     pub objects: u64,
+    /// Payload bytes written.
     pub bytes: u64,
+    /// Requests issued.
     pub requests: u64,
+    /// Requests that failed.
     pub errors: u64,
 }
 
@@ -255,10 +279,13 @@ pub struct Summary {
     pub timeline: Vec<Second>,
     /// CPU and page faults during the measured stage (summed over workers).
     pub process: ProcessStats,
+    /// The prepare stage, when it wrote or listed the dataset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepare: Option<StageStats>,
+    /// The pre-stat of the dataset (`rangeEngine.preStat`), when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_stat: Option<StageStats>,
+    /// The cleanup stage, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleanup: Option<StageStats>,
     /// The measured stage was stopped from outside (a signal, a shutdown request) before its
@@ -267,16 +294,26 @@ pub struct Summary {
     pub partial: bool,
 }
 
+/// The format version of the summaries this build writes and reads.
 pub const SUMMARY_VERSION: u32 = 1;
 
+/// Why summaries could not be merged.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
+    /// No summary was given.
     #[error("nothing to merge")]
     Empty,
+    /// A summary of another format version.
     #[error("summary version {0} is not supported (this build reads version {SUMMARY_VERSION})")]
     Version(u32),
+    /// A timeline second past the longest possible run (a forged or corrupt summary).
     #[error("summary of {worker}: timeline second {second} is past the longest run ({MAX_TIMELINE_SECONDS} s)")]
-    Timeline { worker: String, second: u64 },
+    Timeline {
+        /// The summary's worker ids.
+        worker: String,
+        /// The second found.
+        second: u64,
+    },
 }
 
 /// The last timeline second a summary may have: the longest `duration` plus a day (a

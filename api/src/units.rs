@@ -15,16 +15,22 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct ByteSize(pub u64);
 
 impl ByteSize {
+    /// Bytes in a KiB.
     pub const KIB: u64 = 1024;
+    /// Bytes in a MiB.
     pub const MIB: u64 = 1024 * 1024;
+    /// Bytes in a GiB.
     pub const GIB: u64 = 1024 * 1024 * 1024;
 
+    /// `n` KiB.
     pub const fn kib(n: u64) -> Self {
         Self(n * Self::KIB)
     }
+    /// `n` MiB.
     pub const fn mib(n: u64) -> Self {
         Self(n * Self::MIB)
     }
+    /// The count of bytes.
     pub fn bytes(self) -> u64 {
         self.0
     }
@@ -202,6 +208,7 @@ pub const MAX_DURATION_LEN: usize = 64;
 pub struct HumanDuration(pub Duration);
 
 impl HumanDuration {
+    /// The duration.
     pub fn get(self) -> Duration {
         self.0
     }

@@ -7,8 +7,15 @@ use super::{clip, limits};
 /// A workload file that failed to parse or validate. The message names the field.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
+    /// The text is not a workload (too large, not UTF-8, bad YAML, a wrong type or key).
     #[error("{path}: {}", clip_message(message))]
-    Parse { path: String, message: String },
+    Parse {
+        /// Path of the field where parsing stopped (`workload` for the whole file).
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
+    /// A workload that parsed but breaks a bound or a cross-field rule, one error per field.
     #[error("{}", list_errors(.0))]
     Invalid(Vec<FieldError>),
 }
@@ -56,6 +63,7 @@ fn list_errors(errs: &[FieldError]) -> String {
 pub struct FieldError {
     /// Dotted path of the field, e.g. `rangeEngine.chunkSize`.
     pub path: String,
+    /// What is wrong with it.
     pub message: String,
 }
 

@@ -25,8 +25,9 @@ pub const MAX_CHUNK_SIZE: u64 = 1 << 30;
 pub const MAX_WHOLE_OBJECT_BUFFER: u64 = 1 << 30;
 /// `write.partSize`: 5 GiB, the largest S3 part.
 pub const MAX_PART_SIZE: u64 = 5 << 30;
-/// `rateLimit`, operations per second.
+/// `rateLimit`, operations per second: the smallest.
 pub const MIN_RATE: f64 = 0.001;
+/// `rateLimit`, operations per second: the largest.
 pub const MAX_RATE: f64 = 10_000_000.0;
 /// Every duration (`duration`, `rangeEngine.rangeTimeout`, `storage.requestTimeout`): 30 days.
 pub const MAX_DURATION_SECS: u64 = 30 * 24 * 3600;

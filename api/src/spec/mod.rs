@@ -112,6 +112,7 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// Every op, in [`OpKind::index`] order.
     pub const ALL: [OpKind; 5] = [
         OpKind::Get,
         OpKind::Put,
@@ -120,6 +121,7 @@ impl OpKind {
         OpKind::Delete,
     ];
 
+    /// The name as written in a workload (`get`, `put`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             OpKind::Get => "get",

@@ -20,17 +20,26 @@ pub enum SizeSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum SizeDistribution {
     /// Uniform between `min` and `max`, inclusive.
-    Uniform { min: ByteSize, max: ByteSize },
+    Uniform {
+        /// Smallest size.
+        min: ByteSize,
+        /// Largest size.
+        max: ByteSize,
+    },
     /// Log-normal with this mean and standard deviation, clamped to `[min, max]`.
     Lognormal {
+        /// Mean size.
         mean: ByteSize,
+        /// Standard deviation.
         #[serde(rename = "stdDev")]
         std_dev: ByteSize,
+        /// Smallest size (default 1).
         #[serde(
             default = "defaults::lognormal_min",
             deserialize_with = "null_is_default::lognormal_min"
         )]
         min: ByteSize,
+        /// Largest size (default 64GiB).
         #[serde(
             default = "defaults::lognormal_max",
             deserialize_with = "null_is_default::lognormal_max"
@@ -139,6 +148,7 @@ impl JsonSchema for SizeSpec {
 }
 
 impl SizeSpec {
+    /// Every object of `size`.
     pub fn fixed(size: ByteSize) -> Self {
         SizeSpec::Fixed(size)
     }

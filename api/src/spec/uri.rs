@@ -6,18 +6,40 @@ use std::str::FromStr;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TargetUri {
     /// `file:///dir`: buffered I/O on a directory.
-    File { root: std::path::PathBuf },
+    File {
+        /// The directory benchmarked.
+        root: std::path::PathBuf,
+    },
     /// `direct:///dir`: O_DIRECT I/O on a directory.
-    Direct { root: std::path::PathBuf },
+    Direct {
+        /// The directory benchmarked.
+        root: std::path::PathBuf,
+    },
     /// `s3://bucket/prefix`.
-    S3 { bucket: String, prefix: String },
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// Key prefix in the bucket, empty or ending in `/`.
+        prefix: String,
+    },
     /// `gs://bucket/prefix`.
-    Gcs { bucket: String, prefix: String },
+    Gcs {
+        /// The bucket.
+        bucket: String,
+        /// Key prefix in the bucket, empty or ending in `/`.
+        prefix: String,
+    },
     /// `az://container/prefix`.
-    Azure { container: String, prefix: String },
+    Azure {
+        /// The container.
+        container: String,
+        /// Key prefix in the container, empty or ending in `/`.
+        prefix: String,
+    },
 }
 
 impl TargetUri {
+    /// The URI scheme: `file`, `direct`, `s3`, `gs` or `az`.
     pub fn scheme(&self) -> &'static str {
         match self {
             TargetUri::File { .. } => "file",
@@ -28,6 +50,7 @@ impl TargetUri {
         }
     }
 
+    /// Whether the target is a local directory (`file` or `direct`).
     pub fn is_local(&self) -> bool {
         matches!(self, TargetUri::File { .. } | TargetUri::Direct { .. })
     }
