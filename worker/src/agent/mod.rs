@@ -111,6 +111,7 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// A new agent in stage `preparing`, accepting `token` on `/v1/*`.
     pub fn new(worker_id: &str, token: &str, metrics: Arc<Metrics>) -> Self {
         Self {
             inner: Arc::new(Mutex::new(Inner {
@@ -147,6 +148,7 @@ impl Agent {
         i.error = Some(message);
     }
 
+    /// The body of `GET /v1/status` now.
     pub fn status(&self) -> AgentStatus {
         let (ops, bytes, errors) = self.metrics.totals();
         let i = self.lock();

@@ -49,20 +49,28 @@ pub const INTERRUPTED: &str = "interrupted";
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// The target could not be opened or used.
     #[error("target: {0}")]
     Target(#[from] TargetError),
+    /// Dataset objects could not be written.
     #[error(
         "prepare: {failed} of {total} dataset objects could not be written; first error: {first}"
     )]
     Prepare {
+        /// Objects that failed.
         failed: u64,
+        /// Objects of the dataset.
         total: u64,
+        /// The first failure.
         first: TargetError,
     },
+    /// The dataset to read is missing (nothing listed under its prefix).
     #[error("dataset: {0}")]
     Dataset(String),
+    /// The workload cannot run here (a bad size, a thread that did not start, a failed task).
     #[error("workload: {0}")]
     Workload(String),
+    /// The run may write more than the target has free.
     #[error("not enough space: {0}")]
     Space(String),
 }
@@ -70,8 +78,11 @@ pub enum EngineError {
 /// The objects reads run against, with sizes from the prepare stage or the listing.
 #[derive(Clone, Debug, Default)]
 pub struct Dataset {
+    /// The objects, with their sizes.
     pub objects: Vec<ObjectInfo>,
+    /// The prepare stage, when it wrote or listed the dataset.
     pub prepare: Option<StageStats>,
+    /// The pre-stat of the dataset, when it ran.
     pub pre_stat: Option<StageStats>,
 }
 
@@ -124,10 +135,12 @@ impl Engine {
         })
     }
 
+    /// The workload run.
     pub fn workload(&self) -> &Workload {
         &self.workload
     }
 
+    /// The target it runs against.
     pub fn target(&self) -> &Arc<dyn Target> {
         &self.target
     }
