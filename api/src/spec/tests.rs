@@ -1,3 +1,5 @@
+//! Parsing and validation of workloads: every error names its field.
+
 use super::*;
 
 const GOOD: &str = r#"

@@ -10,6 +10,14 @@
 //! [`Recorder`] for the figures), and no task outlives a failed one: a panicking task stops
 //! the run and every other task is cancelled (a task on a thread of its own, for local
 //! files, ends after the op it is in).
+//!
+//! # Files
+//! - `mod.rs`: [`Engine`], [`Dataset`], [`EngineError`] and what the tasks of a run share
+//! - `prepare.rs`: the space check, the dataset written or listed (and pre-stat'd), cleanup
+//! - `run.rs`: the measured stage: tasks on the schedule, the task loop, the summary
+//! - `ops.rs`: one op of the mix against the target
+//! - `mix.rs`, `schedule.rs`, `sizes.rs`, `recorder.rs`, `stable.rs`, `threads.rs`: the op
+//!   choice, the tickets, object sizes, per-task recording, `stopWhenStable`, task threads
 
 mod mix;
 mod ops;
