@@ -16,8 +16,10 @@
 //! - `prepare.rs`: the space check, the dataset written or listed (and pre-stat'd), cleanup
 //! - `run.rs`: the measured stage: tasks on the schedule, the task loop, the summary
 //! - `ops.rs`: one op of the mix against the target
-//! - `mix.rs`, `schedule.rs`, `sizes.rs`, `recorder.rs`, `stable.rs`, `threads.rs`: the op
-//!   choice, the tickets, object sizes, per-task recording, `stopWhenStable`, task threads
+//! - `mix.rs`, `schedule.rs`, `sizes.rs`, `recorder.rs`, `stable.rs`: the op choice, the
+//!   tickets, object sizes, per-task recording, `stopWhenStable`
+//! - `threads.rs`, `shards.rs`: where tasks run (a thread each for local files, a few
+//!   single-threaded runtimes for network targets)
 
 mod mix;
 mod ops;
@@ -25,6 +27,7 @@ mod prepare;
 mod recorder;
 mod run;
 mod schedule;
+mod shards;
 pub mod sizes;
 mod stable;
 mod threads;
@@ -166,7 +169,6 @@ impl Engine {
 #[derive(Debug)]
 struct RunCtx {
     engine_workload: Arc<Workload>,
-    target: Arc<dyn Target>,
     metrics: Arc<Metrics>,
     pattern: Arc<DataPattern>,
     object_sizes: SizeSampler,

@@ -10,8 +10,8 @@ impl RunCtx {
         seq: &mut u64,
         delete_key: Option<String>,
         rng: &mut SmallRng,
+        t: &Arc<dyn Target>,
     ) -> Result<Done, TargetError> {
-        let t = &self.target;
         let pick = |rng: &mut SmallRng| {
             let n = self.dataset.len().max(1) as u64;
             let i = match self.engine_workload.dataset.access {

@@ -35,7 +35,6 @@ impl Engine {
         ));
         let ctx = Arc::new(RunCtx {
             engine_workload: self.workload.clone(),
-            target: self.target.clone(),
             metrics: self.metrics.clone(),
             pattern: self.pattern.clone(),
             object_sizes: self.object_sizes.clone(),
@@ -91,48 +90,21 @@ impl Engine {
         self.metrics.set_stage(Stage::Running);
         let cpu0 = ProcessStats::now();
         let mut tasks = tokio::task::JoinSet::new();
-        // Blocking targets (local files): every task on a thread of its own (see `threads`).
-        let own_threads = self.target.blocking_io();
         let gate = threads::Gate::default();
-        for i in 0..w.concurrency {
-            let ctx = ctx.clone();
-            let rng = SmallRng::seed_from_u64(
-                w.seed
-                    .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1)),
-            );
-            if !own_threads {
-                tasks.spawn(ctx.task(i, rng));
-                continue;
-            }
-            let name = format!("benchrun-io-{i}");
-            match threads::spawn(
-                name,
-                tokio::runtime::Handle::current(),
-                gate.clone(),
-                ctx.clone().task(i, rng),
-            ) {
-                Ok(task) => {
-                    tasks.spawn(task);
-                }
-                Err(e) => {
-                    // Stop the tasks already started (at their next ticket) and wait for them.
-                    ctx.stop("a task's thread could not be started");
-                    gate.open();
-                    while tasks.join_next().await.is_some() {}
-                    watcher.abort();
-                    self.metrics.set_stage(Stage::Done);
-                    return Err(EngineError::Workload(format!(
-                        "cannot start the thread of task {i} of {}: {e}; on {} each task runs on a thread of its own: lower concurrency or raise the process's thread limit",
-                        w.concurrency, w.target
-                    )));
-                }
-            }
+        if let Err(e) = self.start_tasks(&ctx, &gate, &mut tasks) {
+            // Stop the tasks already started (at their next ticket) and wait for them.
+            ctx.stop("a task's thread could not be started");
+            gate.open();
+            while tasks.join_next().await.is_some() {}
+            watcher.abort();
+            self.metrics.set_stage(Stage::Done);
+            return Err(e);
         }
         gate.open();
         let mut all = Recorder::new(self.metrics.clone(), Recorder::mix_ops(w));
         while let Some(joined) = tasks.join_next().await {
             match joined {
-                Ok(rec) => all.absorb(rec),
+                Ok(recs) => recs.into_iter().for_each(|r| all.absorb(r)),
                 Err(e) => {
                     // One task panicked (or was cancelled): stop every other one now, so none
                     // keeps hitting the target, and report the failure instead of a result.
@@ -202,6 +174,62 @@ impl Engine {
         s.refresh();
         Ok(s)
     }
+
+    /// Start the run's tasks, held at `gate`, each as a future of its recorders in `tasks`.
+    ///
+    /// Blocking targets (local files): every task on a thread of its own (see `threads`).
+    /// Others: the tasks spread over a few single-threaded runtimes (see `shards`).
+    fn start_tasks(
+        &self,
+        ctx: &Arc<RunCtx>,
+        gate: &threads::Gate,
+        tasks: &mut tokio::task::JoinSet<Vec<Recorder>>,
+    ) -> Result<(), EngineError> {
+        let w = &self.workload;
+        let rng = |i: u32| {
+            SmallRng::seed_from_u64(
+                w.seed
+                    .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1)),
+            )
+        };
+        if self.target.blocking_io() {
+            for i in 0..w.concurrency {
+                let task = threads::spawn(
+                    format!("benchrun-io-{i}"),
+                    tokio::runtime::Handle::current(),
+                    gate.clone(),
+                    ctx.clone().task(i, rng(i), self.target.clone()),
+                )
+                .map_err(|e| {
+                    EngineError::Workload(format!(
+                        "cannot start the thread of task {i} of {}: {e}; on {} each task runs on a thread of its own: lower concurrency or raise the process's thread limit",
+                        w.concurrency, w.target
+                    ))
+                })?;
+                tasks.spawn(async move { vec![task.await] });
+            }
+            return Ok(());
+        }
+        let env = std::env::var(shards::ENV).ok();
+        let n = shards::count(w.concurrency, env.as_deref()).map_err(EngineError::Workload)?;
+        let targets = shards::targets(&self.target, n)?;
+        let mut groups: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
+        for i in 0..w.concurrency {
+            let k = i as usize % n;
+            groups[k].push(ctx.clone().task(i, rng(i), targets[k].clone()));
+        }
+        for (k, group) in groups.into_iter().enumerate() {
+            let shard =
+                shards::spawn(format!("benchrun-shard-{k}"), gate.clone(), group).map_err(|e| {
+                    EngineError::Workload(format!(
+                        "cannot start I/O thread {k} of {n} (set {} lower): {e}",
+                        shards::ENV
+                    ))
+                })?;
+            tasks.spawn(shard);
+        }
+        Ok(())
+    }
 }
 
 /// Stops a schedule when dropped.
@@ -220,7 +248,12 @@ impl RunCtx {
         self.schedule.stop();
     }
 
-    async fn task(self: Arc<Self>, id: u32, mut rng: SmallRng) -> Recorder {
+    async fn task(
+        self: Arc<Self>,
+        id: u32,
+        mut rng: SmallRng,
+        target: Arc<dyn Target>,
+    ) -> Recorder {
         let mut rec = Recorder::new(
             self.metrics.clone(),
             Recorder::mix_ops(&self.engine_workload),
@@ -256,7 +289,9 @@ impl RunCtx {
                 }
             }
             self.metrics.op_started();
-            let outcome = self.run_op(op, id, &mut seq, delete_key, &mut rng).await;
+            let outcome = self
+                .run_op(op, id, &mut seq, delete_key, &mut rng, &target)
+                .await;
             let end = Instant::now();
             let failed = rec
                 .record(OpResult {

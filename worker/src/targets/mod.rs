@@ -178,6 +178,12 @@ pub trait Target: Send + Sync + fmt::Debug {
     fn blocking_io(&self) -> bool {
         false
     }
+    /// A new instance with a client (connection pool) of its own, for the tasks of one
+    /// engine shard (see `engine::shards`), so that a connection is driven on the thread of
+    /// the task using it. `None` where instances would share everything anyway.
+    fn for_shard(&self) -> Result<Option<Arc<dyn Target>>, TargetError> {
+        Ok(None)
+    }
 }
 
 /// A failed storage operation.
