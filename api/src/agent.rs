@@ -9,11 +9,17 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum AgentStage {
+    /// Opening the target and preparing the dataset.
     Preparing,
+    /// Prepared, waiting for `POST /v1/start`.
     Ready,
+    /// In the measured stage.
     Running,
+    /// Deleting what the run created.
     CleaningUp,
+    /// The summary is ready on `GET /v1/summary`.
     Done,
+    /// Something failed; `error` says what.
     Failed,
 }
 
@@ -21,7 +27,9 @@ pub enum AgentStage {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentStatus {
+    /// The worker's name (`--worker-id`).
     pub worker_id: String,
+    /// Where the agent is.
     pub stage: AgentStage,
     /// What failed, when `stage` is `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -34,7 +42,9 @@ pub struct AgentStatus {
     pub started_at: Option<DateTime<Utc>>,
     /// Operations completed so far (successful or not) and failed, from the live metrics.
     pub ops: u64,
+    /// Payload bytes moved so far, from the live metrics.
     pub bytes: u64,
+    /// Operations failed so far, from the live metrics.
     pub errors: u64,
     /// This worker's clock now, for offset estimates.
     pub worker_time: DateTime<Utc>,
@@ -46,6 +56,7 @@ pub struct AgentStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StartRequest {
+    /// When the measured stage starts, on the worker's clock.
     pub start_at: DateTime<Utc>,
 }
 
@@ -55,5 +66,6 @@ pub struct StartRequest {
 pub struct StartResponse {
     /// This worker's clock when the request arrived.
     pub worker_time: DateTime<Utc>,
+    /// The start time accepted (the one of the request).
     pub start_at: DateTime<Utc>,
 }

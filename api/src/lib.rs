@@ -5,14 +5,20 @@
 //! client; this crate holds those types alone, so the operator does not build the worker.
 //!
 //! # Layout
+//! - [`quote`]: user input quoted in messages, cut to a bounded length
 //! - [`units`]: byte sizes (`4MiB`) and durations (`30s`) as users write them
 //! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
+//! - [`latency`]: the latency histogram and its bounded serialization
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
 
+#![warn(missing_docs)]
+
 pub mod agent;
+pub mod latency;
 pub mod matrix;
+pub mod quote;
 pub mod spec;
 pub mod stats;
 pub mod units;

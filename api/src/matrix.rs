@@ -88,7 +88,9 @@ pub fn scalar(v: &Value) -> String {
 /// A combination with its workload, ready to run.
 #[derive(Clone, Debug)]
 pub struct Planned {
+    /// The parameter values of this combination.
     pub combination: Combination,
+    /// The base workload with those values set, validated.
     pub workload: Workload,
 }
 

@@ -15,16 +15,22 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct ByteSize(pub u64);
 
 impl ByteSize {
+    /// Bytes in a KiB.
     pub const KIB: u64 = 1024;
+    /// Bytes in a MiB.
     pub const MIB: u64 = 1024 * 1024;
+    /// Bytes in a GiB.
     pub const GIB: u64 = 1024 * 1024 * 1024;
 
+    /// `n` KiB.
     pub const fn kib(n: u64) -> Self {
         Self(n * Self::KIB)
     }
+    /// `n` MiB.
     pub const fn mib(n: u64) -> Self {
         Self(n * Self::MIB)
     }
+    /// The count of bytes.
     pub fn bytes(self) -> u64 {
         self.0
     }
@@ -76,7 +82,7 @@ impl FromStr for ByteSize {
     /// up to a whole byte (`1.5KiB` is 1536, `0.1KiB` is 103); no sign, no exponent, no
     /// surrounding spaces. See [`byte_size_pattern`], which accepts exactly the same strings.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let shown = crate::spec::clip(s);
+        let shown = crate::quote::clip(s);
         let not_a_size = || {
             format!("`{shown}` is not a size: expected a whole number with an optional unit such as 4096, 4KiB, 1.5MiB or 2GB")
         };
@@ -101,7 +107,7 @@ impl FromStr for ByteSize {
         else {
             return Err(format!(
                 "`{shown}` has an unknown unit `{}`: use B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000)",
-                crate::spec::clip(unit)
+                crate::quote::clip(unit)
             ));
         };
         if int.len() > *max_digits {
@@ -202,6 +208,7 @@ pub const MAX_DURATION_LEN: usize = 64;
 pub struct HumanDuration(pub Duration);
 
 impl HumanDuration {
+    /// The duration.
     pub fn get(self) -> Duration {
         self.0
     }
@@ -213,7 +220,7 @@ impl FromStr for HumanDuration {
         if s.len() > MAX_DURATION_LEN {
             return Err(format!(
                 "`{}` is not a duration: at most {MAX_DURATION_LEN} characters",
-                crate::spec::clip(s)
+                crate::quote::clip(s)
             ));
         }
         humantime::parse_duration(s.trim())

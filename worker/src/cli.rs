@@ -11,10 +11,12 @@ use crate::progress::ProgressMode;
 #[derive(Debug, Parser)]
 #[command(name = "benchrun-worker", version, propagate_version = true)]
 pub struct Cli {
+    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the workload in FILE: prepare the dataset, run, print a result table, clean up.
@@ -45,6 +47,7 @@ pub enum Command {
     Agent(crate::agent::AgentArgs),
 }
 
+/// Options of `run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Workload file (YAML).
@@ -70,12 +73,14 @@ pub struct RunArgs {
     pub termination_log: PathBuf,
 }
 
+/// Options of `compare`.
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
     /// The baseline summary (`run --summary`, `merge --summary`, or a run's `merged.json`).
     pub a: PathBuf,
     /// The summary compared against it.
     pub b: PathBuf,
+    /// Output format.
     #[arg(long, value_enum, default_value_t = crate::compare::render::Format::Text)]
     pub format: crate::compare::render::Format,
     /// Exit with status 5 when any op's ops/s in B is more than PCT percent below A's
@@ -84,6 +89,7 @@ pub struct CompareArgs {
     pub fail_if_slower: Option<f64>,
 }
 
+/// Options of `report`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
     /// Summaries; with several, each row shows its difference to the first.

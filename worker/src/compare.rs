@@ -25,7 +25,9 @@ pub const WEAK: f64 = 0.05;
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Comparison {
+    /// The baseline summary.
     pub a: Side,
+    /// The summary compared against it.
     pub b: Side,
     /// One row per op of either summary, then all ops together.
     pub rows: Vec<Row>,
@@ -37,8 +39,11 @@ pub struct Comparison {
 pub struct Side {
     /// The file it came from.
     pub label: String,
+    /// Its target URI.
     pub target: String,
+    /// Workers merged into it.
     pub workers: u32,
+    /// Length of its measured stage in seconds.
     pub elapsed_seconds: f64,
     /// Stopped from outside before it finished: its figures cover only what ran.
     pub partial: bool,
@@ -65,6 +70,7 @@ pub struct Row {
     /// `a` or `b` when only that summary has the op (then nothing is compared).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub only_in: Option<String>,
+    /// Every figure compared, in [`Metric::ALL`] order.
     pub deltas: Vec<Delta>,
     /// Latency distributions compared whole; `None` when either side has no latency.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,13 +85,17 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Delta {
+    /// The figure.
     pub metric: Metric,
+    /// Its value in A.
     pub a: f64,
+    /// Its value in B.
     pub b: f64,
     /// `b - a`.
     pub delta: f64,
     /// `(b - a) / a`; `None` when `a` is 0.
     pub relative: Option<f64>,
+    /// Whether B is better or worse.
     pub change: Change,
 }
 
@@ -93,8 +103,11 @@ pub struct Delta {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Change {
+    /// B is better.
     Better,
+    /// B is worse.
     Worse,
+    /// No difference.
     Same,
 }
 

@@ -10,11 +10,14 @@ use rand::{RngCore, SeedableRng};
 /// Data to write: the pieces of one object, in order, sharing one generated pattern.
 #[derive(Clone, Debug)]
 pub struct Payload {
+    /// The pieces, in order.
     pub parts: Vec<Bytes>,
+    /// Their total length in bytes.
     pub len: u64,
 }
 
 impl Payload {
+    /// The payload made of `parts`.
     pub fn new(parts: Vec<Bytes>) -> Self {
         let len = parts.iter().map(|p| p.len() as u64).sum();
         Self { parts, len }

@@ -11,14 +11,23 @@ use crate::stats::{OpReport, Summary};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Metric {
+    /// Operations per second.
     OpsPerSec,
+    /// Payload MiB per second.
     MibPerSec,
+    /// Median latency, ms.
     P50Ms,
+    /// 90th percentile latency, ms.
     P90Ms,
+    /// 99th percentile latency, ms.
     P99Ms,
+    /// 99.9th percentile latency, ms.
     P999Ms,
+    /// Largest latency, ms.
     MaxMs,
+    /// Failed operations.
     Errors,
+    /// Requests (or syscalls) per operation.
     RequestsPerOp,
     /// Client CPU seconds (user + system) per GiB moved: a process figure, so only on the
     /// row of all ops.
@@ -29,6 +38,7 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Every figure, in table order.
     pub const ALL: [Metric; 11] = [
         Metric::OpsPerSec,
         Metric::MibPerSec,
@@ -90,12 +100,14 @@ impl Metric {
 /// Which ops a row covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {
+    /// One op.
     Op(OpKind),
     /// Every op of the summary together (histograms added, so its percentiles are exact).
     All,
 }
 
 impl Scope {
+    /// The row's name: the op, or `all`.
     pub fn name(self) -> &'static str {
         match self {
             Scope::Op(op) => op.as_str(),
@@ -114,9 +126,11 @@ pub fn scopes(s: &Summary) -> Vec<Scope> {
 /// The figures of one row.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Figures {
+    /// The op's (or all ops') report.
     pub report: OpReport,
     /// `None` when the summary has no CPU time or no bytes moved (nothing to divide by).
     pub cpu_seconds_per_gib: Option<f64>,
+    /// Minor page faults of the client process (all ops only).
     pub minor_faults: u64,
 }
 

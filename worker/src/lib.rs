@@ -22,6 +22,9 @@
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`sweep`]: a matrix run standalone, combination by combination, and its table
 //! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
+//! - [`cli`]: the clap options of `benchrun-worker`
+
+#![warn(missing_docs)]
 
 // The shared types live in the api crate (which the operator uses without the engine);
 // re-exported so `crate::spec::X` and `benchrun_worker::spec::X` keep working.

@@ -21,16 +21,24 @@ use crate::spec::OpKind;
 /// Where a worker is in its life; exported as `benchrun_stage`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
+    /// Not started.
     Idle = 0,
+    /// Opening the target and preparing the dataset.
     Preparing = 1,
+    /// Prepared, waiting for the start.
     Ready = 2,
+    /// In the measured stage.
     Running = 3,
+    /// Deleting what the run created.
     CleaningUp = 4,
+    /// Finished.
     Done = 5,
 }
 
+/// The live metrics of one worker: Prometheus families and cheap totals.
 #[derive(Debug)]
 pub struct Metrics {
+    /// The registry served on `/metrics`.
     pub registry: Registry,
     ops: [IntCounter; 5],
     bytes: [IntCounter; 5],
@@ -44,6 +52,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Every family registered, at zero.
     pub fn new() -> Self {
         let registry = Registry::new();
         let ops_vec = IntCounterVec::new(
@@ -110,10 +119,12 @@ impl Metrics {
         }
     }
 
+    /// One more operation in flight.
     pub fn op_started(&self) {
         self.inflight.inc();
     }
 
+    /// An operation succeeded.
     pub fn op_done(&self, op: OpKind, latency: Duration, bytes: u64) {
         let i = op.index();
         self.inflight.dec();
@@ -122,6 +133,7 @@ impl Metrics {
         self.latency[i].observe(latency.as_secs_f64());
     }
 
+    /// An operation failed, with its error kind.
     pub fn op_failed(&self, op: OpKind, kind: &str) {
         let i = op.index();
         self.inflight.dec();
@@ -130,6 +142,7 @@ impl Metrics {
         self.errors.with_label_values(&[op.as_str(), kind]).inc();
     }
 
+    /// Enter `stage` (ready from `Ready` on).
     pub fn set_stage(&self, stage: Stage) {
         self.stage.set(stage as i64);
         self.ready.store(
@@ -138,6 +151,7 @@ impl Metrics {
         );
     }
 
+    /// Whether `/readyz` answers 200.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
     }

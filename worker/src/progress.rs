@@ -15,6 +15,7 @@ pub enum ProgressMode {
     Auto,
     /// One line per second, also when stderr is not a terminal (logs).
     Always,
+    /// No progress line.
     Never,
 }
 
@@ -70,6 +71,7 @@ pub fn clear() {
     }
 }
 
+/// The progress line's text.
 pub fn format_line(
     elapsed: Duration,
     duration: Option<Duration>,

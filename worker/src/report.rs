@@ -21,7 +21,9 @@ use crate::stats::Summary;
 /// One summary of a report, with the name its rows and series carry.
 #[derive(Clone, Debug)]
 pub struct Run {
+    /// Name of the summary in rows and series.
     pub label: String,
+    /// The summary.
     pub summary: Summary,
 }
 

@@ -20,6 +20,7 @@ use crate::{Engine, EngineError, Metrics};
 pub struct SweepResult {
     /// Index into `combinations` of the one the others are compared with.
     pub baseline: usize,
+    /// Every combination, in run order.
     pub combinations: Vec<CombinationResult>,
 }
 

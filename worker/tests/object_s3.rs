@@ -166,6 +166,50 @@ fn verify(e: &benchrun_worker::Engine) -> ReadCheck {
     ))
 }
 
+/// A PUT's body is not hashed unless `signPayload` asks for it (the hash was half of the
+/// client's CPU per GiB written); with it, the header carries the body's SHA-256.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn puts_are_unsigned_payload_unless_sign_payload() {
+    let env = storage_env();
+    let creds = s3_creds(&env);
+    let proxy = Proxy::start(addr_of(&env["BENCHRUN_S3_ENDPOINT"])).await;
+    for (extra, signed) in [("", false), (", signPayload: true", true)] {
+        let prefix = unique("s3-sign");
+        let yaml = s3_yaml(
+            &env,
+            &proxy.endpoint(""),
+            creds.path().to_str().unwrap(),
+            &prefix,
+            "totalOps: 6\nconcurrency: 2\nops: [{op: put}]\nobjectSize: 64KiB\ndataset: { prepare: false }",
+        )
+        .replace("allowHttp: true", &format!("allowHttp: true{extra}"));
+        let e = engine(workload(&yaml)).await;
+        let ds = e.prepare().await.expect("prepare");
+        proxy.reset();
+        let s = e.run(&ds, None, std::future::pending()).await.expect("run");
+        let p = &s.ops[&OpKind::Put];
+        assert_eq!((p.count, p.errors), (6, 0), "{:?}", p.errors_by_kind);
+        let puts: Vec<_> = proxy
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PUT")
+            .collect();
+        assert_eq!(puts.len(), 6, "{puts:?}");
+        for r in &puts {
+            let h = r.content_sha256.as_deref().unwrap_or_default();
+            if signed {
+                assert!(
+                    h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()),
+                    "{r:?}"
+                );
+            } else {
+                assert_eq!(h, "UNSIGNED-PAYLOAD", "{r:?}");
+            }
+        }
+        e.cleanup().await.expect("cleanup");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunked_reads_and_multipart_puts() {
     let env = storage_env();

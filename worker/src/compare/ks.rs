@@ -18,8 +18,9 @@ use serde::Serialize;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KsTest {
-    /// Samples of the first and second distribution.
+    /// Samples of the first distribution.
     pub n: u64,
+    /// Samples of the second distribution.
     pub m: u64,
     /// Largest distance between the two empirical CDFs (0 = same, 1 = disjoint).
     pub d: f64,
@@ -30,8 +31,9 @@ pub struct KsTest {
     /// Probability of a D at least this large if both came from one distribution
     /// (asymptotic Kolmogorov distribution with Stephens' small-sample correction).
     pub p_value: f64,
-    /// D above which the difference is significant at the 5% and 1% levels.
+    /// D above which the difference is significant at the 5% level.
     pub critical_d_5pct: f64,
+    /// D above which the difference is significant at the 1% level.
     pub critical_d_1pct: f64,
 }
 

@@ -16,8 +16,9 @@ const EXACT_MAX: usize = 30;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RankSum {
-    /// Samples (seconds) of each side.
+    /// Samples (seconds) of the first side.
     pub n: usize,
+    /// Samples (seconds) of the second side.
     pub m: usize,
     /// Pairs (first, second) with the first larger, ties counted half: `n m / 2` when neither
     /// side is larger, 0 when every sample of the second is larger.

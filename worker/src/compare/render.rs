@@ -11,11 +11,15 @@ use crate::figures::percent;
 /// Output formats of `compare`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
+    /// Aligned text for a terminal.
     Text,
+    /// Markdown tables.
     Markdown,
+    /// The comparison as JSON.
     Json,
 }
 
+/// The comparison as text, Markdown or JSON.
 pub fn render(c: &Comparison, format: Format) -> String {
     match format {
         Format::Text => text(c),

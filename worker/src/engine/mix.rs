@@ -23,6 +23,7 @@ impl OpMix {
         (total > 0).then_some(Self { cumulative, total })
     }
 
+    /// Draw one op by weight.
     pub fn pick(&self, rng: &mut impl Rng) -> OpKind {
         let x = rng.random_range(0..self.total);
         self.cumulative

@@ -13,19 +13,24 @@ use crate::targets::TargetError;
 /// What one finished operation contributes.
 #[derive(Debug)]
 pub struct OpResult {
+    /// The operation.
     pub op: OpKind,
     /// Latency (from the intended start in open loop).
     pub latency: Duration,
     /// When it finished, relative to the start of the measured stage.
     pub finished_at: Duration,
+    /// Its figures, or why it failed.
     pub outcome: Result<Done, TargetError>,
 }
 
 /// A successful operation's figures.
 #[derive(Debug, Default)]
 pub struct Done {
+    /// Payload bytes moved.
     pub bytes: u64,
+    /// Requests (or syscalls) it took.
     pub requests: u32,
+    /// Time to first byte, for a GET.
     pub ttfb: Option<Duration>,
 }
 
@@ -49,6 +54,7 @@ pub struct Done {
 pub struct Recorder {
     /// Per op (by [`OpKind::index`]); `None` for an op the mix never picks.
     pub ops: [Option<OpStats>; 5],
+    /// All ops together, per second of the measured stage.
     pub timeline: Vec<Second>,
     metrics: Arc<Metrics>,
 }

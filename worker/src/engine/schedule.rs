@@ -14,6 +14,7 @@ use tokio::time::Instant;
 /// A permission to run one operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticket {
+    /// Position of the ticket in the stage, from 0.
     pub index: u64,
     /// When the operation should start; latency is measured from here in open loop.
     pub due: Instant,
@@ -35,6 +36,7 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// A schedule from `start` for `duration` or `max_ops`, at `rate` ops/s (open loop) or as fast as tasks go.
     pub fn new(
         start: Instant,
         duration: Option<Duration>,
@@ -54,10 +56,12 @@ impl Schedule {
         }
     }
 
+    /// The start of the measured stage.
     pub fn start(&self) -> Instant {
         self.start
     }
 
+    /// Whether tickets come at a fixed rate (latency measured from when each was due).
     pub fn is_open_loop(&self) -> bool {
         self.interval.is_some()
     }
@@ -105,6 +109,7 @@ impl Schedule {
         }
     }
 
+    /// Whether the stage was stopped.
     pub fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::Relaxed)
     }

@@ -10,14 +10,22 @@ use crate::units::ByteSize;
 /// A sampler built once per run from a validated spec.
 #[derive(Clone, Debug)]
 pub enum SizeSampler {
+    /// Always this size.
     Fixed(u64),
+    /// Uniform between `min` and `max`, inclusive.
     Uniform {
+        /// Smallest size.
         min: u64,
+        /// Largest size.
         max: u64,
     },
+    /// Log-normal, clamped to `[min, max]`.
     Lognormal {
+        /// The distribution, fitted to the spec's mean and standard deviation.
         dist: LogNormal<f64>,
+        /// Smallest size.
         min: u64,
+        /// Largest size.
         max: u64,
     },
 }
@@ -81,6 +89,7 @@ impl SizeSampler {
         })
     }
 
+    /// Draw one size, in bytes.
     pub fn sample(&self, rng: &mut impl Rng) -> u64 {
         match self {
             SizeSampler::Fixed(n) => *n,

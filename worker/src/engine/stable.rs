@@ -20,6 +20,7 @@ pub struct Steady {
 }
 
 impl Steady {
+    /// A detector for `spec`'s window and band.
     pub fn new(spec: &StableSpec) -> Self {
         let window = spec.window.0.as_secs().max(2) as usize;
         Self {

@@ -32,7 +32,7 @@ impl Gate {
         cv.notify_all();
     }
 
-    fn wait(&self) {
+    pub(super) fn wait(&self) {
         let (open, cv) = &*self.0;
         let mut g = open.lock().unwrap_or_else(|e| e.into_inner());
         while !*g {

@@ -10,8 +10,11 @@ use super::Run;
 /// One chart: its file name in the report directory, what it shows, and its SVG.
 #[derive(Clone, Debug)]
 pub struct Chart {
+    /// File name in the report directory.
     pub file: &'static str,
+    /// What it shows.
     pub title: String,
+    /// The SVG document.
     pub svg: String,
 }
 

@@ -71,8 +71,11 @@ fn tick(v: f64, step: f64) -> String {
 /// One bar chart: groups along the x axis (the ops), one bar per series in each group.
 #[derive(Clone, Debug)]
 pub struct BarChart {
+    /// Title above the chart.
     pub title: String,
+    /// Label of the y axis.
     pub y_label: String,
+    /// Names of the groups along the x axis.
     pub groups: Vec<String>,
     /// Series name and opacity (a lighter bar for a second figure of the same run).
     pub series: Vec<(String, f64)>,
@@ -85,9 +88,13 @@ pub struct BarChart {
 /// One line chart: x and y values per series.
 #[derive(Clone, Debug)]
 pub struct LineChart {
+    /// Title above the chart.
     pub title: String,
+    /// Label of the x axis.
     pub x_label: String,
+    /// Label of the y axis.
     pub y_label: String,
+    /// Name and (x, y) points of each line.
     pub series: Vec<(String, Vec<(f64, f64)>)>,
 }
 
@@ -168,6 +175,7 @@ fn axes(out: &mut String, y_max: f64, step: f64, y_label: &str) -> f64 {
 }
 
 impl BarChart {
+    /// The chart as a self-contained SVG document.
     pub fn svg(&self) -> String {
         let mut out = String::new();
         let legend: Vec<(String, &str, f64)> = self
@@ -230,6 +238,7 @@ impl BarChart {
 }
 
 impl LineChart {
+    /// The chart as a self-contained SVG document.
     pub fn svg(&self) -> String {
         let mut out = String::new();
         let legend: Vec<(String, &str, f64)> = self

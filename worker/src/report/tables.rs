@@ -15,7 +15,9 @@ use super::Run;
 pub struct Table {
     /// What the table covers (an op, or the run).
     pub title: String,
+    /// Column names.
     pub header: Vec<String>,
+    /// Cells, row by row.
     pub rows: Vec<Vec<String>>,
 }
 

@@ -18,10 +18,13 @@ use async_trait::async_trait;
 use crate::datagen::DataPattern;
 use crate::spec::{TargetUri, Workload};
 
+// Not documented item by item yet: another engineer is reworking these files (performance).
+#[allow(missing_docs)]
 mod buffers;
 mod direct;
 mod file;
 mod local;
+#[allow(missing_docs)]
 pub mod object;
 
 pub use buffers::{AlignedBuf, BufferPool};
@@ -40,7 +43,14 @@ pub enum ChunkPlan {
     /// Fixed-size chunks.
     Fixed(u64),
     /// Chunks growing from `initial` by `factor` up to `max`.
-    Adaptive { initial: u64, factor: f64, max: u64 },
+    Adaptive {
+        /// Size of the first chunk.
+        initial: u64,
+        /// Growth of each chunk over the previous one.
+        factor: f64,
+        /// Largest chunk.
+        max: u64,
+    },
     /// Object storage only: one streaming GET, chunks as the network delivers them.
     Stream,
 }
@@ -101,7 +111,9 @@ impl ReadCheck {
 /// One GET.
 #[derive(Clone, Debug)]
 pub struct GetRequest {
+    /// How the object is read: whole, in chunks or by ranges.
     pub plan: ChunkPlan,
+    /// What is checked of the data read.
     pub check: ReadCheck,
     /// Size known from the dataset listing, used by the range engine instead of a HEAD.
     pub size_hint: Option<u64>,
@@ -110,6 +122,7 @@ pub struct GetRequest {
 /// What a GET did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GetOutcome {
+    /// Payload bytes read.
     pub bytes: u64,
     /// Requests (or read syscalls for local files) it took.
     pub requests: u32,
@@ -122,12 +135,14 @@ pub struct GetOutcome {
 pub struct ObjectInfo {
     /// Key relative to the target root.
     pub key: String,
+    /// Size in bytes.
     pub size: u64,
 }
 
 /// A listing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ListOutcome {
+    /// The objects listed.
     pub objects: Vec<ObjectInfo>,
     /// Requests (pages) it took.
     pub requests: u32,
@@ -163,35 +178,70 @@ pub trait Target: Send + Sync + fmt::Debug {
     fn blocking_io(&self) -> bool {
         false
     }
+    /// A new instance with a client (connection pool) of its own, for the tasks of one
+    /// engine shard (see `engine::shards`), so that a connection is driven on the thread of
+    /// the task using it. `None` where instances would share everything anyway.
+    fn for_shard(&self) -> Result<Option<Arc<dyn Target>>, TargetError> {
+        Ok(None)
+    }
 }
 
 /// A failed storage operation.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
+    /// No object at `key`.
     #[error("{key}: not found")]
-    NotFound { key: String },
+    NotFound {
+        /// The key asked for.
+        key: String,
+    },
+    /// A request did not finish in time.
     #[error("{what}: timed out after {after:?}")]
-    Timeout { what: String, after: Duration },
+    Timeout {
+        /// The request.
+        what: String,
+        /// How long it was given.
+        after: Duration,
+    },
+    /// The server answered with an error status.
     #[error("{what}: HTTP {status}: {message}")]
     Http {
+        /// The request.
         what: String,
+        /// The HTTP status.
         status: u16,
+        /// The server's message.
         message: String,
     },
+    /// A local I/O error.
     #[error("{what}: {source}")]
     Io {
+        /// The operation and path.
         what: String,
+        /// The error.
         source: std::io::Error,
     },
     /// The target is full (ENOSPC) or over its quota (EDQUOT).
     #[error("{what}: no space left on the target; bound what `put` writes with write.maxObjects, or give the volume more room")]
-    NoSpace { what: String },
+    NoSpace {
+        /// The operation and path.
+        what: String,
+    },
+    /// A verified GET read data that differs from what was written.
     #[error("{key}: data read back differs from what was written, first at byte {offset}")]
-    Corrupt { key: String, offset: u64 },
+    Corrupt {
+        /// The object.
+        key: String,
+        /// The first byte that differs.
+        offset: u64,
+    },
+    /// The target cannot do what is asked (O_DIRECT on tmpfs, a scheme that is no object store).
     #[error("{0}")]
     Unsupported(String),
+    /// The target is misconfigured (credentials, endpoint, bucket, an unwritable directory).
     #[error("{0}")]
     Config(String),
+    /// Any other failure.
     #[error("{0}")]
     Other(String),
 }

@@ -135,6 +135,8 @@ pub struct SeenRequest {
     pub method: String,
     pub target: String,
     pub range: Option<String>,
+    /// `x-amz-content-sha256` (S3): `UNSIGNED-PAYLOAD` or the body's hash.
+    pub content_sha256: Option<String>,
 }
 
 /// A loopback TCP proxy in front of a server that records each HTTP/1.1 request line (with
@@ -277,6 +279,7 @@ impl Parser {
                 let method = first.next().unwrap_or("").to_string();
                 let target = first.next().unwrap_or("").to_string();
                 let mut range = None;
+                let mut content_sha256 = None;
                 for l in lines {
                     if let Some((k, v)) = l.split_once(':') {
                         let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
@@ -284,6 +287,8 @@ impl Parser {
                             self.body_left = v.parse().unwrap_or(0);
                         } else if k == "range" {
                             range = Some(v.to_string());
+                        } else if k == "x-amz-content-sha256" {
+                            content_sha256 = Some(v.to_string());
                         } else if k == "transfer-encoding" && v.contains("chunked") {
                             panic!("the counting proxy does not parse chunked request bodies");
                         }
@@ -293,6 +298,7 @@ impl Parser {
                     method,
                     target,
                     range,
+                    content_sha256,
                 });
             }
         }

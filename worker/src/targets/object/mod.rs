@@ -131,6 +131,7 @@ pub fn open(uri: &TargetUri, workload: &Workload) -> Result<Arc<dyn Target>, Tar
         }),
         pool: Arc::new(BufferPool::new()),
         redact,
+        opened_as: (uri.clone(), workload.clone()),
     }))
 }
 
@@ -176,6 +177,8 @@ pub struct ObjectTarget {
     /// Buffers for whole-object and range-engine reads.
     pool: Arc<BufferPool>,
     redact: Redactor,
+    /// What it was opened from, to open another client for an engine shard.
+    opened_as: (TargetUri, Workload),
 }
 
 impl fmt::Debug for ObjectTarget {
@@ -537,6 +540,11 @@ impl Target for ObjectTarget {
 
     fn default_plan(&self) -> ChunkPlan {
         ChunkPlan::Stream
+    }
+
+    fn for_shard(&self) -> Result<Option<Arc<dyn Target>>, TargetError> {
+        let (uri, workload) = &self.opened_as;
+        open(uri, workload).map(Some)
     }
 }
 

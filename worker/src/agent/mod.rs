@@ -26,19 +26,23 @@
 //!
 //! Every `/v1/*` request needs `Authorization: Bearer <token>` (compared in constant time):
 //! workers need no Kubernetes API rights, and nobody but the operator may start or stop them.
+//!
+//! # Files
+//! - `mod.rs`: the options, the shared state and its token check, and `main`
+//! - `server.rs`: the HTTP routes and handlers of `/v1/*`
+//! - `drive.rs`: one workload driven through the agent's stages by the engine
+
+mod drive;
+mod server;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::Context;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
 use tokio::sync::{watch, Notify};
 
@@ -47,7 +51,10 @@ pub use benchrun_api::agent::{AgentStage, AgentStatus, StartRequest, StartRespon
 
 use crate::metrics::Metrics;
 use crate::stats::Summary;
-use crate::{server, Engine, Workload};
+use crate::Workload;
+
+pub use drive::drive;
+pub use server::router;
 
 /// Options of `benchrun-worker agent`.
 #[derive(Debug, Clone, clap::Args)]
@@ -104,6 +111,7 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// A new agent in stage `preparing`, accepting `token` on `/v1/*`.
     pub fn new(worker_id: &str, token: &str, metrics: Arc<Metrics>) -> Self {
         Self {
             inner: Arc::new(Mutex::new(Inner {
@@ -140,6 +148,7 @@ impl Agent {
         i.error = Some(message);
     }
 
+    /// The body of `GET /v1/status` now.
     pub fn status(&self) -> AgentStatus {
         let (ops, bytes, errors) = self.metrics.totals();
         let i = self.lock();
@@ -223,180 +232,6 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn unauthorized() -> Response {
-    (
-        StatusCode::UNAUTHORIZED,
-        Json(serde_json::json!({"error": "missing or wrong bearer token"})),
-    )
-        .into_response()
-}
-
-fn conflict(message: String) -> Response {
-    (
-        StatusCode::CONFLICT,
-        Json(serde_json::json!({"error": message})),
-    )
-        .into_response()
-}
-
-/// The agent's routes: the worker's usual ones plus `/v1/*`.
-pub fn router(agent: Agent) -> Router {
-    let control = Router::new()
-        .route("/v1/status", get(status_handler))
-        .route("/v1/start", post(start_handler))
-        .route("/v1/summary", get(summary_handler))
-        .route("/v1/shutdown", post(shutdown_handler))
-        .with_state(agent.clone());
-    server::router(agent.metrics.clone()).merge(control)
-}
-
-async fn status_handler(State(agent): State<Agent>, headers: HeaderMap) -> Response {
-    if !agent.authorized(&headers) {
-        return unauthorized();
-    }
-    Json(agent.status()).into_response()
-}
-
-async fn start_handler(
-    State(agent): State<Agent>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    let worker_time = Utc::now();
-    if !agent.authorized(&headers) {
-        return unauthorized();
-    }
-    let req: StartRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return (
-            StatusCode::BAD_REQUEST,
-            Json(serde_json::json!({"error": format!("expected {{\"startAt\": RFC 3339}}: {e}")})),
-        )
-            .into_response(),
-    };
-    {
-        let mut i = agent.lock();
-        match (i.stage, i.start_at) {
-            (_, Some(at)) if at == req.start_at => {}
-            (_, Some(at)) => return conflict(format!("already started for {}", at.to_rfc3339())),
-            (AgentStage::Ready, None) => i.start_at = Some(req.start_at),
-            (stage, None) => return conflict(format!("not ready to start (stage {stage:?})")),
-        }
-    }
-    agent.start_tx.send_replace(Some(req.start_at));
-    Json(StartResponse {
-        worker_time,
-        start_at: req.start_at,
-    })
-    .into_response()
-}
-
-async fn summary_handler(State(agent): State<Agent>, headers: HeaderMap) -> Response {
-    if !agent.authorized(&headers) {
-        return unauthorized();
-    }
-    let mut i = agent.lock();
-    match (&i.summary, i.stage) {
-        (Some(s), AgentStage::Done) => {
-            let body = Json(s.clone()).into_response();
-            i.summary_fetched = true;
-            body
-        }
-        (_, stage) => conflict(format!("no summary yet (stage {stage:?})")),
-    }
-}
-
-async fn shutdown_handler(State(agent): State<Agent>, headers: HeaderMap) -> Response {
-    if !agent.authorized(&headers) {
-        return unauthorized();
-    }
-    agent.request_shutdown();
-    (
-        StatusCode::ACCEPTED,
-        Json(serde_json::json!({"shutdown": true})),
-    )
-        .into_response()
-}
-
-/// Drive one workload through the agent's stages. Returns when the agent may exit:
-/// `Ok(())` after a served summary, `Err(message)` after a failure.
-pub async fn drive(
-    agent: &Agent,
-    workload: Workload,
-    linger: Duration,
-    error_linger: Duration,
-) -> Result<(), String> {
-    let result = drive_inner(agent, workload, linger).await;
-    if let Err(message) = &result {
-        agent.fail(message.clone());
-        // Keep answering /v1/status so the operator reads the reason, then exit.
-        tokio::select! {
-            _ = tokio::time::sleep(error_linger) => {}
-            _ = agent.wait_shutdown() => {}
-        }
-    }
-    result
-}
-
-async fn drive_inner(
-    agent: &Agent,
-    mut workload: Workload,
-    linger: Duration,
-) -> Result<(), String> {
-    let cleanup = workload.dataset.cleanup;
-    let worker_id = agent.lock().worker_id.clone();
-    if workload.dataset.prepare {
-        // Each worker prepares, reads and cleans up its own dataset under its own sub-prefix:
-        // workers finish at slightly different instants, and a shared dataset would be
-        // deleted by the first one done while the others still read it.
-        workload.dataset.prefix = format!("{}{worker_id}/", workload.dataset.prefix);
-    }
-    let engine = Engine::open(workload, agent.metrics.clone(), &worker_id)
-        .await
-        .map_err(|e| format!("opening the target: {e}"))?;
-    let dataset = tokio::select! {
-        r = engine.prepare() => r.map_err(|e| format!("preparing the dataset: {e}"))?,
-        _ = agent.wait_shutdown() => return Ok(()),
-    };
-    agent.set_stage(AgentStage::Ready);
-    let mut start_rx = agent.start_tx.subscribe();
-    let start_at = tokio::select! {
-        r = start_rx.wait_for(|s| s.is_some()) => match r {
-            Ok(s) => s.unwrap_or_else(Utc::now),
-            Err(_) => return Err("start channel closed".into()),
-        },
-        _ = agent.wait_shutdown() => return Ok(()),
-    };
-    agent.set_stage(AgentStage::Running);
-    let stop = {
-        let agent = agent.clone();
-        async move { agent.wait_shutdown().await }
-    };
-    let mut summary = engine
-        .run(&dataset, Some(SystemTime::from(start_at)), stop)
-        .await
-        .map_err(|e| format!("measured stage: {e}"))?;
-    agent.lock().started_at = Some(summary.started_at);
-    if cleanup {
-        agent.set_stage(AgentStage::CleaningUp);
-        match engine.cleanup().await {
-            Ok(st) => summary.cleanup = Some(st),
-            // A failed cleanup does not void the measurement: warn and keep the result.
-            Err(e) => tracing::warn!("cleanup failed: {e}"),
-        }
-    }
-    {
-        let mut i = agent.lock();
-        i.summary = Some(summary);
-        i.stage = AgentStage::Done;
-    }
-    tokio::select! {
-        _ = tokio::time::sleep(linger) => {}
-        _ = agent.wait_shutdown() => {}
-    }
-    Ok(())
-}
-
 fn read_token(path: &Path) -> anyhow::Result<String> {
     let token = std::fs::read_to_string(path)
         .with_context(|| format!("reading the token file {}", path.display()))?;
@@ -414,7 +249,7 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let token = read_token(&args.token_file)?;
     let metrics = Arc::new(Metrics::new());
     let agent = Agent::new(&args.worker_id, &token, metrics);
-    let bound = server::spawn(args.listen, router(agent.clone()))
+    let bound = crate::server::spawn(args.listen, router(agent.clone()))
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     tracing::info!("agent {} listening on {bound}", args.worker_id);
@@ -510,29 +345,5 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), agent.wait_shutdown())
             .await
             .expect("shutdown seen");
-    }
-
-    #[tokio::test]
-    async fn bad_target_fails_with_message() {
-        let agent = Agent::new("w", "t", Arc::new(Metrics::new()));
-        let w = Workload::from_yaml(
-            "target: file:///proc/benchrun-no-such-dir\ntotalOps: 1\nops: [{op: get}]\ndataset: {objects: 1, size: 4KiB}\n",
-        )
-        .expect("valid workload");
-        let r = drive(
-            &agent,
-            w,
-            Duration::from_millis(10),
-            Duration::from_millis(10),
-        )
-        .await;
-        let e = r.expect_err("must fail");
-        assert!(
-            e.contains("opening the target") || e.contains("preparing"),
-            "{e}"
-        );
-        let st = agent.status();
-        assert_eq!(st.stage, AgentStage::Failed);
-        assert_eq!(st.error.as_deref(), Some(e.as_str()));
     }
 }

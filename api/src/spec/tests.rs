@@ -1,0 +1,406 @@
+//! Parsing and validation of workloads: every error names its field.
+
+use super::*;
+
+const GOOD: &str = r#"
+target: file:///tmp/bench
+duration: 10s
+concurrency: 4
+ops:
+  - { op: get, weight: 60 }
+  - { op: put, weight: 30 }
+  - { op: stat, weight: 10 }
+objectSize: 1MiB
+dataset: { objects: 10, size: { uniform: { min: 4KiB, max: 64KiB } } }
+"#;
+
+fn err(text: &str) -> String {
+    Workload::from_yaml(text).unwrap_err().to_string()
+}
+
+#[test]
+fn max_objects_must_cover_concurrency_and_excludes_delete() {
+    let ok = format!("{GOOD}write: {{maxObjects: 4}}\n");
+    assert_eq!(Workload::from_yaml(&ok).unwrap().write.max_objects, Some(4));
+    let e = err(&format!("{GOOD}write: {{maxObjects: 3}}\n"));
+    assert!(
+        e.contains("write.maxObjects") && e.contains("at least concurrency (4)"),
+        "{e}"
+    );
+    let with_delete = GOOD.replace(
+        "  - { op: stat, weight: 10 }",
+        "  - { op: stat, weight: 10 }\n  - { op: delete, weight: 5 }",
+    );
+    let e = err(&format!("{with_delete}write: {{maxObjects: 8}}\n"));
+    assert!(
+        e.contains("write.maxObjects") && e.contains("delete"),
+        "{e}"
+    );
+}
+
+#[test]
+fn good_file_parses_with_defaults() {
+    let w = Workload::from_yaml(GOOD).unwrap();
+    assert_eq!(w.concurrency, 4);
+    assert_eq!(w.duration.unwrap().0.as_secs(), 10);
+    assert_eq!(w.object_size, SizeSpec::Fixed(ByteSize::mib(1)));
+    assert_eq!(w.dataset.prefix, "benchrun/");
+    assert!(w.dataset.prepare && w.dataset.cleanup);
+    assert!(
+        !w.range_engine.enabled,
+        "range engine must be off by default"
+    );
+    assert_eq!(w.range_engine.min_split_size, ByteSize::mib(64));
+    assert_eq!(
+        w.dataset_size(),
+        &SizeSpec::Distribution(SizeDistribution::Uniform {
+            min: ByteSize::kib(4),
+            max: ByteSize::kib(64)
+        })
+    );
+}
+
+#[test]
+fn round_trips_through_yaml() {
+    let w = Workload::from_yaml(GOOD).unwrap();
+    let again = Workload::from_yaml(&serde_yaml::to_string(&w).unwrap()).unwrap();
+    assert_eq!(w, again);
+}
+
+#[test]
+fn lognormal_parses() {
+    let w = Workload::from_yaml(&GOOD.replace(
+        "objectSize: 1MiB",
+        "objectSize: { lognormal: { mean: 1MiB, stdDev: 256KiB } }",
+    ))
+    .unwrap();
+    assert!(matches!(
+        w.object_size,
+        SizeSpec::Distribution(SizeDistribution::Lognormal { .. })
+    ));
+}
+
+#[test]
+fn unknown_key_is_named() {
+    let e = err(&GOOD.replace("concurrency: 4", "concurrency: 4\nconcurency: 5"));
+    assert!(e.contains("unknown field `concurency`"), "{e}");
+    let e = err(&GOOD.replace("objects: 10", "objects: 10, prefx: x/"));
+    assert!(e.starts_with("dataset"), "{e}");
+    assert!(e.contains("unknown field `prefx`"), "{e}");
+}
+
+#[test]
+fn bad_values_name_field_and_value() {
+    let e = err(&GOOD.replace("objectSize: 1MiB", "objectSize: 1MB2"));
+    assert!(e.starts_with("objectSize"), "{e}");
+    let e = err(&GOOD.replace("concurrency: 4", "concurrency: many"));
+    assert!(e.starts_with("concurrency:"), "{e}");
+    let e = err(&GOOD.replace("duration: 10s", "duration: 10 parsecs"));
+    assert!(
+        e.starts_with("duration:") && e.contains("10 parsecs"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("op: stat", "op: head"));
+    assert!(
+        e.starts_with("ops[2].op") && e.contains("unknown variant `head`"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("file:///tmp/bench", "ftp://host/x"));
+    assert!(
+        e.contains("target: `ftp://host/x`: unknown scheme `ftp`"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("file:///tmp/bench", "file://relative/x"));
+    assert!(e.contains("must be absolute"), "{e}");
+    let e = err(&GOOD.replace("concurrency: 4", "concurrency: 0"));
+    assert!(e.contains("concurrency: must be at least 1 (got 0)"), "{e}");
+}
+
+#[test]
+fn cross_field_rules() {
+    let e = err(&GOOD.replace("duration: 10s", "duration: 10s\ntotalOps: 5"));
+    assert!(e.contains("either duration or totalOps"), "{e}");
+    let e = err(&GOOD.replace("duration: 10s\n", ""));
+    assert!(e.contains("give a duration"), "{e}");
+    let e = err(&GOOD.replace("{ op: put, weight: 30 }", "{ op: delete, weight: 30 }"));
+    assert!(e.contains("needs `put`"), "{e}");
+    let e = err(&GOOD.replace("min: 4KiB, max: 64KiB", "min: 64KiB, max: 4KiB"));
+    assert!(
+        e.contains("dataset.size.uniform.max: 4KiB is smaller than min 64KiB"),
+        "{e}"
+    );
+    let e = err(&format!("{GOOD}rangeEngine: {{ preStat: true }}\n"));
+    assert!(e.contains("rangeEngine.preStat"), "{e}");
+    let e = err(&format!(
+        "{GOOD}read: {{ wholeObject: true, chunkSize: 1MiB }}\n"
+    ));
+    assert!(e.contains("read.wholeObject"), "{e}");
+    let direct = GOOD.replace("file://", "direct://");
+    let e = err(&format!("{direct}read: {{ chunkSize: 1000 }}\n"));
+    assert!(
+        e.contains("read.chunkSize: 1000 is not a multiple of 4096"),
+        "{e}"
+    );
+    let e = err(&GOOD.replace(
+        "{ op: get, weight: 60 }",
+        "{ op: get, weight: 60 }\n  - { op: get, weight: 1 }",
+    ));
+    assert!(e.contains("ops[1].op: `get` is listed twice"), "{e}");
+    let s3 = GOOD.replace("file:///tmp/bench", "s3://bkt/p");
+    let e = err(&format!(
+        "{s3}storage: {{ endpoint: 'http://127.0.0.1:9000' }}\n"
+    ));
+    assert!(e.contains("storage.allowHttp"), "{e}");
+}
+
+#[test]
+fn several_errors_are_reported_together() {
+    let e = err(&GOOD
+        .replace("concurrency: 4", "concurrency: 0")
+        .replace("file://", "nope://"));
+    assert!(e.contains("target:") && e.contains("concurrency:"), "{e}");
+}
+
+#[test]
+fn every_bound_is_enforced_with_the_field_named() {
+    for (edit, field) in [
+        (
+            ("concurrency: 4", "concurrency: 1000000000"),
+            "concurrency: must be at most 65536",
+        ),
+        (
+            ("concurrency: 4", "concurrency: 65537"),
+            "concurrency: must be at most 65536",
+        ),
+        (
+            ("objectSize: 1MiB", "objectSize: 100TiB"),
+            "objectSize: must be at most 5TiB",
+        ),
+        (
+            ("objectSize: 1MiB", "objectSize: 18446744073709551615"),
+            "objectSize: must be at most 5TiB",
+        ),
+        (
+            ("max: 64KiB", "max: 6TiB"),
+            "dataset.size.uniform.max: must be at most 5TiB",
+        ),
+        (
+            ("objects: 10", "objects: 100000001"),
+            "dataset.objects: must be at most 100000000",
+        ),
+        (
+            (
+                "objects: 10, size: { uniform: { min: 4KiB, max: 64KiB } }",
+                "objects: 1000000, size: 5TiB",
+            ),
+            "dataset.objects: 1000000 objects of up to 5TiB",
+        ),
+        (
+            ("duration: 10s", "duration: 31d"),
+            "duration: must be at most 30days",
+        ),
+        (
+            ("duration: 10s", "totalOps: 1000000000001"),
+            "totalOps: must be at most",
+        ),
+        (
+            ("weight: 60", "weight: 1000001"),
+            "ops[0].weight: must be at most 1000000",
+        ),
+    ] {
+        let e = err(&GOOD.replace(edit.0, edit.1));
+        assert!(e.contains(field), "{edit:?}: {e}");
+    }
+    for (extra, field) in [
+        (
+            "rateLimit: 0.0001",
+            "rateLimit: must be between 0.001 and 10000000",
+        ),
+        ("rateLimit: 1e-20", "rateLimit: must be between"),
+        ("rateLimit: 20000000", "rateLimit: must be between"),
+        ("rateLimit: .inf", "rateLimit: must be a positive number"),
+        ("rateLimit: 0", "rateLimit: must be a positive number"),
+        (
+            "read: {chunkSize: 2GiB}",
+            "read.chunkSize: must be at most 1GiB",
+        ),
+        (
+            "read: {adaptive: {initial: 1MiB, max: 2GiB}}",
+            "read.adaptive.max: must be at most 1GiB",
+        ),
+        (
+            "read: {adaptive: {initial: 1MiB, max: 2MiB, factor: 1000}}",
+            "read.adaptive.factor: must be at most 16",
+        ),
+        (
+            "rangeEngine: {chunkSize: 2GiB}",
+            "rangeEngine.chunkSize: must be at most 1GiB",
+        ),
+        (
+            "rangeEngine: {rangeTimeout: 400d}",
+            "rangeEngine.rangeTimeout: must be at most 30days",
+        ),
+        (
+            "rangeEngine: {maxConcurrentRanges: 5000}",
+            "rangeEngine.maxConcurrentRanges: must be at most 1024",
+        ),
+        (
+            "storage: {requestTimeout: 365d}",
+            "storage.requestTimeout: must be at most 30days",
+        ),
+        (
+            "write: {partSize: 6GiB}",
+            "write.partSize: must be at most 5GiB",
+        ),
+        (
+            "write: {multipartThreshold: 6TiB}",
+            "write.multipartThreshold: must be at most 5TiB",
+        ),
+        (
+            "write: {maxObjects: 100000001}",
+            "write.maxObjects: must be at most 100000000",
+        ),
+    ] {
+        let e = err(&format!("{GOOD}{extra}\n"));
+        assert!(e.contains(field), "{extra}: {e}");
+    }
+    // Whole-object reads of objects larger than a buffer may be.
+    let big = GOOD.replace("size: { uniform: { min: 4KiB, max: 64KiB } }", "size: 2GiB");
+    let e = err(&format!("{big}read: {{wholeObject: true}}\n"));
+    assert!(
+        e.contains("read.wholeObject: reads each object into one buffer"),
+        "{e}"
+    );
+    let e = err(&format!("{big}rangeEngine: {{enabled: true}}\n"));
+    assert!(
+        e.contains("rangeEngine.enabled: fetches each object into one buffer"),
+        "{e}"
+    );
+    // Histograms of 65536 tasks x 3 ops + TTFB pass the memory bound.
+    let e = err(&GOOD.replace("concurrency: 4", "concurrency: 65536"));
+    assert!(e.contains("concurrency: 65536 tasks x"), "{e}");
+    // The bounds themselves are accepted.
+    let ok = GOOD
+        .replace("concurrency: 4", "concurrency: 4096")
+        .replace("duration: 10s", "duration: 30d")
+        .replace("objectSize: 1MiB", "objectSize: 5TiB");
+    Workload::from_yaml(&format!("{ok}rateLimit: 0.001\n")).unwrap();
+}
+
+#[test]
+fn paths_that_leave_the_target_are_refused() {
+    let e = err(&GOOD.replace("file:///tmp/bench", "file:///data/bench/../../../etc"));
+    assert!(
+        e.contains("target: `file:///data/bench/../../../etc`: `..`"),
+        "{e}"
+    );
+    for prefix in ["../../../etc/", "/etc/", "a/../../b/", "./x/", "a\\b/"] {
+        let e = err(&format!("{GOOD}dataset: {{prefix: '{prefix}'}}\n").replace(
+            "dataset: { objects: 10, size: { uniform: { min: 4KiB, max: 64KiB } } }\n",
+            "",
+        ));
+        assert!(e.contains("dataset.prefix:"), "{prefix}: {e}");
+    }
+    let ok = GOOD.replace("objects: 10,", "objects: 10, prefix: runs/a.b/,");
+    Workload::from_yaml(&ok).unwrap();
+}
+
+#[test]
+fn hostile_files_are_refused_fast_with_bounded_messages() {
+    // An alias bomb: a 10,000-item leaf referenced through alias levels.
+    let mut bomb = String::from("a: &a [");
+    bomb.push_str(&vec!["x"; 10_000].join(","));
+    bomb.push_str(
+        "]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n",
+    );
+    let t = std::time::Instant::now();
+    let e = err(&format!("{GOOD}objectSize: *c\n{bomb}"));
+    assert!(e.contains("YAML aliases"), "{e}");
+    // 100,000 nested brackets.
+    let deep = format!(
+        "{GOOD}seed: {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let e = err(&deep);
+    assert!(e.contains("nested more than 32 levels"), "{e}");
+    let e = err(&"#".repeat(2 << 20));
+    assert!(e.contains("a workload file is at most 1MiB"), "{e}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+    // A 500 KB bad value is not echoed whole.
+    let e = err(&GOOD.replace("file:///tmp/bench", &"x".repeat(500_000)));
+    assert!(e.len() < 1000, "{} bytes: {}", e.len(), &e[..200]);
+    assert!(e.contains("more bytes") || e.contains("left out"), "{e}");
+    let e = err(&GOOD.replace(
+        "concurrency: 4",
+        &format!("concurrency: {}", "9".repeat(500_000)),
+    ));
+    assert!(
+        e.starts_with("concurrency") && e.len() < 1000,
+        "{}",
+        e.len()
+    );
+    // Duplicate keys and invalid UTF-8.
+    let e = err(&GOOD.replace("concurrency: 4", "concurrency: 4\nconcurrency: 5"));
+    assert!(e.contains("duplicate field `concurrency`"), "{e}");
+    let mut bytes = GOOD.as_bytes().to_vec();
+    bytes.extend_from_slice(b"seed: \xff\xfe\n");
+    let e = Workload::from_bytes(&bytes).unwrap_err().to_string();
+    assert!(e.contains("not UTF-8") && e.contains("line 11"), "{e}");
+    // What looks like an alias or a quote inside a plain scalar is not one.
+    let ok = GOOD.replace("objects: 10,", "objects: 10, prefix: it's*fine/,");
+    Workload::from_yaml(&ok).unwrap();
+}
+
+#[test]
+fn null_means_the_default_where_the_crd_allows_null() {
+    let w = Workload::from_yaml(&format!(
+            "{GOOD}rangeEngine: {{chunkSize: null, minSplitSize: ~}}\nwrite: {{partSize: null, multipartThreshold: null}}\n"
+        ))
+        .unwrap();
+    assert_eq!(w.range_engine, RangeEngineSpec::default());
+    assert_eq!(w.write, WriteSpec::default());
+    let w = Workload::from_yaml(&GOOD.replace(
+        "objectSize: 1MiB",
+        "objectSize: { lognormal: { mean: 1MiB, stdDev: 256KiB, min: null, max: null } }",
+    ))
+    .unwrap();
+    assert_eq!(w.object_size.max(), 64 << 30);
+    // The same through JSON, as the operator decodes runs.
+    let mut v = serde_json::to_value(&w).unwrap();
+    v["rangeEngine"]["chunkSize"] = serde_json::Value::Null;
+    let back: Workload = serde_json::from_value(v).unwrap();
+    assert_eq!(back.range_engine.chunk_size, ByteSize::mib(8));
+}
+
+#[test]
+fn target_uris_parse() {
+    assert_eq!(
+        "s3://b/some/prefix".parse::<TargetUri>().unwrap(),
+        TargetUri::S3 {
+            bucket: "b".into(),
+            prefix: "some/prefix/".into()
+        }
+    );
+    assert_eq!(
+        "az://c".parse::<TargetUri>().unwrap(),
+        TargetUri::Azure {
+            container: "c".into(),
+            prefix: "".into()
+        }
+    );
+    assert!("gs:///x"
+        .parse::<TargetUri>()
+        .unwrap_err()
+        .contains("bucket or container name is missing"));
+    assert_eq!(
+        "direct:///mnt/x".parse::<TargetUri>().unwrap(),
+        TargetUri::Direct {
+            root: "/mnt/x".into()
+        }
+    );
+}

@@ -1,0 +1,119 @@
+//! One workload driven through the agent's stages: open, prepare, wait for the start, run,
+//! clean up, serve the summary.
+
+use std::time::{Duration, SystemTime};
+
+use chrono::Utc;
+
+use super::{Agent, AgentStage};
+use crate::{Engine, Workload};
+
+/// Drive one workload through the agent's stages. Returns when the agent may exit:
+/// `Ok(())` after a served summary, `Err(message)` after a failure.
+pub async fn drive(
+    agent: &Agent,
+    workload: Workload,
+    linger: Duration,
+    error_linger: Duration,
+) -> Result<(), String> {
+    let result = drive_inner(agent, workload, linger).await;
+    if let Err(message) = &result {
+        agent.fail(message.clone());
+        // Keep answering /v1/status so the operator reads the reason, then exit.
+        tokio::select! {
+            _ = tokio::time::sleep(error_linger) => {}
+            _ = agent.wait_shutdown() => {}
+        }
+    }
+    result
+}
+
+async fn drive_inner(
+    agent: &Agent,
+    mut workload: Workload,
+    linger: Duration,
+) -> Result<(), String> {
+    let cleanup = workload.dataset.cleanup;
+    let worker_id = agent.lock().worker_id.clone();
+    if workload.dataset.prepare {
+        // Each worker prepares, reads and cleans up its own dataset under its own sub-prefix:
+        // workers finish at slightly different instants, and a shared dataset would be
+        // deleted by the first one done while the others still read it.
+        workload.dataset.prefix = format!("{}{worker_id}/", workload.dataset.prefix);
+    }
+    let engine = Engine::open(workload, agent.metrics.clone(), &worker_id)
+        .await
+        .map_err(|e| format!("opening the target: {e}"))?;
+    let dataset = tokio::select! {
+        r = engine.prepare() => r.map_err(|e| format!("preparing the dataset: {e}"))?,
+        _ = agent.wait_shutdown() => return Ok(()),
+    };
+    agent.set_stage(AgentStage::Ready);
+    let mut start_rx = agent.start_tx.subscribe();
+    let start_at = tokio::select! {
+        r = start_rx.wait_for(|s| s.is_some()) => match r {
+            Ok(s) => s.unwrap_or_else(Utc::now),
+            Err(_) => return Err("start channel closed".into()),
+        },
+        _ = agent.wait_shutdown() => return Ok(()),
+    };
+    agent.set_stage(AgentStage::Running);
+    let stop = {
+        let agent = agent.clone();
+        async move { agent.wait_shutdown().await }
+    };
+    let mut summary = engine
+        .run(&dataset, Some(SystemTime::from(start_at)), stop)
+        .await
+        .map_err(|e| format!("measured stage: {e}"))?;
+    agent.lock().started_at = Some(summary.started_at);
+    if cleanup {
+        agent.set_stage(AgentStage::CleaningUp);
+        match engine.cleanup().await {
+            Ok(st) => summary.cleanup = Some(st),
+            // A failed cleanup does not void the measurement: warn and keep the result.
+            Err(e) => tracing::warn!("cleanup failed: {e}"),
+        }
+    }
+    {
+        let mut i = agent.lock();
+        i.summary = Some(summary);
+        i.stage = AgentStage::Done;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(linger) => {}
+        _ = agent.wait_shutdown() => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn bad_target_fails_with_message() {
+        let agent = Agent::new("w", "t", Arc::new(Metrics::new()));
+        let w = Workload::from_yaml(
+            "target: file:///proc/benchrun-no-such-dir\ntotalOps: 1\nops: [{op: get}]\ndataset: {objects: 1, size: 4KiB}\n",
+        )
+        .expect("valid workload");
+        let r = drive(
+            &agent,
+            w,
+            Duration::from_millis(10),
+            Duration::from_millis(10),
+        )
+        .await;
+        let e = r.expect_err("must fail");
+        assert!(
+            e.contains("opening the target") || e.contains("preparing"),
+            "{e}"
+        );
+        let st = agent.status();
+        assert_eq!(st.stage, AgentStage::Failed);
+        assert_eq!(st.error.as_deref(), Some(e.as_str()));
+    }
+}

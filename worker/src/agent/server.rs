@@ -1,0 +1,105 @@
+//! The agent's HTTP routes: the worker's usual ones plus the authorized `/v1/*` control.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::Utc;
+
+use super::{Agent, AgentStage, StartRequest, StartResponse};
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        Json(serde_json::json!({"error": "missing or wrong bearer token"})),
+    )
+        .into_response()
+}
+
+fn conflict(message: String) -> Response {
+    (
+        StatusCode::CONFLICT,
+        Json(serde_json::json!({"error": message})),
+    )
+        .into_response()
+}
+
+/// The agent's routes: the worker's usual ones plus `/v1/*`.
+pub fn router(agent: Agent) -> Router {
+    let control = Router::new()
+        .route("/v1/status", get(status_handler))
+        .route("/v1/start", post(start_handler))
+        .route("/v1/summary", get(summary_handler))
+        .route("/v1/shutdown", post(shutdown_handler))
+        .with_state(agent.clone());
+    crate::server::router(agent.metrics.clone()).merge(control)
+}
+
+async fn status_handler(State(agent): State<Agent>, headers: HeaderMap) -> Response {
+    if !agent.authorized(&headers) {
+        return unauthorized();
+    }
+    Json(agent.status()).into_response()
+}
+
+async fn start_handler(
+    State(agent): State<Agent>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let worker_time = Utc::now();
+    if !agent.authorized(&headers) {
+        return unauthorized();
+    }
+    let req: StartRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({"error": format!("expected {{\"startAt\": RFC 3339}}: {e}")})),
+        )
+            .into_response(),
+    };
+    {
+        let mut i = agent.lock();
+        match (i.stage, i.start_at) {
+            (_, Some(at)) if at == req.start_at => {}
+            (_, Some(at)) => return conflict(format!("already started for {}", at.to_rfc3339())),
+            (AgentStage::Ready, None) => i.start_at = Some(req.start_at),
+            (stage, None) => return conflict(format!("not ready to start (stage {stage:?})")),
+        }
+    }
+    agent.start_tx.send_replace(Some(req.start_at));
+    Json(StartResponse {
+        worker_time,
+        start_at: req.start_at,
+    })
+    .into_response()
+}
+
+async fn summary_handler(State(agent): State<Agent>, headers: HeaderMap) -> Response {
+    if !agent.authorized(&headers) {
+        return unauthorized();
+    }
+    let mut i = agent.lock();
+    match (&i.summary, i.stage) {
+        (Some(s), AgentStage::Done) => {
+            let body = Json(s.clone()).into_response();
+            i.summary_fetched = true;
+            body
+        }
+        (_, stage) => conflict(format!("no summary yet (stage {stage:?})")),
+    }
+}
+
+async fn shutdown_handler(State(agent): State<Agent>, headers: HeaderMap) -> Response {
+    if !agent.authorized(&headers) {
+        return unauthorized();
+    }
+    agent.request_shutdown();
+    (
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({"shutdown": true})),
+    )
+        .into_response()
+}

@@ -1,0 +1,86 @@
+//! One operation of the mix issued against the target: get, put, stat, list or delete.
+
+use super::*;
+
+impl RunCtx {
+    pub(super) async fn run_op(
+        &self,
+        op: OpKind,
+        task: u32,
+        seq: &mut u64,
+        delete_key: Option<String>,
+        rng: &mut SmallRng,
+        t: &Arc<dyn Target>,
+    ) -> Result<Done, TargetError> {
+        let pick = |rng: &mut SmallRng| {
+            let n = self.dataset.len().max(1) as u64;
+            let i = match self.engine_workload.dataset.access {
+                Access::Random => rng.random_range(0..n),
+                Access::Sequential => self.cursor.fetch_add(1, Ordering::Relaxed) % n,
+            };
+            self.dataset
+                .get(i as usize)
+                .ok_or_else(|| TargetError::Other("the dataset is empty".into()))
+        };
+        match op {
+            OpKind::Get => {
+                let obj = pick(rng)?;
+                let mut req = self.get.clone();
+                req.size_hint = Some(obj.size);
+                let out = t.get(&obj.key, &req).await?;
+                Ok(Done {
+                    bytes: out.bytes,
+                    requests: out.requests,
+                    ttfb: Some(out.ttfb),
+                })
+            }
+            OpKind::Put => {
+                *seq += 1;
+                let n = match self.put_keys_per_task {
+                    Some(keys) => *seq % keys,
+                    None => *seq,
+                };
+                let key = format!("{}{task}-{n}", self.put_prefix);
+                let size = self.object_sizes.sample(rng);
+                let requests = t.put(&key, self.pattern.payload(&key, size)).await?;
+                if self.track_written {
+                    self.written
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push_back(key);
+                }
+                Ok(Done {
+                    bytes: size,
+                    requests,
+                    ttfb: None,
+                })
+            }
+            OpKind::Stat => {
+                t.stat(&pick(rng)?.key).await?;
+                Ok(Done {
+                    bytes: 0,
+                    requests: 1,
+                    ttfb: None,
+                })
+            }
+            OpKind::List => {
+                let l = t.list(&self.engine_workload.dataset.prefix).await?;
+                Ok(Done {
+                    bytes: 0,
+                    requests: l.requests,
+                    ttfb: None,
+                })
+            }
+            OpKind::Delete => {
+                let key =
+                    delete_key.ok_or_else(|| TargetError::Other("delete without a key".into()))?;
+                t.delete(&key).await?;
+                Ok(Done {
+                    bytes: 0,
+                    requests: 1,
+                    ttfb: None,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The measured stage: tasks started on the schedule, each looping over tickets, and their
+//! recorders folded into the summary.
+
+use super::*;
+
+impl Engine {
+    /// Run the measured stage, starting at `start_at` (wall clock) or now, until the duration
+    /// or op count is reached, the error budget is spent, or `shutdown` completes.
+    pub async fn run(
+        &self,
+        dataset: &Dataset,
+        start_at: Option<SystemTime>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<Summary, EngineError> {
+        let w = &self.workload;
+        let mut shutdown = Box::pin(shutdown);
+        // A stop while waiting for the start (the operator's synchronized start may be far
+        // off) ends the run at once, with an empty partial summary.
+        let mut stopped_before_start = false;
+        if let Some(at) = start_at {
+            if let Ok(wait) = at.duration_since(SystemTime::now()) {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = &mut shutdown => stopped_before_start = true,
+                }
+            }
+        }
+        let started_at = Utc::now();
+        let start = Instant::now();
+        let schedule = Arc::new(Schedule::new(
+            start,
+            w.duration.map(|d| d.0),
+            w.total_ops,
+            w.rate_limit,
+        ));
+        let ctx = Arc::new(RunCtx {
+            engine_workload: self.workload.clone(),
+            metrics: self.metrics.clone(),
+            pattern: self.pattern.clone(),
+            object_sizes: self.object_sizes.clone(),
+            dataset: dataset.objects.clone(),
+            mix: OpMix::new(&w.ops, |_| false)
+                .ok_or_else(|| EngineError::Workload("no operation has a weight above 0".into()))?,
+            mix_without_delete: OpMix::new(&w.ops, |op| op == OpKind::Delete),
+            written: Mutex::new(VecDeque::new()),
+            track_written: w.weight_of(OpKind::Delete) > 0,
+            get: GetRequest {
+                plan: targets::read_plan(w, self.target.as_ref()),
+                check: if w.read.verify {
+                    ReadCheck::Verify(self.pattern.clone())
+                } else {
+                    ReadCheck::Discard
+                },
+                size_hint: None,
+            },
+            put_prefix: format!("{}{}/", self.put_prefix(), self.worker_id),
+            put_keys_per_task: put_keys_per_task(w),
+            schedule: schedule.clone(),
+            done: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            cursor: AtomicU64::new(0),
+            stop_reason: Mutex::new(None),
+        });
+        let watcher = {
+            let (schedule, ctx) = (schedule.clone(), ctx.clone());
+            if stopped_before_start {
+                // `shutdown` has completed: it must not be polled again.
+                ctx.stop(INTERRUPTED);
+                tokio::spawn(async {})
+            } else {
+                tokio::spawn(async move {
+                    shutdown.await;
+                    ctx.stop(INTERRUPTED);
+                    schedule.stop();
+                })
+            }
+        };
+        let _stable = w.stop_when_stable.clone().map(|spec| {
+            let (count, stop) = (ctx.clone(), ctx.clone());
+            stable::AbortOnDrop(tokio::spawn(stable::watch(
+                spec,
+                start,
+                Arc::new(move || count.done.load(Ordering::Relaxed)),
+                move |reason| stop.stop(reason),
+            )))
+        });
+        // Tasks on threads of their own are not cancelled with the JoinSet: if this future is
+        // dropped mid-run, the stopped schedule ends them at their next ticket.
+        let _stop_on_drop = StopOnDrop(schedule.clone());
+        self.metrics.set_stage(Stage::Running);
+        let cpu0 = ProcessStats::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        let gate = threads::Gate::default();
+        if let Err(e) = self.start_tasks(&ctx, &gate, &mut tasks) {
+            // Stop the tasks already started (at their next ticket) and wait for them.
+            ctx.stop("a task's thread could not be started");
+            gate.open();
+            while tasks.join_next().await.is_some() {}
+            watcher.abort();
+            self.metrics.set_stage(Stage::Done);
+            return Err(e);
+        }
+        gate.open();
+        let mut all = Recorder::new(self.metrics.clone(), Recorder::mix_ops(w));
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(recs) => recs.into_iter().for_each(|r| all.absorb(r)),
+                Err(e) => {
+                    // One task panicked (or was cancelled): stop every other one now, so none
+                    // keeps hitting the target, and report the failure instead of a result.
+                    ctx.stop("a task failed");
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                    watcher.abort();
+                    self.metrics.set_stage(Stage::Done);
+                    let what = if e.is_panic() {
+                        let p = e.into_panic();
+                        let msg = p
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| p.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        format!("panicked: {}", crate::spec::clip(&msg))
+                    } else {
+                        e.to_string()
+                    };
+                    return Err(EngineError::Workload(format!(
+                        "a worker task failed ({what}); all tasks were stopped"
+                    )));
+                }
+            }
+        }
+        let elapsed = start.elapsed();
+        let process = ProcessStats::now().since(&cpu0);
+        watcher.abort();
+        self.metrics.set_stage(Stage::Done);
+        let stopped_by = ctx
+            .stop_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| {
+                if w.total_ops.is_some() {
+                    "totalOps"
+                } else {
+                    "duration"
+                }
+                .to_string()
+            });
+        // Stopped from outside (signal, shutdown request) before the duration or op count.
+        let partial = stopped_by == INTERRUPTED;
+        let mut s = Summary {
+            version: SUMMARY_VERSION,
+            target: w.target.clone(),
+            workers: 1,
+            worker_ids: vec![self.worker_id.clone()],
+            started_at,
+            elapsed_seconds: elapsed.as_secs_f64(),
+            stopped_by,
+            ops: OpKind::ALL
+                .iter()
+                .zip(all.ops)
+                .filter_map(|(op, s)| s.map(|s| (*op, s)))
+                .filter(|(op, s)| s.count > 0 || w.weight_of(*op) > 0)
+                .collect(),
+            report: Default::default(),
+            timeline: all.timeline,
+            process,
+            prepare: dataset.prepare.clone(),
+            pre_stat: dataset.pre_stat.clone(),
+            cleanup: None,
+            partial,
+        };
+        s.refresh();
+        Ok(s)
+    }
+
+    /// Start the run's tasks, held at `gate`, each as a future of its recorders in `tasks`.
+    ///
+    /// Blocking targets (local files): every task on a thread of its own (see `threads`).
+    /// Others: the tasks spread over a few single-threaded runtimes (see `shards`).
+    fn start_tasks(
+        &self,
+        ctx: &Arc<RunCtx>,
+        gate: &threads::Gate,
+        tasks: &mut tokio::task::JoinSet<Vec<Recorder>>,
+    ) -> Result<(), EngineError> {
+        let w = &self.workload;
+        let rng = |i: u32| {
+            SmallRng::seed_from_u64(
+                w.seed
+                    .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1)),
+            )
+        };
+        if self.target.blocking_io() {
+            for i in 0..w.concurrency {
+                let task = threads::spawn(
+                    format!("benchrun-io-{i}"),
+                    tokio::runtime::Handle::current(),
+                    gate.clone(),
+                    ctx.clone().task(i, rng(i), self.target.clone()),
+                )
+                .map_err(|e| {
+                    EngineError::Workload(format!(
+                        "cannot start the thread of task {i} of {}: {e}; on {} each task runs on a thread of its own: lower concurrency or raise the process's thread limit",
+                        w.concurrency, w.target
+                    ))
+                })?;
+                tasks.spawn(async move { vec![task.await] });
+            }
+            return Ok(());
+        }
+        let env = std::env::var(shards::ENV).ok();
+        let n = shards::count(w.concurrency, env.as_deref()).map_err(EngineError::Workload)?;
+        let targets = shards::targets(&self.target, n)?;
+        let mut groups: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
+        for i in 0..w.concurrency {
+            let k = i as usize % n;
+            groups[k].push(ctx.clone().task(i, rng(i), targets[k].clone()));
+        }
+        for (k, group) in groups.into_iter().enumerate() {
+            let shard =
+                shards::spawn(format!("benchrun-shard-{k}"), gate.clone(), group).map_err(|e| {
+                    EngineError::Workload(format!(
+                        "cannot start I/O thread {k} of {n} (set {} lower): {e}",
+                        shards::ENV
+                    ))
+                })?;
+            tasks.spawn(shard);
+        }
+        Ok(())
+    }
+}
+
+/// Stops a schedule when dropped.
+struct StopOnDrop(Arc<Schedule>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+impl RunCtx {
+    fn stop(&self, reason: &str) {
+        let mut r = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
+        r.get_or_insert_with(|| reason.to_string());
+        self.schedule.stop();
+    }
+
+    async fn task(
+        self: Arc<Self>,
+        id: u32,
+        mut rng: SmallRng,
+        target: Arc<dyn Target>,
+    ) -> Recorder {
+        let mut rec = Recorder::new(
+            self.metrics.clone(),
+            Recorder::mix_ops(&self.engine_workload),
+        );
+        let start = self.schedule.start();
+        let open_loop = self.schedule.is_open_loop();
+        let mut seq = 0u64;
+        while let Some(ticket) = self.schedule.next(Instant::now()) {
+            // Woken by a stop (signal, error budget, a failed task): at 0.001 ops/s the next
+            // ticket may be 1000 s away.
+            if ticket.due > Instant::now() && self.schedule.sleep_until(ticket.due).await {
+                break;
+            }
+            let began = if open_loop {
+                ticket.due
+            } else {
+                Instant::now()
+            };
+            let mut op = self.mix.pick(&mut rng);
+            let mut delete_key = None;
+            if op == OpKind::Delete {
+                delete_key = self
+                    .written
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .pop_front();
+                if delete_key.is_none() {
+                    // Nothing written yet to delete: draw again from the rest of the mix.
+                    match &self.mix_without_delete {
+                        Some(m) => op = m.pick(&mut rng),
+                        None => continue,
+                    }
+                }
+            }
+            self.metrics.op_started();
+            let outcome = self
+                .run_op(op, id, &mut seq, delete_key, &mut rng, &target)
+                .await;
+            let end = Instant::now();
+            let failed = rec
+                .record(OpResult {
+                    op,
+                    latency: end - began,
+                    finished_at: end - start,
+                    outcome,
+                })
+                .is_some();
+            self.check_budget(failed);
+        }
+        rec
+    }
+
+    fn check_budget(&self, failed: bool) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        let failed = if failed {
+            self.failed.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            self.failed.load(Ordering::Relaxed)
+        };
+        let Some(b) = &self.engine_workload.error_budget else {
+            return;
+        };
+        if let Some(max) = b.max_errors {
+            if failed > max {
+                self.stop(&format!(
+                    "errorBudget: {failed} errors exceed maxErrors {max}"
+                ));
+            }
+        }
+        if let Some(ratio) = b.max_error_ratio {
+            if done >= 100 && failed as f64 / done as f64 > ratio {
+                self.stop(&format!(
+                    "errorBudget: {failed} of {done} operations failed, above maxErrorRatio {ratio}"
+                ));
+            }
+        }
+    }
+}

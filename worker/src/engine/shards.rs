@@ -1,0 +1,161 @@
+//! Tasks of a network target on a few single-threaded runtimes ("shards").
+//!
+//! On tokio's multi-threaded runtime, tasks waiting on sockets are woken by whichever thread
+//! polls the reactor and often run on another: a 1 MiB GET from MinIO at concurrency 16 cost
+//! about 5 context switches, and those hand-offs were about a quarter of the client's CPU per
+//! GiB (see BENCHMARKS.md, "Client CPU"). A shard is one OS thread with a current-thread
+//! runtime, a share of the run's tasks and, where the target can make one, a client of its
+//! own ([`Target::for_shard`]): a task, its connections and the tasks driving them stay on
+//! one thread, so an op is woken where it waits.
+//!
+//! One shard serves up to [`TASKS_PER_SHARD`] tasks, and there are never more shards than
+//! CPUs; `BENCHRUN_IO_THREADS` sets the number. The stop signal, the live metrics and the
+//! ticket counter are the run's, shared as before; a panic in a shard's task is resumed where
+//! the shard is awaited, so the engine stops every other task as it does for one task.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use super::recorder::Recorder;
+use super::threads::Gate;
+use crate::targets::{Target, TargetError};
+
+/// Tasks one shard serves before another is added (until there is one per CPU).
+///
+/// One shard drove 16 tasks of 1 MiB GETs at ~0.23 CPU-s/GiB, i.e. about 4 GiB/s per core;
+/// small objects cost more per op, hence a share well below what a thread can hold.
+pub const TASKS_PER_SHARD: u32 = 32;
+
+/// Environment variable that sets the number of shards (a positive integer).
+pub const ENV: &str = "BENCHRUN_IO_THREADS";
+
+/// How many shards run `concurrency` tasks: `BENCHRUN_IO_THREADS` when set, else one per
+/// [`TASKS_PER_SHARD`] tasks, at most one per CPU, never more than the tasks.
+pub fn count(concurrency: u32, env: Option<&str>) -> Result<usize, String> {
+    let tasks = concurrency.max(1) as usize;
+    if let Some(v) = env {
+        return match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n.min(tasks)),
+            _ => Err(format!(
+                "{ENV}={v:?}: expected a positive number of threads"
+            )),
+        };
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(tasks.div_ceil(TASKS_PER_SHARD as usize).clamp(1, cpus))
+}
+
+/// The target each of `n` shards uses: a new client per shard where the target can make
+/// one, else the shared one.
+pub fn targets(shared: &Arc<dyn Target>, n: usize) -> Result<Vec<Arc<dyn Target>>, TargetError> {
+    (0..n)
+        .map(|_| Ok(shared.for_shard()?.unwrap_or_else(|| shared.clone())))
+        .collect()
+}
+
+/// Run `tasks` on a new OS thread named `name` with a runtime of its own, once `gate` opens.
+/// Returns a future of their recorders, to await on the engine's runtime; a panic of a task
+/// is resumed there.
+pub fn spawn<F>(
+    name: String,
+    gate: Gate,
+    tasks: Vec<F>,
+) -> std::io::Result<impl Future<Output = Vec<Recorder>> + Send + 'static>
+where
+    F: Future<Output = Recorder> + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new().name(name).spawn(move || {
+        gate.wait();
+        let out = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            rt.block_on(async move {
+                let mut set = tokio::task::JoinSet::new();
+                for t in tasks {
+                    set.spawn(t);
+                }
+                let mut out = Vec::with_capacity(set.len());
+                while let Some(joined) = set.join_next().await {
+                    match joined {
+                        Ok(rec) => out.push(rec),
+                        // The rest of this shard is dropped with its runtime; the engine
+                        // stops the other shards when it sees the panic.
+                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                        // Nothing aborts a shard's tasks but the runtime's own drop.
+                        Err(e) => panic!("a task of a shard was cancelled: {e}"),
+                    }
+                }
+                out
+            })
+        }));
+        // The receiver is gone only when the run was dropped; nothing is left to tell.
+        let _ = tx.send(out);
+    })?;
+    Ok(async move {
+        match rx.await {
+            Ok(Ok(out)) => out,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            // catch_unwind above always sends, unless the thread itself was torn down.
+            Err(_) => panic!("a shard's thread ended without a result"),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_shard_per_32_tasks_at_most_one_per_cpu() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(count(1, None), Ok(1));
+        assert_eq!(count(16, None), Ok(1));
+        assert_eq!(count(32, None), Ok(1));
+        assert_eq!(count(33, None), Ok(2.min(cpus)));
+        assert_eq!(count(100_000, None), Ok(cpus));
+    }
+
+    #[test]
+    fn the_environment_sets_the_count_within_the_tasks() {
+        assert_eq!(count(16, Some("4")), Ok(4));
+        assert_eq!(count(2, Some("8")), Ok(2));
+        for bad in ["0", "-1", "two", ""] {
+            let e = count(16, Some(bad)).unwrap_err();
+            assert!(e.contains(ENV) && e.contains("positive"), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn tasks_run_on_the_shard_and_a_panic_reaches_the_caller() {
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let gate = Gate::default();
+        let m = metrics.clone();
+        let names = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let tasks = (0..3)
+            .map(|_| {
+                let (m, names) = (m.clone(), names.clone());
+                async move {
+                    let me = std::thread::current().name().map(str::to_string);
+                    names.lock().unwrap().push(me);
+                    Recorder::new(m, [])
+                }
+            })
+            .collect();
+        let done = spawn("shard-test".into(), gate.clone(), tasks).unwrap();
+        gate.open();
+        assert_eq!(done.await.len(), 3);
+        assert_eq!(*names.lock().unwrap(), vec![Some("shard-test".into()); 3]);
+
+        let failing: Vec<std::pin::Pin<Box<dyn Future<Output = Recorder> + Send>>> = vec![
+            Box::pin(async { panic!("boom in a shard") }),
+            Box::pin(std::future::pending()),
+        ];
+        let done = tokio::spawn(spawn("shard-panic".into(), gate, failing).unwrap());
+        let e = done.await.unwrap_err();
+        let p = e.into_panic();
+        assert_eq!(p.downcast_ref::<&str>(), Some(&"boom in a shard"));
+    }
+}
