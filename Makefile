@@ -1,7 +1,7 @@
 # benchrun: `make test` is the one test command (CI runs it through .ci/run).
 #
 # Stages, in order, each failing loudly:
-#   lint          cargo fmt --check, clippy -D warnings
+#   lint          cargo fmt --check, no import cycles between modules, clippy -D warnings
 #   chart         helm lint/template of charts/benchrun per ci/ overlay, schema, RBAC, dashboard
 #                 queries against the registered metric names, CRDs in sync (offline)
 #   unit          unit tests of every crate (no servers)
@@ -27,6 +27,7 @@ test: lint chart unit local storage cluster
 
 lint:
 	$(CARGO) fmt --all --check
+	python3 tests/lint/module_cycles.py api/src worker/src operator/src
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 chart:

@@ -5,7 +5,7 @@ A module is `src/X.rs` or `src/X/` (with its submodules); it depends on `Y` when
 files names `crate::Y` (in a `use` or a path). `lib.rs` and `main.rs` (the crate roots, which
 name every module) are left out. Prints every cycle found, as `a -> b -> a`, and exits 1.
 
-    tests/lint/module_cycles.py worker/src operator/src
+    tests/lint/module_cycles.py api/src worker/src operator/src
 """
 import re
 import sys
