@@ -4,8 +4,10 @@
 #   bench/object.sh                 both parts;  SECS=10 REPS=3 RATE_MIB=16 to change
 #   bench/object.sh seed-gcs BUCKET PREFIX N SIZE   seed fake-gcs-server (for examples/gcs-*.yaml)
 #
-# 1. GET of 1 MiB objects, concurrency 16: benchrun (ops/s, MiB/s, p50/p99, CPU-s/GiB) vs
-#    rclone copying the same objects with 16 transfers, in the same run.
+# 1. GET and PUT of 1 MiB objects, concurrency 16, rounds interleaved: benchrun (ops/s, MiB/s,
+#    p50/p99, client CPU-s/GiB, requests/op) vs rclone moving the same objects with 16
+#    transfers, with MinIO's CPU seconds in each round (a server-bound round shows as such)
+#    and the 1-minute load average before it (the machine's idle state).
 # 2. Range engine on one 256 MiB object: single GET vs 8 MiB ranges x 8 in flight,
 #    (a) behind bench/bwproxy.py limiting each connection to RATE_MIB MiB/s, (b) direct.
 # Figures go to stdout; BENCHMARKS.md records them.
@@ -37,15 +39,33 @@ OUT=$STATE_DIR/bench-object; rm -rf "$OUT"; mkdir -p "$OUT"
 EP=$BENCHRUN_S3_ENDPOINT B=$BENCHRUN_S3_BUCKET
 STORAGE="storage: { endpoint: '$EP', allowHttp: true }"
 
-summary() { # json -> "ops/s MiB/s p50 p99 cpu-s/GiB requests/op"
-  python3 - "$1" <<'P'
-import json,sys; s=json.load(open(sys.argv[1])); r=s["report"]["get"]; p=s["process"]; o=s["ops"]["get"]
+summary() { # json [op] -> "ops/s MiB/s p50 p99 cpu-s/GiB requests/op errors"
+  python3 - "$1" "${2:-get}" <<'P'
+import json,sys; s=json.load(open(sys.argv[1])); op=sys.argv[2]; r=s["report"][op]; p=s["process"]; o=s["ops"][op]
 gib=o["bytes"]/2**30; cpu=p["cpuUserSeconds"]+p["cpuSystemSeconds"]
 print(f'{r["opsPerSec"]:.0f} {r["mibPerSec"]:.0f} {r["p50Ms"]:.1f} {r["p99Ms"]:.1f} {cpu/gib if gib else 0:.2f} {r["requestsPerOp"]:.1f} {r["errors"]}')
 P
 }
 
-echo "== 1. GET 1 MiB objects from MinIO, concurrency 16, ${SECS}s, $REPS rounds"
+MINIO_PID=$(cat "$STATE_DIR/storage/pids/minio.pid")
+TCK=$(getconf CLK_TCK)
+server_cpu() { awk -v t="$TCK" '{printf "%.2f", ($14 + $15) / t}' "/proc/$MINIO_PID/stat"; }
+FMT='%-16s %5s %8s %8s %8s %8s %10s %7s %6s %8s %6s\n'
+header() { printf "$FMT" tool round ops/s MiB/s p50ms p99ms cpu-s/GiB req/op errors srv-cpu-s load1; }
+# row TOOL ROUND CMD...: CMD prints the figures; adds MinIO's CPU seconds and the load before.
+row() {
+  local load s0 figs s1
+  load=$(cut -d' ' -f1 /proc/loadavg); s0=$(server_cpu)
+  figs=$("${@:3}"); s1=$(server_cpu)
+  # shellcheck disable=SC2086
+  printf "$FMT" "$1" "$2" $figs "$(awk -v a="$s0" -v b="$s1" 'BEGIN{printf "%.2f", b - a}')" "$load"
+}
+bench_round() { # yaml json op
+  "$BR" run "$1" --progress never --summary "$2" > /dev/null 2>&1
+  summary "$2" "$3"
+}
+
+echo "== 1. GET and PUT of 1 MiB objects on MinIO, concurrency 16, ${SECS}s, $REPS rounds"
 cat > "$OUT/prep-get.yaml" <<Y
 target: s3://$B/bench/get/
 totalOps: 1
@@ -62,36 +82,61 @@ ops: [{ op: get }]
 dataset: { prepare: false, cleanup: false }
 $STORAGE
 Y
-# rclone reads the same 512 objects with 16 transfers into tmpfs, repeatedly for SECS seconds.
+# PUTs overwrite 512 keys; signed: the SigV4 payload hash of every body (storage.signPayload).
+for sign in false true; do
+  cat > "$OUT/put-sign-$sign.yaml" <<Y
+target: s3://$B/bench/put/
+duration: ${SECS}s
+concurrency: 16
+objectSize: 1MiB
+ops: [{ op: put }]
+write: { maxObjects: 512 }
+dataset: { prepare: false, cleanup: false }
+storage: { endpoint: '$EP', allowHttp: true, signPayload: $sign }
+Y
+done
+# rclone moves the same 512 objects with 16 transfers between MinIO and tmpfs, repeatedly for
+# SECS seconds, with its checksums off (--ignore-checksum, --s3-disable-checksum).
 export RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BENCH_PROVIDER=Minio \
   RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
   RCLONE_CONFIG_BENCH_ENDPOINT=$EP RCLONE_CONFIG_BENCH_REGION=us-east-1
 # rclone 1.60 refuses AWS_CA_BUNDLE with its own transport ("LoadCustomCABundleError"); the
 # endpoint is plain http anyway.
 unset AWS_CA_BUNDLE
-rclone_round() {
-  python3 - "$SECS" <<'P'
+rclone_round() { # get|put
+  python3 - "$SECS" "$1" <<'P'
 import os, resource, shutil, subprocess, sys, time
-secs = float(sys.argv[1]); dst = "/dev/shm/benchrun-rclone"; n = files = 0
+secs, mode = float(sys.argv[1]), sys.argv[2]
+shm = "/dev/shm/benchrun-rclone"; src = shm + "-src"; n = files = 0
+flags = ["--transfers", "16", "--checkers", "16", "--no-check-dest", "--ignore-checksum",
+         "--no-traverse", "--s3-disable-checksum", "--multi-thread-streams", "0", "--config", "/dev/null"]
+if mode == "put":
+    os.makedirs(src, exist_ok=True)
+    for i in range(512):
+        with open(f"{src}/obj-{i:08d}", "wb") as f:
+            f.write(os.urandom(1 << 20))
 t0 = time.monotonic()
 while time.monotonic() - t0 < secs:
-    shutil.rmtree(dst, ignore_errors=True)
-    subprocess.run(["rclone", "copy", "bench:benchrun/bench/get/", dst, "--transfers", "16",
-                    "--checkers", "16", "--no-check-dest", "--ignore-checksum", "--no-traverse",
-                    "--multi-thread-streams", "0", "--config", "/dev/null"], check=True)
+    if mode == "get":
+        shutil.rmtree(shm, ignore_errors=True)
+        subprocess.run(["rclone", "copy", "bench:benchrun/bench/get/", shm] + flags, check=True)
+    else:
+        subprocess.run(["rclone", "copy", src, "bench:benchrun/bench/put-rclone/"] + flags, check=True)
     files += 512; n += 1
 el = time.monotonic() - t0
-shutil.rmtree(dst, ignore_errors=True)
+shutil.rmtree(shm, ignore_errors=True); shutil.rmtree(src, ignore_errors=True)
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
 cpu = ru.ru_utime + ru.ru_stime
 print(f"{files/el:.0f} {files/el:.0f} - - {cpu/(files/1024):.2f} - 0")
 P
 }
-printf '%-10s %5s %8s %8s %8s %8s %10s %7s %6s\n' tool round ops/s MiB/s p50ms p99ms cpu-s/GiB req/op errors
+header
 for r in $(seq 1 "$REPS"); do
-  "$BR" run "$OUT/get.yaml" --progress never --summary "$OUT/get-$r.json" > /dev/null 2>&1
-  printf '%-10s %5s %8s %8s %8s %8s %10s %7s %6s\n' benchrun "$r" $(summary "$OUT/get-$r.json")
-  printf '%-10s %5s %8s %8s %8s %8s %10s %7s %6s\n' rclone "$r" $(rclone_round)
+  row benchrun-get "$r" bench_round "$OUT/get.yaml" "$OUT/get-$r.json" get
+  row rclone-get "$r" rclone_round get
+  row benchrun-put "$r" bench_round "$OUT/put-sign-false.yaml" "$OUT/put-$r.json" put
+  row benchrun-put-sig "$r" bench_round "$OUT/put-sign-true.yaml" "$OUT/put-signed-$r.json" put
+  row rclone-put "$r" rclone_round put
 done
 
 echo
