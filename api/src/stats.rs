@@ -252,6 +252,63 @@ impl StageStats {
     }
 }
 
+/// How an open-loop stage (`rateLimit`) kept to its schedule, apart from the ops' latency
+/// (which is measured from when each op was due, lag included).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenLoop {
+    /// Operations the schedule made due before the stage ended (the offered load).
+    pub due: u64,
+    /// Operations started: `due - started` were due but never began (every task was busy
+    /// until the end).
+    pub started: u64,
+    /// Operations started more than [`OpenLoop::LATE_US`] after they were due.
+    pub late: u64,
+    /// Sum over the started operations of their scheduling lag (start minus due), in us.
+    pub lag_sum_us: u64,
+    /// The largest scheduling lag, in us.
+    pub lag_max_us: u64,
+}
+
+impl OpenLoop {
+    /// An op that starts later than this after its due time counts as late: beyond the
+    /// timer's granularity (about 1 ms), the tasks could not keep up.
+    pub const LATE_US: u64 = 1_000;
+
+    /// Count one started op that began `lag_us` after it was due.
+    pub fn started(&mut self, lag_us: u64) {
+        self.started = self.started.saturating_add(1);
+        self.lag_sum_us = self.lag_sum_us.saturating_add(lag_us);
+        self.lag_max_us = self.lag_max_us.max(lag_us);
+        if lag_us > Self::LATE_US {
+            self.late = self.late.saturating_add(1);
+        }
+    }
+
+    /// Fold another task's or worker's figures into these.
+    pub fn merge(&mut self, o: &OpenLoop) {
+        self.due = self.due.saturating_add(o.due);
+        self.started = self.started.saturating_add(o.started);
+        self.late = self.late.saturating_add(o.late);
+        self.lag_sum_us = self.lag_sum_us.saturating_add(o.lag_sum_us);
+        self.lag_max_us = self.lag_max_us.max(o.lag_max_us);
+    }
+
+    /// Operations that were due but never started.
+    pub fn not_started(&self) -> u64 {
+        self.due.saturating_sub(self.started)
+    }
+
+    /// Mean scheduling lag in milliseconds (0 when nothing started).
+    pub fn lag_mean_ms(&self) -> f64 {
+        if self.started == 0 {
+            0.0
+        } else {
+            self.lag_sum_us as f64 / self.started as f64 / 1000.0
+        }
+    }
+}
+
 /// The result of a run, or of several merged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -292,6 +349,9 @@ pub struct Summary {
     /// duration or op count: the figures cover only what ran. True once merged if any part is.
     #[serde(default)]
     pub partial: bool,
+    /// With `rateLimit`: the offered load against what started, and the scheduling lag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenLoop>,
 }
 
 /// The format version of the summaries this build writes and reads.
@@ -370,6 +430,7 @@ impl Summary {
             pre_stat: None,
             cleanup: None,
             partial: false,
+            open_loop: None,
         };
         for p in parts {
             if let Some(s) = p.timeline.iter().find(|s| s.second > MAX_TIMELINE_SECONDS) {
@@ -395,6 +456,9 @@ impl Summary {
                 Second::at(&mut out.timeline, s.second).add(s);
             }
             out.process.merge(&p.process);
+            if let Some(o) = &p.open_loop {
+                out.open_loop.get_or_insert_with(OpenLoop::default).merge(o);
+            }
             for (mine, theirs) in [
                 (&mut out.prepare, &p.prepare),
                 (&mut out.pre_stat, &p.pre_stat),
@@ -415,6 +479,28 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
     use std::time::Duration;
+
+    #[test]
+    fn open_loop_figures_add_up_across_workers() {
+        let mut a = summary("a", &[10]);
+        let mut b = summary("b", &[20]);
+        let mut ol = OpenLoop::default();
+        for lag in [0, 500, 3_000] {
+            ol.started(lag);
+        }
+        ol.due = 5;
+        a.open_loop = Some(ol.clone());
+        ol.lag_max_us = 9_000;
+        b.open_loop = Some(ol);
+        let closed = summary("c", &[30]);
+        let m = Summary::merge(&[a, b, closed]).unwrap();
+        let o = m.open_loop.expect("kept when any worker ran open loop");
+        assert_eq!((o.due, o.started, o.late, o.not_started()), (10, 6, 2, 4));
+        assert_eq!((o.lag_sum_us, o.lag_max_us), (7_000, 9_000));
+        assert!((o.lag_mean_ms() - 7.0 / 6.0).abs() < 1e-9);
+        let none = Summary::merge(&[summary("d", &[1])]).unwrap();
+        assert!(none.open_loop.is_none());
+    }
 
     fn summary(id: &str, samples: &[u64]) -> Summary {
         let mut get = OpStats::default();
@@ -445,6 +531,7 @@ mod tests {
             pre_stat: None,
             cleanup: None,
             partial: false,
+            open_loop: None,
         };
         s.refresh();
         s

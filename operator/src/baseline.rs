@@ -175,6 +175,7 @@ mod tests {
             pre_stat: None,
             cleanup: None,
             partial: false,
+            open_loop: None,
         }
     }
 

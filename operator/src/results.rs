@@ -331,6 +331,7 @@ mod tests {
             pre_stat: None,
             cleanup: None,
             partial: false,
+            open_loop: None,
         };
         // Fills `report` as a worker's summary has it.
         Summary::merge(&[s]).expect("one summary merges")

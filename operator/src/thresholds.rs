@@ -148,6 +148,7 @@ mod tests {
             pre_stat: None,
             cleanup: None,
             partial: false,
+            open_loop: None,
         };
         let mut get = OpStats::default();
         let mut lat = Latency::default();

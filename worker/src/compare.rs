@@ -283,6 +283,7 @@ pub(crate) mod tests {
             pre_stat: None,
             cleanup: None,
             partial: false,
+            open_loop: None,
         };
         s.refresh();
         s

@@ -123,6 +123,27 @@ pub fn table(s: &Summary) -> String {
             let _ = writeln!(out, "errors of {op}: {}", kinds.join(", "));
         }
     }
+    if let Some(o) = &s.open_loop {
+        let per_s = |n: u64| {
+            if s.elapsed_seconds > 0.0 {
+                n as f64 / s.elapsed_seconds
+            } else {
+                0.0
+            }
+        };
+        let _ = writeln!(
+            out,
+            "open loop: offered {:.1} ops/s, started {:.1} ops/s ({} due, {} never started); \
+             scheduling lag mean {:.3} ms, max {:.3} ms, {} ops more than 1 ms late",
+            per_s(o.due),
+            per_s(o.started),
+            o.due,
+            o.not_started(),
+            o.lag_mean_ms(),
+            o.lag_max_us as f64 / 1000.0,
+            o.late
+        );
+    }
     let p = &s.process;
     let total = s.total();
     let gib = total.bytes as f64 / (1u64 << 30) as f64;

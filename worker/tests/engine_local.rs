@@ -84,6 +84,9 @@ async fn rate_limit_paces_operations() {
     let s = engine.run(&ds, None, std::future::pending()).await.unwrap();
     let n = s.ops[&OpKind::Stat].count;
     assert!((190..=200).contains(&n), "100 ops/s for 2 s gave {n}");
+    // The offered load is exact; what started is what was counted.
+    let ol = s.open_loop.as_ref().expect("open-loop figures");
+    assert_eq!((ol.due, ol.started), (200, n), "{ol:?}");
     // Paced, not bursty: every full second carries about 100 operations.
     for sec in &s.timeline[..2] {
         assert!(
@@ -112,6 +115,19 @@ async fn open_loop_latency_includes_queueing_behind_a_stall() {
     );
     assert!(get.max_ms > 400.0, "the last ops waited most: {get:?}");
     assert!(get.p50_ms > 3.0 * 50.0, "{get:?}");
+    // The schedule's side, apart from latency: 100 ops offered, at most 1 s / 50 ms started,
+    // every one after the first started behind the one before it, the last ones ~0.5 s late.
+    let ol = s.open_loop.as_ref().expect("open-loop figures");
+    assert_eq!((ol.due, ol.started), (100, get.count), "{ol:?}");
+    assert!(ol.started <= 21 && ol.not_started() >= 79, "{ol:?}");
+    assert!(ol.late >= ol.started - 1, "{ol:?}");
+    assert!(ol.lag_max_us > 400_000, "{ol:?}");
+    let text = benchrun_worker::report::table(&s);
+    let line = format!("{} due, {} never started", ol.due, ol.not_started());
+    assert!(
+        text.contains("open loop: offered") && text.contains(&line),
+        "{text}"
+    );
 
     // The same stall, closed loop: latency is the service time.
     let w = workload(
@@ -122,6 +138,7 @@ async fn open_loop_latency_includes_queueing_behind_a_stall() {
     let s = run_on(w, slow).await;
     let get = &s.report[&OpKind::Get];
     assert!((50.0..80.0).contains(&get.p50_ms), "{get:?}");
+    assert!(s.open_loop.is_none(), "closed loop offers no schedule");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

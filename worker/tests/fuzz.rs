@@ -283,6 +283,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
         pre_stat: None,
         cleanup: None,
         partial: false,
+        open_loop: None,
     };
     s.refresh();
     s

@@ -51,7 +51,7 @@ use sizes::SizeSampler;
 use crate::datagen::DataPattern;
 use crate::metrics::{Metrics, Stage};
 use crate::spec::{Access, OpKind, Workload};
-use crate::stats::{ProcessStats, StageStats, Summary, SUMMARY_VERSION};
+use crate::stats::{OpenLoop, ProcessStats, StageStats, Summary, SUMMARY_VERSION};
 use crate::targets::{self, GetRequest, ObjectInfo, ReadCheck, Target, TargetError};
 
 /// `stopped_by` of a measured stage stopped from outside before it finished.

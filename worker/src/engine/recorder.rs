@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::metrics::Metrics;
 use crate::spec::{OpKind, Workload};
-use crate::stats::{OpStats, Second};
+use crate::stats::{OpStats, OpenLoop, Second};
 use crate::targets::TargetError;
 
 /// What one finished operation contributes.
@@ -56,6 +56,8 @@ pub struct Recorder {
     pub ops: [Option<OpStats>; 5],
     /// All ops together, per second of the measured stage.
     pub timeline: Vec<Second>,
+    /// Open loop: when ops started against when they were due (`due` is set by the run).
+    pub open_loop: OpenLoop,
     metrics: Arc<Metrics>,
 }
 
@@ -69,6 +71,7 @@ impl Recorder {
         Self {
             ops: stats,
             timeline: Vec::new(),
+            open_loop: OpenLoop::default(),
             metrics,
         }
     }
@@ -126,6 +129,7 @@ impl Recorder {
         for s in o.timeline {
             Second::at(&mut self.timeline, s.second).add(&s);
         }
+        self.open_loop.merge(&o.open_loop);
     }
 }
 

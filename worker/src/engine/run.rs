@@ -131,6 +131,10 @@ impl Engine {
             }
         }
         let elapsed = start.elapsed();
+        let open_loop = schedule.due_before(start + elapsed).map(|due| OpenLoop {
+            due,
+            ..all.open_loop.clone()
+        });
         let process = ProcessStats::now().since(&cpu0);
         watcher.abort();
         self.metrics.set_stage(Stage::Done);
@@ -170,6 +174,7 @@ impl Engine {
             pre_stat: dataset.pre_stat.clone(),
             cleanup: None,
             partial,
+            open_loop,
         };
         s.refresh();
         Ok(s)
@@ -268,6 +273,11 @@ impl RunCtx {
                 break;
             }
             let began = if open_loop {
+                // Kept apart from the op's latency (measured from `due`, lag included): how
+                // late the op starts, from busy tasks or the timer's granularity.
+                let lag = Instant::now().saturating_duration_since(ticket.due);
+                rec.open_loop
+                    .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
                 ticket.due
             } else {
                 Instant::now()

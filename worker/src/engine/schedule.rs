@@ -88,6 +88,20 @@ impl Schedule {
         Some(Ticket { index, due })
     }
 
+    /// Open loop: how many tickets were due before `end` (or the deadline, if earlier), i.e.
+    /// the load offered until then; `None` in closed loop, where nothing is ever due.
+    pub fn due_before(&self, end: Instant) -> Option<u64> {
+        let iv = self.interval?;
+        let end = self.deadline.map_or(end, |d| d.min(end));
+        let span = end.saturating_duration_since(self.start);
+        // Tickets 0..n are due at start + i * iv < end: n = ceil(span / iv), in integer ns.
+        let n = match iv.as_nanos() {
+            0 => u64::MAX,
+            iv => u64::try_from(span.as_nanos().div_ceil(iv)).unwrap_or(u64::MAX),
+        };
+        Some(self.max_ops.map_or(n, |m| n.min(m)))
+    }
+
     /// End the stage: no more tickets.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
@@ -118,6 +132,21 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn due_before_counts_the_offered_tickets() {
+        let start = Instant::now();
+        let s = Schedule::new(start, Some(Duration::from_secs(2)), None, Some(100.0));
+        assert_eq!(s.due_before(start), Some(0));
+        assert_eq!(s.due_before(start + Duration::from_millis(1)), Some(1));
+        assert_eq!(s.due_before(start + Duration::from_secs(1)), Some(100));
+        // Never past the deadline, however late the stage ends.
+        assert_eq!(s.due_before(start + Duration::from_secs(60)), Some(200));
+        let capped = Schedule::new(start, None, Some(10), Some(100.0));
+        assert_eq!(capped.due_before(start + Duration::from_secs(1)), Some(10));
+        let closed = Schedule::new(start, Some(Duration::from_secs(2)), None, None);
+        assert_eq!(closed.due_before(start + Duration::from_secs(1)), None);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn open_loop_tickets_are_due_at_the_rate() {
