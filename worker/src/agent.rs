@@ -377,13 +377,23 @@ async fn drive_inner(
         .await
         .map_err(|e| format!("measured stage: {e}"))?;
     agent.lock().started_at = Some(summary.started_at);
+    // A signal (eviction, pod deletion) that ended the measured stage early: what it measured
+    // is less than the workload asked for, so it is never served as a result (the operator
+    // would count it as the worker's whole run). The agent stays in `running`, cleans up, and
+    // exits non-zero saying so; the pod tells the operator why it stopped.
+    let cut_short = agent.lock().signalled_in == Some(AgentStage::Running);
     if cleanup {
-        agent.set_stage(AgentStage::CleaningUp);
+        if !cut_short {
+            agent.set_stage(AgentStage::CleaningUp);
+        }
         match engine.cleanup().await {
             Ok(st) => summary.cleanup = Some(st),
             // A failed cleanup does not void the measurement: warn and keep the result.
             Err(e) => tracing::warn!("cleanup failed: {e}"),
         }
+    }
+    if cut_short {
+        return Ok(());
     }
     {
         let mut i = agent.lock();
@@ -501,6 +511,69 @@ mod tests {
         // Once the operator has the summary, a signal loses nothing.
         agent.lock().summary_fetched = true;
         assert_eq!(agent.stopped_before_collection(), None);
+    }
+
+    /// A signal mid-run (the kubelet evicting the pod): the measured stage stops, the agent
+    /// cleans up but never offers the cut-short summary, and must not exit 0.
+    #[tokio::test]
+    async fn a_signal_mid_run_serves_no_summary() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = Workload::from_yaml(&format!(
+            "target: file://{}\nduration: 60s\nconcurrency: 1\nops: [{{op: put}}]\nobjectSize: 4KiB\ndataset: {{objects: 0}}\nwrite: {{maxObjects: 4}}\nrateLimit: 200\n",
+            dir.path().display()
+        ))
+        .expect("valid workload");
+        let agent = Agent::new("w", "t", Arc::new(Metrics::new()));
+        let driver = {
+            let agent = agent.clone();
+            tokio::spawn(async move {
+                drive(&agent, w, Duration::from_secs(60), Duration::from_secs(60)).await
+            })
+        };
+        // Bounded waits on the agent's own state: ready, then some PUTs measured.
+        let wait = |pred: fn(&AgentStatus) -> bool| {
+            let agent = agent.clone();
+            async move {
+                for _ in 0..1000 {
+                    if pred(&agent.status()) {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                panic!("agent never got there: {:?}", agent.status());
+            }
+        };
+        wait(|s| s.stage == AgentStage::Ready).await;
+        let _ = agent.start_tx.send(Some(Utc::now()));
+        wait(|s| s.stage == AgentStage::Running && s.ops >= 5).await;
+        agent.signalled();
+        let r = tokio::time::timeout(Duration::from_secs(10), driver)
+            .await
+            .expect("the agent stops promptly")
+            .expect("no panic");
+        assert_eq!(r, Ok(()));
+        assert_eq!(agent.status().stage, AgentStage::Running);
+        assert!(agent.lock().summary.is_none(), "no summary to serve");
+        assert_eq!(
+            agent.stopped_before_collection().as_deref(),
+            Some("stopped by a signal in stage running before the operator collected the summary")
+        );
+        // What it wrote is cleaned up all the same.
+        let left: Vec<_> = walk(dir.path());
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out
     }
 
     #[tokio::test]
