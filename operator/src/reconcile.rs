@@ -183,6 +183,17 @@ impl Reconciler<'_> {
         let mut probes: Vec<(usize, WorkerClient)> = Vec::new();
         for i in 0..self.status.workers.len() {
             let w = self.status.workers[i].clone();
+            // The node a scheduled worker's pod was placed on (perNode workers are pinned
+            // from the start), so that a lost worker is named with its node.
+            if let Some(node) = pods
+                .get(&w.pod)
+                .and_then(|p| p.spec.as_ref())
+                .and_then(|s| s.node_name.as_ref())
+            {
+                if w.node.as_ref() != Some(node) {
+                    self.status.workers[i].node = Some(node.clone());
+                }
+            }
             if persisted.contains(&w.name) && w.phase != wp::COLLECTED {
                 // Persisted by an earlier pass that did not get to write the status.
                 let text = results::load_worker(&cms, self.run, &w.name).await?;

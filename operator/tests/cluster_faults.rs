@@ -4,6 +4,8 @@
 //! by tests/cluster/fault.sh and undone even when the test fails. For each: the run ends
 //! Succeeded, every worker's result is counted exactly once, and nothing is left running.
 //! (The storage server stopped mid-run is in cluster_s3.rs, which has MinIO's plumbing.)
+//! And one fault the kubelet makes itself: a worker evicted for writing more than its
+//! emptyDir's `sizeLimit`, which fails the run with the kubelet's reason.
 //!
 //! Every wait is bounded and ends on an observable event (a phase, a worker's state, a node
 //! condition), never on a sleep. These tests change the whole cluster: run them one at a
@@ -13,10 +15,11 @@ mod common;
 
 use std::time::Duration;
 
-use benchrun_operator::crd::{BenchmarkRun, Phase};
+use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
 use benchrun_operator::resources;
 use benchrun_test_support::NODES;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::ListParams;
 use kube::{Api, Client};
 
 use common::*;
@@ -216,4 +219,243 @@ async fn apiserver_restarted_mid_run_loses_nothing() {
     restart.disarm();
     let run = wait_for(&api, "as", Duration::from_secs(180), "finished", finished).await;
     check_complete(&env, &run, "API server restarted").await;
+}
+
+/// The evicted worker's emptyDir `sizeLimit` (as the kubelet prints it in its message).
+const EVICT_LIMIT: &str = "16Mi";
+const EVICT_LIMIT_BYTES: u64 = 16 << 20;
+
+/// One worker on vm2 that writes 1 MiB objects to its emptyDir, cycling through 48 keys
+/// (`write.maxObjects`): it holds up to 48 MiB, three times the volume's 16Mi `sizeLimit`.
+/// The worker's free-space check passes, since statvfs on an emptyDir shows the node's
+/// disk, not the `sizeLimit`; only the kubelet enforces the limit. The PUTs run open-loop at
+/// 8 op/s: the limit is passed within 2 s of the start and all 48 keys exist after 6 s, without
+/// hammering the disk while the kubelet gets round to measuring. 600 s is far longer than the
+/// kubelet needs (see [`EVICTION_BOUND`]), so the eviction ends the run, not the duration.
+/// `cleanup: OnSuccess` keeps the failed run's pod, so the kubelet's own verdict can be read
+/// back from it.
+fn overflowing_one_worker() -> String {
+    format!(
+        r#"
+workload:
+  target: file:///data/bench
+  duration: 600s
+  concurrency: 2
+  ops: [{{op: put}}]
+  objectSize: 1MiB
+  dataset: {{objects: 0}}
+  write: {{maxObjects: 48}}
+  rateLimit: 8
+workers:
+  count: 1
+  nodeSelector: {{kubernetes.io/hostname: vm2}}
+  resources: {{limits: {{cpu: 500m, memory: 256Mi}}, requests: {{cpu: 50m, memory: 32Mi}}}}
+volume: {{emptyDir: {{sizeLimit: {EVICT_LIMIT}}}}}
+failurePolicy: Abort
+startDelay: 3s
+timeout: 15m
+cleanup: OnSuccess
+"#
+    )
+}
+
+/// How long the kubelet may take to evict once the volume is over its limit. Its eviction
+/// manager looks every 10 s, but at volume usage the kubelet measured last: each pod's
+/// volumes are measured (`du`) when the stats analyzer first sees the pod (it looks every
+/// `volumeStatsAggPeriod`, 1 min by default) and then every 1-2 min (the period with a
+/// jitter of 1.0). Worst case about 60 + 120 + 10 s after the pod started; 300 s leaves room
+/// for a loaded machine, and stays well inside the workload's 600 s.
+const EVICTION_BOUND: Duration = Duration::from_secs(300);
+
+/// The workload is bounded (every PUT key is one of `write.maxObjects`) and yet must exceed
+/// the volume's limit by construction, not by speed: checked without a cluster.
+#[test]
+fn the_evicted_workload_overflows_its_volume_by_construction() {
+    let spec: BenchmarkRunSpec = serde_yaml::from_str(&overflowing_one_worker()).expect("spec");
+    benchrun_operator::validate::spec(&spec).expect("a valid run");
+    let w = &spec.workload;
+    let keys = w.write.max_objects.expect("PUTs bounded");
+    let most = keys * w.object_size.max();
+    assert!(
+        most >= 3 * EVICT_LIMIT_BYTES,
+        "{most} B written at most; it must pass the {EVICT_LIMIT} limit by a wide margin"
+    );
+    let limit = spec
+        .volume
+        .as_ref()
+        .and_then(|v| v.empty_dir.as_ref())
+        .and_then(|e| e.size_limit.as_ref())
+        .map(|q| q.0.clone());
+    assert_eq!(limit.as_deref(), Some(EVICT_LIMIT));
+}
+
+/// A worker the kubelet evicts for writing past its emptyDir's `sizeLimit`, mid-run. The
+/// operator records it `Lost` with the kubelet's reason and message (and the worker's own
+/// termination message when the kubelet still has it), and with `failurePolicy: Abort` fails
+/// the run naming it and its node (`Complete=False`, `WorkersLost=True`, both `WorkerLost`).
+/// Nothing measured is counted: the summary of the cut-short measured stage is never served
+/// (the worker stopped by a signal offers none), so none is collected. The pod (kept by
+/// `cleanup: OnSuccess`) is the kubelet's evicted pod, terminated with a non-zero exit code;
+/// the kubelet's own `Evicted` event names the limit.
+///
+/// With one worker `Continue` would fail the same way (no worker left); with several, every
+/// worker would run the same workload and be evicted too, so this test has one worker.
+#[tokio::test]
+async fn worker_evicted_for_emptydir_over_its_limit_fails_the_run() {
+    let env = env("op-evict").await;
+    let _op = spawn_operator(&env);
+    let api = create_run(&env, "ev", &overflowing_one_worker()).await;
+    // The worker writes only in the measured stage (no dataset), so nothing can be evicted
+    // before the run is Running; the eviction may come within seconds of the start, before
+    // this poll sees Running, so a finished run ends this wait too.
+    let running = wait_for(&api, "ev", Duration::from_secs(150), "Running", |r| {
+        phase(r) == Phase::Running || finished(r)
+    })
+    .await;
+    assert!(
+        running
+            .status
+            .as_ref()
+            .is_some_and(|s| s.start_time.is_some()),
+        "the run ended before it started: {:#?}",
+        running.status
+    );
+    let started = tokio::time::Instant::now();
+    let run = wait_for(&api, "ev", EVICTION_BOUND, "finished", finished).await;
+    eprintln!(
+        "finished {:.0} s after Running was seen: {}",
+        started.elapsed().as_secs_f64(),
+        serde_yaml::to_string(&run.status).unwrap_or_default()
+    );
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.workers.len(), 1, "{:#?}", st.workers);
+    let w = st.workers[0].clone();
+    assert_eq!(w.node.as_deref(), Some("vm2"), "{w:?}");
+    let st = run.status.clone().expect("status");
+    let lost = worker(&run, &w.name);
+
+    // The kubelet's verdict, from the pod it evicted. Its containers' statuses settle after
+    // the phase (the kubelet removes an evicted pod's containers, and may then report one as
+    // `ContainerStatusUnknown`, exit 137): wait, bounded, for the worker's to be terminated.
+    let limit_msg =
+        format!("Usage of EmptyDir volume \"data\" exceeds the limit \"{EVICT_LIMIT}\".");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let (ps, term) = loop {
+        let pods = run_pods(&env, "ev").await;
+        assert_eq!(pods.len(), 1, "the evicted pod is kept (OnSuccess)");
+        assert_eq!(pods[0].metadata.name.as_deref(), Some(lost.pod.as_str()));
+        let ps = pods[0].status.clone().unwrap_or_default();
+        let term = ps
+            .container_statuses
+            .iter()
+            .flatten()
+            .find(|c| c.name == resources::CONTAINER)
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.terminated.clone());
+        if let Some(term) = term {
+            break (ps, term);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the evicted worker's container is not terminated after 60 s: {ps:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(ps.phase.as_deref(), Some("Failed"), "{ps:#?}");
+    assert_eq!(ps.reason.as_deref(), Some("Evicted"), "{ps:#?}");
+    assert_eq!(
+        ps.message.as_deref().map(str::trim),
+        Some(limit_msg.as_str()),
+        "{ps:#?}"
+    );
+    // Nothing of the run is left running, and the worker did not exit 0.
+    assert_ne!(
+        term.exit_code, 0,
+        "an evicted worker never exits 0: {term:#?}"
+    );
+
+    // The operator's account of it: the worker Lost with the kubelet's reason and message,
+    // then the worker's termination message when the kubelet still had it when the operator
+    // looked (it is lost with the container when the kubelet removes it first).
+    assert_eq!(lost.phase, "Lost", "{:#?}", st.workers);
+    let msg = lost.message.clone().unwrap_or_default();
+    let rest = msg
+        .strip_prefix(&format!("Evicted: {limit_msg}"))
+        .unwrap_or_else(|| panic!("not the kubelet's reason and message: {msg}"));
+    assert!(
+        rest.is_empty() || (rest.starts_with(" (worker: ") && rest.ends_with(')')),
+        "{msg}"
+    );
+    eprintln!(
+        "worker {} (exit {}, {:?}): {msg}",
+        lost.name, term.exit_code, term.reason
+    );
+
+    // The run: Failed (Abort), naming the worker and the eviction.
+    assert_eq!(st.phase, Phase::Failed, "{st:#?}");
+    let complete = condition(&run, "Complete").expect("Complete condition");
+    assert_eq!(
+        (complete.status.as_str(), complete.reason.as_str()),
+        ("False", "WorkerLost"),
+        "{complete:?}"
+    );
+    let named = format!("{} (pod {}, node vm2): {msg}", lost.name, lost.pod);
+    assert_eq!(complete.message, named);
+    let gone = condition(&run, "WorkersLost").expect("WorkersLost condition");
+    assert_eq!(
+        (
+            gone.status.as_str(),
+            gone.reason.as_str(),
+            gone.message.as_str()
+        ),
+        ("True", "WorkerLost", named.as_str())
+    );
+    let kept = condition(&run, "CleanedUp").expect("CleanedUp condition");
+    assert_eq!(
+        (kept.status.as_str(), kept.reason.as_str()),
+        ("False", "PodsKept")
+    );
+    // Nothing measured was collected or counted.
+    assert!(
+        result_objects(&env, "ev", resources::RESULT_SUMMARY)
+            .await
+            .is_empty(),
+        "no summary of the evicted worker"
+    );
+    assert!(st.results.is_empty(), "no results: {:?}", st.results);
+
+    // The kubelet's own event on the pod.
+    let events: Api<Event> = Api::namespaced(env.client.clone(), env.ns.name());
+    let lp = ListParams::default().fields(&format!("involvedObject.name={}", lost.pod));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = events.list(&lp).await.expect("events");
+        let evicted = list.items.iter().find(|e| {
+            e.reason.as_deref() == Some("Evicted")
+                && e.source.as_ref().and_then(|s| s.component.as_deref()) == Some("kubelet")
+        });
+        if let Some(e) = evicted {
+            assert_eq!(
+                e.message.as_deref().map(str::trim),
+                Some(limit_msg.as_str()),
+                "{e:?}"
+            );
+            assert_eq!(
+                e.source.as_ref().and_then(|s| s.host.as_deref()),
+                Some("vm2"),
+                "{e:?}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no Evicted event from the kubelet for pod {}: {:?}",
+            lost.pod,
+            list.items
+                .iter()
+                .map(|e| (&e.reason, &e.message))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

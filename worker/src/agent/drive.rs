@@ -67,13 +67,23 @@ async fn drive_inner(
         .await
         .map_err(|e| format!("measured stage: {e}"))?;
     agent.lock().started_at = Some(summary.started_at);
+    // A signal (eviction, pod deletion) that ended the measured stage early: what it measured
+    // is less than the workload asked for, so it is never served as a result (the operator
+    // would count it as the worker's whole run). The agent stays in `running`, cleans up, and
+    // exits non-zero saying so; the pod tells the operator why it stopped.
+    let cut_short = agent.lock().signalled_in == Some(AgentStage::Running);
     if cleanup {
-        agent.set_stage(AgentStage::CleaningUp);
+        if !cut_short {
+            agent.set_stage(AgentStage::CleaningUp);
+        }
         match engine.cleanup().await {
             Ok(st) => summary.cleanup = Some(st),
             // A failed cleanup does not void the measurement: warn and keep the result.
             Err(e) => tracing::warn!("cleanup failed: {e}"),
         }
+    }
+    if cut_short {
+        return Ok(());
     }
     {
         let mut i = agent.lock();

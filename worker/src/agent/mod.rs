@@ -338,6 +338,69 @@ mod tests {
         assert_eq!(agent.stopped_before_collection(), None);
     }
 
+    /// A signal mid-run (the kubelet evicting the pod): the measured stage stops, the agent
+    /// cleans up but never offers the cut-short summary, and must not exit 0.
+    #[tokio::test]
+    async fn a_signal_mid_run_serves_no_summary() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let w = Workload::from_yaml(&format!(
+            "target: file://{}\nduration: 60s\nconcurrency: 1\nops: [{{op: put}}]\nobjectSize: 4KiB\ndataset: {{objects: 0}}\nwrite: {{maxObjects: 4}}\nrateLimit: 200\n",
+            dir.path().display()
+        ))
+        .expect("valid workload");
+        let agent = Agent::new("w", "t", Arc::new(Metrics::new()));
+        let driver = {
+            let agent = agent.clone();
+            tokio::spawn(async move {
+                drive(&agent, w, Duration::from_secs(60), Duration::from_secs(60)).await
+            })
+        };
+        // Bounded waits on the agent's own state: ready, then some PUTs measured.
+        let wait = |pred: fn(&AgentStatus) -> bool| {
+            let agent = agent.clone();
+            async move {
+                for _ in 0..1000 {
+                    if pred(&agent.status()) {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                panic!("agent never got there: {:?}", agent.status());
+            }
+        };
+        wait(|s| s.stage == AgentStage::Ready).await;
+        let _ = agent.start_tx.send(Some(Utc::now()));
+        wait(|s| s.stage == AgentStage::Running && s.ops >= 5).await;
+        agent.signalled();
+        let r = tokio::time::timeout(Duration::from_secs(10), driver)
+            .await
+            .expect("the agent stops promptly")
+            .expect("no panic");
+        assert_eq!(r, Ok(()));
+        assert_eq!(agent.status().stage, AgentStage::Running);
+        assert!(agent.lock().summary.is_none(), "no summary to serve");
+        assert_eq!(
+            agent.stopped_before_collection().as_deref(),
+            Some("stopped by a signal in stage running before the operator collected the summary")
+        );
+        // What it wrote is cleaned up all the same.
+        let left: Vec<_> = walk(dir.path());
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out
+    }
+
     #[tokio::test]
     async fn shutdown_before_wait_is_not_lost() {
         let agent = Agent::new("w", "t", Arc::new(Metrics::new()));
