@@ -83,19 +83,25 @@ async fn rate_limit_paces_operations() {
     let ds = engine.prepare().await.unwrap();
     let s = engine.run(&ds, None, std::future::pending()).await.unwrap();
     let n = s.ops[&OpKind::Stat].count;
-    assert!((190..=200).contains(&n), "100 ops/s for 2 s gave {n}");
-    // The offered load is exact; what started is what was counted.
+    // Exact whatever the machine's load: 200 tickets were due in 2 s, and every one either
+    // ran (and was counted) or is reported as never started.
     let ol = s.open_loop.as_ref().expect("open-loop figures");
     assert_eq!((ol.due, ol.started), (200, n), "{ol:?}");
-    // Paced, not bursty: every full second carries about 100 operations.
-    for sec in &s.timeline[..2] {
-        assert!(
-            (90..=110).contains(&sec.ops),
-            "second {} had {} ops",
-            sec.second,
-            sec.ops
-        );
-    }
+    assert_eq!(n + ol.not_started(), 200, "{ol:?}");
+    assert!(n > 0, "{ol:?}");
+    // Paced, not bursty: no op starts before its ticket is due, so the first second can
+    // finish at most the 100 tickets due in it (a busy machine may finish fewer and catch up
+    // later; it can never run ahead). An unpaced run would finish all 200 at once.
+    let first = s.timeline.first().map_or(0, |t| t.ops);
+    assert!(
+        first <= 100,
+        "second 0 finished {first} ops: ran ahead of the rate"
+    );
+    assert!(
+        s.elapsed_seconds >= 1.9,
+        "a paced run lasts its 2 s: {}",
+        s.elapsed_seconds
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,7 +143,9 @@ async fn open_loop_latency_includes_queueing_behind_a_stall() {
     let slow = Observed::new(targets::open(&w).await.unwrap(), Duration::from_millis(50));
     let s = run_on(w, slow).await;
     let get = &s.report[&OpKind::Get];
-    assert!((50.0..80.0).contains(&get.p50_ms), "{get:?}");
+    // At least the 50 ms stall, and far from the open loop's queueing (> 150 ms above); the
+    // upper bound leaves a busy machine 100 ms of scheduling delay.
+    assert!((50.0..150.0).contains(&get.p50_ms), "{get:?}");
     assert!(s.open_loop.is_none(), "closed loop offers no schedule");
 }
 
