@@ -50,15 +50,18 @@ impl AlignedBuf {
         Self { ptr, cap, align }
     }
 
+    /// Bytes the buffer can hold.
     pub fn capacity(&self) -> usize {
         self.cap
     }
 
+    /// The whole buffer.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for cap bytes, initialised by alloc_zeroed.
         unsafe { std::slice::from_raw_parts(self.ptr, self.cap) }
     }
 
+    /// The whole buffer, to fill.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self guarantees exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.cap) }
@@ -95,6 +98,7 @@ pub struct BufferPool {
 }
 
 impl BufferPool {
+    /// An empty pool; buffers are allocated on first use and kept for the next.
     pub fn new() -> Self {
         Self::default()
     }

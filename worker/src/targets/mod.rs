@@ -18,13 +18,10 @@ use async_trait::async_trait;
 use crate::datagen::DataPattern;
 use crate::spec::{TargetUri, Workload};
 
-// Not documented item by item yet: another engineer is reworking these files (performance).
-#[allow(missing_docs)]
 mod buffers;
 mod direct;
 mod file;
 mod local;
-#[allow(missing_docs)]
 pub mod object;
 
 pub use buffers::{AlignedBuf, BufferPool};

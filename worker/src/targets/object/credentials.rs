@@ -14,6 +14,7 @@ use crate::targets::TargetError;
 pub struct Secret(String);
 
 impl Secret {
+    /// The value itself, for the client builder only (never for a message).
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -33,6 +34,7 @@ pub struct CredentialSource {
 }
 
 impl CredentialSource {
+    /// Keys from files in `dir` (a mounted Secret) when given, else from the environment.
     pub fn new(dir: Option<&str>) -> Result<Self, TargetError> {
         let dir = dir.map(PathBuf::from);
         if let Some(d) = &dir {
@@ -100,6 +102,7 @@ impl fmt::Debug for Redactor {
 }
 
 impl Redactor {
+    /// Redact `s` from every message cleaned from now on.
     pub fn add(&mut self, s: &Secret) {
         // Very short values would redact ordinary words; real keys are long.
         if s.0.len() >= 6 {
@@ -107,6 +110,7 @@ impl Redactor {
         }
     }
 
+    /// `msg` with every known secret replaced.
     pub fn clean(&self, msg: &str) -> String {
         let mut out = msg.to_string();
         for s in &self.secrets {

@@ -46,8 +46,11 @@ const PART_CONCURRENCY: usize = 4;
 /// Which service a target talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
+    /// AWS S3 and S3-compatible servers.
     S3,
+    /// Google Cloud Storage.
     Gcs,
+    /// Azure Blob Storage.
     Azure,
 }
 
