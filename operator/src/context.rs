@@ -1,5 +1,6 @@
 //! What every reconcile shares: the operator's configuration and its clients.
 
+use crate::backoff::Backoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +54,8 @@ pub struct Context {
     pub http: reqwest::Client,
     /// The one event recorder of the operator: its cache turns a repeated event into a series.
     pub recorder: Recorder,
+    /// Retry delays of failed passes, per run.
+    pub backoff: Backoff,
 }
 
 impl Context {
@@ -65,6 +68,7 @@ impl Context {
         };
         Self {
             recorder: Recorder::new(client.clone(), reporter),
+            backoff: Backoff::default(),
             client,
             config,
             metrics,

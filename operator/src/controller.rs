@@ -2,7 +2,6 @@
 //! poll, and requeues a failed pass.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -51,11 +50,22 @@ pub async fn run(
         .await;
 }
 
-/// A failed pass: counted by its error label, retried after 5 s.
+/// A failed pass: counted by its error label, retried after a delay that doubles per run
+/// while its passes keep failing (see [`Backoff`](crate::backoff::Backoff)).
 fn error_policy(run: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
-    warn!("reconcile {} failed: {err}", run.name_any());
+    let delay = ctx.backoff.failed(&key(&run));
+    warn!(
+        "reconcile {} failed: {err}; retrying in {}s",
+        run.name_any(),
+        delay.as_secs()
+    );
     ctx.metrics.error(err.metric_label());
-    Action::requeue(Duration::from_secs(5))
+    Action::requeue(delay)
+}
+
+/// `namespace/name`, the key of a run's retry delays.
+fn key(obj: &DynamicObject) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 /// One pass, in a `reconcile` span naming the run, so every log line of the pass says which.
@@ -65,7 +75,12 @@ async fn reconcile_object(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
         namespace = %obj.namespace().unwrap_or_default(),
         run = %obj.name_any()
     );
-    reconcile_decoded(obj, ctx).instrument(span).await
+    let run = key(&obj);
+    let result = reconcile_decoded(obj, ctx.clone()).instrument(span).await;
+    if result.is_ok() {
+        ctx.backoff.reset(&run);
+    }
+    result
 }
 
 /// Decode the run, then reconcile it; a run that does not decode is reported on itself.

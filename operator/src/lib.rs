@@ -23,6 +23,7 @@
 //! - [`netpol`]: the per-run NetworkPolicy: only the operator (and named scrapers) reach workers
 //! - [`policy`]: the administrator's limits on runs (worker images, hostPath)
 //! - [`apicount`]: the operator's own API requests, counted by verb
+//! - [`backoff`]: retry delays of failed passes, per run (5 s doubling to 60 s)
 //! - [`metrics`]: the operator's own Prometheus metrics
 //! - [`failpoint`]: crash points for tests (a panic exactly between two steps)
 //! - [`leader`]: leader election on a Lease, so that only one replica runs the controller
@@ -30,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod apicount;
+pub mod backoff;
 pub mod baseline;
 pub mod client;
 pub mod context;
