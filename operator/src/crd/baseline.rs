@@ -84,13 +84,15 @@ pub struct BaselineStatus {
 /// Relative changes of one op, in percent of the baseline (positive: higher than baseline).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-// Undocumented fields: a doc comment here would become a description in the generated CRD,
-// which must stay as checked in (crds/); to document with the next CRD change.
-#[allow(missing_docs)]
 pub struct OpDelta {
+    /// Change of operations per second, in percent.
     pub ops_per_sec_percent: f64,
+    /// Change of MiB per second, in percent.
     pub mib_per_sec_percent: f64,
+    /// Change of the median latency, in percent.
     pub p50_percent: f64,
+    /// Change of the 99th percentile latency, in percent.
     pub p99_percent: f64,
+    /// Error rate (errors per operation) minus the baseline's, as a fraction (0.01: one point).
     pub error_rate_change: f64,
 }

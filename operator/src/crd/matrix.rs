@@ -23,9 +23,6 @@ pub struct MatrixStatus {
 /// One combination: its child run and, once finished, its merged figures (all ops together).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-// Undocumented fields: a doc comment here would become a description in the generated CRD,
-// which must stay as checked in (crds/); to document with the next CRD change.
-#[allow(missing_docs)]
 pub struct CombinationRow {
     /// `path=value, ...`.
     pub name: String,
@@ -34,17 +31,24 @@ pub struct CombinationRow {
     /// Every measured child run of the combination (one per repeat), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<String>,
+    /// Phase of the combination's child run.
     pub phase: Phase,
+    /// Operations per second, all operations together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ops_per_sec: Option<f64>,
+    /// MiB per second, all operations together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mib_per_sec: Option<f64>,
+    /// Median latency in milliseconds, from the merged histograms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p50_ms: Option<f64>,
+    /// 99th percentile latency in milliseconds, from the merged histograms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ms: Option<f64>,
+    /// Failed operations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<u64>,
+    /// Storage requests per operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_op: Option<f64>,
     /// Client CPU seconds (all workers) per GiB moved.

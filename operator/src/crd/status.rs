@@ -150,31 +150,38 @@ pub struct WorkerStatus {
 /// Live progress of the measured stage, summed over workers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-// Undocumented fields: a doc comment here would become a description in the generated CRD,
-// which must stay as checked in (crds/); to document with the next CRD change.
-#[allow(missing_docs)]
 pub struct Progress {
+    /// Seconds since the workers' common start.
     pub elapsed_seconds: f64,
+    /// Operations completed so far, all workers.
     pub ops: u64,
+    /// Operations failed so far, all workers.
     pub errors: u64,
+    /// Operations per second so far.
     pub ops_per_sec: f64,
 }
 
 /// Results of one operation (or `all`) from merged histograms.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-// Undocumented fields: a doc comment here would become a description in the generated CRD,
-// which must stay as checked in (crds/); to document with the next CRD change.
-#[allow(missing_docs)]
 pub struct OpResult {
+    /// Operations, successful or not.
     pub count: u64,
+    /// Failed operations.
     pub errors: u64,
+    /// Operations per second over the measured stage.
     pub ops_per_sec: f64,
+    /// MiB per second moved by successful operations.
     pub mib_per_sec: f64,
+    /// Median latency in milliseconds.
     pub p50_ms: f64,
+    /// 90th percentile latency in milliseconds.
     pub p90_ms: f64,
+    /// 99th percentile latency in milliseconds.
     pub p99_ms: f64,
+    /// 99.9th percentile latency in milliseconds.
     pub p999_ms: f64,
+    /// Largest latency in milliseconds.
     pub max_ms: f64,
 }
 
