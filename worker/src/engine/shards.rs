@@ -14,7 +14,6 @@
 //! the shard is awaited, so the engine stops every other task as it does for one task.
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use super::recorder::Recorder;
@@ -68,39 +67,25 @@ where
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new().name(name).spawn(move || {
-        gate.wait();
-        let out = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            rt.block_on(async move {
-                let mut set = tokio::task::JoinSet::new();
-                for t in tasks {
-                    set.spawn(t);
+    super::threads::on_thread(name, gate, "a shard", move || {
+        rt.block_on(async move {
+            let mut set = tokio::task::JoinSet::new();
+            for t in tasks {
+                set.spawn(t);
+            }
+            let mut out = Vec::with_capacity(set.len());
+            while let Some(joined) = set.join_next().await {
+                match joined {
+                    Ok(rec) => out.push(rec),
+                    // The rest of this shard is dropped with its runtime; the engine stops
+                    // the other shards when it sees the panic.
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    // Nothing aborts a shard's tasks but the runtime's own drop.
+                    Err(e) => panic!("a task of a shard was cancelled: {e}"),
                 }
-                let mut out = Vec::with_capacity(set.len());
-                while let Some(joined) = set.join_next().await {
-                    match joined {
-                        Ok(rec) => out.push(rec),
-                        // The rest of this shard is dropped with its runtime; the engine
-                        // stops the other shards when it sees the panic.
-                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                        // Nothing aborts a shard's tasks but the runtime's own drop.
-                        Err(e) => panic!("a task of a shard was cancelled: {e}"),
-                    }
-                }
-                out
-            })
-        }));
-        // The receiver is gone only when the run was dropped; nothing is left to tell.
-        let _ = tx.send(out);
-    })?;
-    Ok(async move {
-        match rx.await {
-            Ok(Ok(out)) => out,
-            Ok(Err(panic)) => std::panic::resume_unwind(panic),
-            // catch_unwind above always sends, unless the thread itself was torn down.
-            Err(_) => panic!("a shard's thread ended without a result"),
-        }
+            }
+            out
+        })
     })
 }
 

@@ -55,11 +55,24 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    on_thread(name, gate, "a task", move || {
+        io_inline(|| handle.block_on(task))
+    })
+}
+
+/// Run `work` on a new OS thread named `name` once `gate` opens. Returns a future of its
+/// result, to await on a runtime; a panic on the thread is resumed where it is awaited.
+/// `what` names the thread's job in the one message that cannot happen in practice.
+pub(super) fn on_thread<T: Send + 'static>(
+    name: String,
+    gate: Gate,
+    what: &'static str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<impl Future<Output = T> + Send + 'static> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new().name(name).spawn(move || {
         gate.wait();
-        let out =
-            std::panic::catch_unwind(AssertUnwindSafe(|| io_inline(|| handle.block_on(task))));
+        let out = std::panic::catch_unwind(AssertUnwindSafe(work));
         // The receiver is gone only when the run was dropped; nothing is left to tell.
         let _ = tx.send(out);
     })?;
@@ -68,7 +81,7 @@ where
             Ok(Ok(out)) => out,
             Ok(Err(panic)) => std::panic::resume_unwind(panic),
             // catch_unwind above always sends, unless the thread itself was torn down.
-            Err(_) => panic!("a task's thread ended without a result"),
+            Err(_) => panic!("{what}'s thread ended without a result"),
         }
     })
 }
