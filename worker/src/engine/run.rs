@@ -273,11 +273,6 @@ impl RunCtx {
                 break;
             }
             let began = if open_loop {
-                // Kept apart from the op's latency (measured from `due`, lag included): how
-                // late the op starts, from busy tasks or the timer's granularity.
-                let lag = Instant::now().saturating_duration_since(ticket.due);
-                rec.open_loop
-                    .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
                 ticket.due
             } else {
                 Instant::now()
@@ -297,6 +292,14 @@ impl RunCtx {
                         None => continue,
                     }
                 }
+            }
+            if open_loop {
+                // Kept apart from the op's latency (measured from `due`, lag included): how
+                // late the op starts, from busy tasks or the timer's granularity. Counted
+                // here, where an op surely runs (a delete with nothing to delete does not).
+                let lag = Instant::now().saturating_duration_since(ticket.due);
+                rec.open_loop
+                    .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
             }
             self.metrics.op_started();
             let outcome = self
@@ -328,8 +331,11 @@ impl RunCtx {
         };
         if let Some(max) = b.max_errors {
             if failed > max {
+                // Named by the error that crossed the bound, not by this task's count: tasks
+                // failing at once may reach here in any order, and the first to stop names it.
                 self.stop(&format!(
-                    "errorBudget: {failed} errors exceed maxErrors {max}"
+                    "errorBudget: {} errors exceed maxErrors {max}",
+                    max.saturating_add(1)
                 ));
             }
         }
