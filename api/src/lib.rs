@@ -9,6 +9,7 @@
 //! - [`units`]: byte sizes (`4MiB`) and durations (`30s`) as users write them
 //! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
 //! - [`latency`]: the latency histogram and its bounded serialization
+//! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
@@ -22,6 +23,7 @@ pub mod quote;
 pub mod spec;
 pub mod stats;
 pub mod units;
+pub mod volume;
 
 pub use spec::{OpKind, SpecError, Workload};
 pub use stats::Summary;

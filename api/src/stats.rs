@@ -15,6 +15,7 @@ use crate::spec::OpKind;
 // these stay reachable here, where they always were.
 pub use crate::latency::Latency;
 pub use crate::spec::{histogram_bytes_per_task, mix_ops};
+pub use crate::volume::{CacheResidency, VolumeStats};
 
 /// Everything measured for one operation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -352,6 +353,9 @@ pub struct Summary {
     /// With `rateLimit`: the offered load against what started, and the scheduling lag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,
+    /// Block workloads: the I/O engine, queue depth and page-cache residency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<crate::volume::VolumeStats>,
 }
 
 /// The format version of the summaries this build writes and reads.
@@ -431,6 +435,7 @@ impl Summary {
             cleanup: None,
             partial: false,
             open_loop: None,
+            volume: None,
         };
         for p in parts {
             if let Some(s) = p.timeline.iter().find(|s| s.second > MAX_TIMELINE_SECONDS) {
@@ -458,6 +463,9 @@ impl Summary {
             out.process.merge(&p.process);
             if let Some(o) = &p.open_loop {
                 out.open_loop.get_or_insert_with(OpenLoop::default).merge(o);
+            }
+            if let Some(v) = &p.volume {
+                out.volume.get_or_insert_with(Default::default).merge(v);
             }
             for (mine, theirs) in [
                 (&mut out.prepare, &p.prepare),
@@ -532,6 +540,7 @@ mod tests {
             cleanup: None,
             partial: false,
             open_loop: None,
+            volume: None,
         };
         s.refresh();
         s

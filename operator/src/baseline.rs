@@ -176,6 +176,7 @@ mod tests {
             cleanup: None,
             partial: false,
             open_loop: None,
+            volume: None,
         }
     }
 

@@ -332,6 +332,7 @@ mod tests {
             cleanup: None,
             partial: false,
             open_loop: None,
+            volume: None,
         };
         // Fills `report` as a worker's summary has it.
         Summary::merge(&[s]).expect("one summary merges")

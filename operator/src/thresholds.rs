@@ -149,6 +149,7 @@ mod tests {
             cleanup: None,
             partial: false,
             open_loop: None,
+            volume: None,
         };
         let mut get = OpStats::default();
         let mut lat = Latency::default();

@@ -284,6 +284,7 @@ pub(crate) mod tests {
             cleanup: None,
             partial: false,
             open_loop: None,
+            volume: None,
         };
         s.refresh();
         s

@@ -10,6 +10,7 @@
 //! - [`units`]: byte sizes (`4MiB`) and durations (`30s`) as users write them
 //! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
 //! - [`targets`]: the storage trait and one module per backend (`file`, `direct`, object stores)
+//! - [`volume`]: block workloads' files or raw device: checks, layout, page cache, offsets
 //! - [`datagen`]: the data PUT writes and verified GETs check
 //! - [`engine`]: prepare, the measured stage (op mix, scheduling, recording), cleanup
 //! - [`stats`]: histograms, the summary and its exact merge
@@ -43,6 +44,7 @@ pub mod server;
 pub mod shutdown;
 pub mod sweep;
 pub mod targets;
+pub mod volume;
 
 pub use engine::{Dataset, Engine, EngineError};
 pub use metrics::Metrics;

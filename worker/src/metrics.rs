@@ -40,12 +40,12 @@ pub enum Stage {
 pub struct Metrics {
     /// The registry served on `/metrics`.
     pub registry: Registry,
-    ops: [IntCounter; 5],
-    bytes: [IntCounter; 5],
+    ops: [IntCounter; OpKind::ALL.len()],
+    bytes: [IntCounter; OpKind::ALL.len()],
     errors: IntCounterVec,
     /// All errors, for the progress line (the labelled family has no cheap sum).
     error_total: AtomicU64,
-    latency: [Histogram; 5],
+    latency: [Histogram; OpKind::ALL.len()],
     inflight: IntGauge,
     stage: IntGauge,
     ready: AtomicBool,
@@ -158,7 +158,7 @@ impl Metrics {
 
     /// Totals over all ops: (operations, bytes, errors), for the progress line.
     pub fn totals(&self) -> (u64, u64, u64) {
-        let sum = |cs: &[IntCounter; 5]| cs.iter().map(|c| c.get()).sum::<u64>();
+        let sum = |cs: &[IntCounter; OpKind::ALL.len()]| cs.iter().map(|c| c.get()).sum::<u64>();
         (
             sum(&self.ops),
             sum(&self.bytes),

@@ -284,6 +284,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
         cleanup: None,
         partial: false,
         open_loop: None,
+        volume: None,
     };
     s.refresh();
     s

@@ -116,3 +116,9 @@ pub mod null_is_default {
         range_chunk
     );
 }
+pub fn queue_depth() -> u32 {
+    1
+}
+pub fn block_files() -> u32 {
+    1
+}

@@ -55,3 +55,11 @@ pub const MAX_NESTING: usize = 32;
 pub use crate::quote::MAX_QUOTED;
 /// Errors listed for one file; the rest are counted.
 pub const MAX_ERRORS_SHOWN: usize = 20;
+/// `block.queueDepth`: I/Os in flight per task (fio's `iodepth`).
+pub const MAX_QUEUE_DEPTH: u32 = 1024;
+/// One block (`block.blockSize`, every size of `block.blockSizes`).
+pub const MAX_BLOCK_SIZE: u64 = 64 << 20;
+/// `block.files`: files per task (or in all, when shared).
+pub const MAX_BLOCK_FILES: u32 = 4096;
+/// I/O buffers of a block workload in all: `concurrency` x `queueDepth` x the largest block.
+pub const MAX_BLOCK_BUFFER_BYTES: u64 = 4 << 30;

@@ -8,6 +8,7 @@
 //! hand-written serde and schema), `defaults`, [`limits`], `uri` (the target URI parser),
 //! `parse` (bounded YAML parsing), `validate` (the bounds and cross-field checks) and `error`.
 
+mod block;
 mod defaults;
 mod error;
 pub mod limits;
@@ -28,6 +29,7 @@ use defaults::null_is_default;
 
 // In a leaf module, so `units` and `stats` quote user input without depending on `spec`.
 pub use crate::quote::clip;
+pub use block::{BlockSizeWeight, BlockSpec, IoEngine};
 pub use error::{FieldError, SpecError};
 pub use parse::precheck;
 pub use size::{SizeDistribution, SizeSpec};
@@ -88,6 +90,10 @@ pub struct Workload {
     /// Seed for every random choice (op mix, keys, sizes, data). Same seed, same sequence.
     #[serde(default = "defaults::seed")]
     pub seed: u64,
+    /// Block I/O inside large files or a raw block device, as fio does (ops `read` and
+    /// `write`). Unset: the target is a bucket of objects (`get`, `put`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<BlockSpec>,
     /// Connection settings for object storage; ignored for `file://` and `direct://`.
     #[serde(default)]
     pub storage: StorageSpec,
@@ -109,16 +115,22 @@ pub enum OpKind {
     List,
     /// Delete an object written by this run's `put`s.
     Delete,
+    /// Block workloads (`block`): read one block at an offset inside a file or device.
+    Read,
+    /// Block workloads (`block`): overwrite one block in place inside a file or device.
+    Write,
 }
 
 impl OpKind {
     /// Every op, in [`OpKind::index`] order.
-    pub const ALL: [OpKind; 5] = [
+    pub const ALL: [OpKind; 7] = [
         OpKind::Get,
         OpKind::Put,
         OpKind::Stat,
         OpKind::List,
         OpKind::Delete,
+        OpKind::Read,
+        OpKind::Write,
     ];
 
     /// The name as written in a workload (`get`, `put`, ...).
@@ -129,7 +141,14 @@ impl OpKind {
             OpKind::Stat => "stat",
             OpKind::List => "list",
             OpKind::Delete => "delete",
+            OpKind::Read => "read",
+            OpKind::Write => "write",
         }
+    }
+
+    /// Whether the op is block I/O inside a file or device (`read`, `write`).
+    pub fn is_block(self) -> bool {
+        matches!(self, OpKind::Read | OpKind::Write)
     }
 
     /// Dense index, for per-op arrays on the hot path.

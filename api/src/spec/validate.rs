@@ -49,7 +49,7 @@ impl Workload {
                 ),
             );
         } else {
-            let mut seen = [false; 5];
+            let mut seen = [false; OpKind::ALL.len()];
             for (i, w) in self.ops.iter().enumerate() {
                 if std::mem::replace(&mut seen[w.op.index()], true) {
                     bad(
@@ -59,6 +59,7 @@ impl Workload {
                 }
             }
         }
+        super::block::validate(self, uri.as_ref(), &mut bad);
         if self.weight_of(OpKind::Delete) > 0 && self.weight_of(OpKind::Put) == 0 {
             bad("ops", "`delete` removes objects written by `put`, so it needs `put` with a weight above 0".into());
         }

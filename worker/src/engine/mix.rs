@@ -61,7 +61,7 @@ mod tests {
         ];
         let mix = OpMix::new(&ops, |_| false).unwrap();
         let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
-        let mut counts = [0u32; 5];
+        let mut counts = [0u32; OpKind::ALL.len()];
         for _ in 0..100_000 {
             counts[mix.pick(&mut rng).index()] += 1;
         }

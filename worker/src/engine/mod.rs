@@ -20,7 +20,9 @@
 //!   tickets, object sizes, per-task recording, `stopWhenStable`
 //! - `threads.rs`, `shards.rs`: where tasks run (a thread each for local files, a few
 //!   single-threaded runtimes for network targets)
+//! - `block/`: block workloads' tasks (io_uring or sync) on a [`Volume`]
 
+mod block;
 mod mix;
 mod ops;
 mod prepare;
@@ -53,6 +55,7 @@ use crate::metrics::{Metrics, Stage};
 use crate::spec::{Access, OpKind, Workload};
 use crate::stats::{OpenLoop, ProcessStats, StageStats, Summary, SUMMARY_VERSION};
 use crate::targets::{self, GetRequest, ObjectInfo, ReadCheck, Target, TargetError};
+use crate::volume::{Layout, Volume};
 
 /// `stopped_by` of a measured stage stopped from outside before it finished.
 pub const INTERRUPTED: &str = "interrupted";
@@ -95,6 +98,8 @@ pub struct Dataset {
     pub prepare: Option<StageStats>,
     /// The pre-stat of the dataset, when it ran.
     pub pre_stat: Option<StageStats>,
+    /// Block workloads: what laying the volume's dataset out did.
+    pub layout: Option<Layout>,
 }
 
 /// A workload bound to its target.
@@ -107,6 +112,9 @@ pub struct Engine {
     pattern: Arc<DataPattern>,
     object_sizes: SizeSampler,
     dataset_sizes: SizeSampler,
+    /// Block workloads: the files or device their reads and writes go to. `target` is then
+    /// the local target of the same path, used only for its read plan.
+    volume: Option<Arc<Volume>>,
 }
 
 impl Engine {
@@ -116,6 +124,22 @@ impl Engine {
         metrics: Arc<Metrics>,
         worker_id: &str,
     ) -> Result<Self, EngineError> {
+        if workload.block.is_some() {
+            let w = workload.clone();
+            let volume = tokio::task::spawn_blocking(move || Volume::open(&w))
+                .await
+                .map_err(|e| EngineError::Workload(format!("opening the volume: {e}")))?
+                .map_err(|e| EngineError::Workload(e.to_string()))?;
+            // A directory gets the same checks as for objects (writable; O_DIRECT not on
+            // tmpfs); a device has had its own.
+            let target = match volume.kind {
+                crate::volume::Kind::Files { .. } => targets::open(&workload).await?,
+                crate::volume::Kind::Device(_) => targets::local(&workload)?,
+            };
+            let mut e = Self::with_target(workload, target, metrics, worker_id)?;
+            e.volume = Some(Arc::new(volume));
+            return Ok(e);
+        }
         let target = targets::open(&workload).await?;
         Self::with_target(workload, target, metrics, worker_id)
     }
@@ -143,6 +167,7 @@ impl Engine {
             pattern,
             object_sizes,
             dataset_sizes,
+            volume: None,
         })
     }
 

@@ -23,6 +23,10 @@ impl RunCtx {
                 .ok_or_else(|| TargetError::Other("the dataset is empty".into()))
         };
         match op {
+            // Validation keeps block ops out of object workloads; they run in `block`.
+            OpKind::Read | OpKind::Write => Err(TargetError::Unsupported(format!(
+                "`{op}` is block I/O: give the workload a `block` section"
+            ))),
             OpKind::Get => {
                 let obj = pick(rng)?;
                 let mut req = self.get.clone();

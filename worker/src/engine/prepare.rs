@@ -47,6 +47,22 @@ impl Engine {
     /// Create the dataset (or list the existing one), then pre-stat it if asked.
     pub async fn prepare(&self) -> Result<Dataset, EngineError> {
         self.metrics.set_stage(Stage::Preparing);
+        if let Some(v) = self.volume.clone() {
+            let layout = tokio::task::spawn_blocking(move || v.prepare())
+                .await
+                .map_err(|e| EngineError::Workload(format!("laying the volume out: {e}")))?
+                .map_err(|e| EngineError::Workload(format!("laying the volume out: {e}")))?;
+            return Ok(Dataset {
+                prepare: Some(StageStats {
+                    seconds: layout.seconds,
+                    objects: (layout.regions - layout.reused) as u64,
+                    bytes: layout.bytes,
+                    ..Default::default()
+                }),
+                layout: Some(layout),
+                ..Default::default()
+            });
+        }
         self.check_space()?;
         let w = &self.workload;
         let needs_dataset = w.weight_of(OpKind::Get) + w.weight_of(OpKind::Stat) > 0;
@@ -163,6 +179,19 @@ impl Engine {
     pub async fn cleanup(&self) -> Result<StageStats, EngineError> {
         self.metrics.set_stage(Stage::CleaningUp);
         let started = Instant::now();
+        if let Some(v) = self.volume.clone() {
+            let (removed, errors) = tokio::task::spawn_blocking(move || v.cleanup())
+                .await
+                .map_err(|e| EngineError::Workload(format!("removing the volume's files: {e}")))?;
+            self.metrics.set_stage(Stage::Done);
+            return Ok(StageStats {
+                seconds: started.elapsed().as_secs_f64(),
+                objects: removed,
+                requests: removed + errors,
+                errors,
+                ..Default::default()
+            });
+        }
         let scope = if self.workload.dataset.prepare {
             self.workload.dataset.prefix.clone()
         } else {

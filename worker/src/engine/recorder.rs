@@ -53,7 +53,7 @@ pub struct Done {
 #[derive(Debug)]
 pub struct Recorder {
     /// Per op (by [`OpKind::index`]); `None` for an op the mix never picks.
-    pub ops: [Option<OpStats>; 5],
+    pub ops: [Option<OpStats>; OpKind::ALL.len()],
     /// All ops together, per second of the measured stage.
     pub timeline: Vec<Second>,
     /// Open loop: when ops started against when they were due (`due` is set by the run).
@@ -64,7 +64,7 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder with histograms for `ops` only (the ops of the mix).
     pub fn new(metrics: Arc<Metrics>, ops: impl IntoIterator<Item = OpKind>) -> Self {
-        let mut stats: [Option<OpStats>; 5] = Default::default();
+        let mut stats: [Option<OpStats>; OpKind::ALL.len()] = Default::default();
         for op in ops {
             stats[op.index()].get_or_insert_with(OpStats::default);
         }

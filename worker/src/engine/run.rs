@@ -13,6 +13,19 @@ impl Engine {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Summary, EngineError> {
         let w = &self.workload;
+        // Block workloads: the engine picked and the page cache measured before the start.
+        let block = match &self.volume {
+            Some(v) => {
+                let chosen = block::choose(v.spec.engine, v.spec.queue_depth)?;
+                let vol = v.clone();
+                let resident = tokio::task::spawn_blocking(move || vol.resident())
+                    .await
+                    .ok()
+                    .flatten();
+                Some((v.clone(), chosen, resident))
+            }
+            None => None,
+        };
         let mut shutdown = Box::pin(shutdown);
         // A stop while waiting for the start (the operator's synchronized start may be far
         // off) ends the run at once, with an empty partial summary.
@@ -91,7 +104,11 @@ impl Engine {
         let cpu0 = ProcessStats::now();
         let mut tasks = tokio::task::JoinSet::new();
         let gate = threads::Gate::default();
-        if let Err(e) = self.start_tasks(&ctx, &gate, &mut tasks) {
+        let started = match &block {
+            Some((v, chosen, _)) => self.start_block_tasks(v, chosen, &ctx, &gate, &mut tasks),
+            None => self.start_tasks(&ctx, &gate, &mut tasks),
+        };
+        if let Err(e) = started {
             // Stop the tasks already started (at their next ticket) and wait for them.
             ctx.stop("a task's thread could not be started");
             gate.open();
@@ -136,6 +153,23 @@ impl Engine {
             ..all.open_loop.clone()
         });
         let process = ProcessStats::now().since(&cpu0);
+        let volume = match block {
+            Some((v, chosen, resident_at_start)) => {
+                let vol = v.clone();
+                let resident_at_end = tokio::task::spawn_blocking(move || vol.resident())
+                    .await
+                    .ok()
+                    .flatten();
+                Some(volume_stats(
+                    &v,
+                    &chosen,
+                    dataset,
+                    resident_at_start,
+                    resident_at_end,
+                ))
+            }
+            None => None,
+        };
         watcher.abort();
         self.metrics.set_stage(Stage::Done);
         let stopped_by = ctx
@@ -175,6 +209,7 @@ impl Engine {
             cleanup: None,
             partial,
             open_loop,
+            volume,
         };
         s.refresh();
         Ok(s)
@@ -237,6 +272,39 @@ impl Engine {
     }
 }
 
+/// The summary's volume figures of a block run.
+fn volume_stats(
+    v: &Volume,
+    chosen: &block::Chosen,
+    dataset: &Dataset,
+    resident_at_start: Option<u64>,
+    resident_at_end: Option<u64>,
+) -> crate::stats::VolumeStats {
+    let layout = dataset.layout.clone().unwrap_or_default();
+    crate::stats::VolumeStats {
+        engines: std::collections::BTreeMap::from([(chosen.name().to_string(), 1)]),
+        fallback_reason: match chosen {
+            block::Chosen::Sync(reason) => reason.clone(),
+            block::Chosen::Uring => None,
+        },
+        queue_depth: v.spec.queue_depth,
+        direct: v.direct,
+        dataset_bytes: v.dataset_bytes(),
+        reused: (layout.regions > 0 && layout.reused == layout.regions) as u32,
+        layout_seconds: layout.seconds,
+        precondition_seconds: layout.precondition_seconds,
+        cache: match (resident_at_start, resident_at_end) {
+            (Some(s), Some(e)) => Some(crate::stats::CacheResidency {
+                bytes: v.dataset_bytes(),
+                resident_at_start: s,
+                resident_at_end: e,
+                dropped: layout.dropped as u32,
+            }),
+            _ => None,
+        },
+    }
+}
+
 /// Stops a schedule when dropped.
 struct StopOnDrop(Arc<Schedule>);
 
@@ -247,7 +315,7 @@ impl Drop for StopOnDrop {
 }
 
 impl RunCtx {
-    fn stop(&self, reason: &str) {
+    pub(super) fn stop(&self, reason: &str) {
         let mut r = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
         r.get_or_insert_with(|| reason.to_string());
         self.schedule.stop();
@@ -319,7 +387,7 @@ impl RunCtx {
         rec
     }
 
-    fn check_budget(&self, failed: bool) {
+    pub(super) fn check_budget(&self, failed: bool) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         let failed = if failed {
             self.failed.fetch_add(1, Ordering::Relaxed) + 1

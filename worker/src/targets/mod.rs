@@ -302,6 +302,19 @@ pub async fn open(workload: &Workload) -> Result<Arc<dyn Target>, TargetError> {
     Ok(target)
 }
 
+/// The `file://` or `direct://` target of a workload, unchecked: for a block workload on a
+/// raw device, which the volume checks itself.
+pub fn local(workload: &Workload) -> Result<Arc<dyn Target>, TargetError> {
+    match workload.target_uri().map_err(TargetError::Config)? {
+        TargetUri::File { root } => Ok(Arc::new(file::FileTarget::new(root, workload))),
+        TargetUri::Direct { root } => Ok(Arc::new(direct::DirectTarget::new(root, workload))),
+        other => Err(TargetError::Config(format!(
+            "{}:// is not a local target",
+            other.scheme()
+        ))),
+    }
+}
+
 /// The read plan a workload asks for on a target.
 pub fn read_plan(workload: &Workload, target: &dyn Target) -> ChunkPlan {
     let r = &workload.read;

@@ -1,0 +1,326 @@
+//! Block workloads: reads and writes of a block size at offsets inside large files or a raw
+//! block device, at a queue depth, as fio does. The fio option each key maps to is named in
+//! its doc comment (and in docs/VOLUMES.md).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[cfg(test)]
+use super::FieldError;
+use super::{defaults, limits, Access, OpKind, TargetUri, Workload};
+use crate::units::{ByteSize, HumanDuration};
+
+/// Block I/O inside large files (under a `file://` or `direct://` directory) or inside a raw
+/// block device (a `file://` or `direct://` path that is a block device). Writes overwrite in
+/// place, so the space a run uses is fixed and known before it starts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockSpec {
+    /// Size of every read and write (fio `bs`). Default 4KiB; excludes `blockSizes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maximum" = limits::MAX_BLOCK_SIZE))]
+    pub block_size: Option<ByteSize>,
+    /// A mix of block sizes (fio `bssplit`): each I/O picks one with probability
+    /// weight / sum of weights. Excludes `blockSize`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub block_sizes: Vec<BlockSizeWeight>,
+    /// I/Os in flight per task (fio `iodepth`). Default 1.
+    #[serde(default = "defaults::queue_depth")]
+    #[schemars(range(min = 1, max = limits::MAX_QUEUE_DEPTH))]
+    pub queue_depth: u32,
+    /// Offsets: `random` (fio `randread`/`randwrite`/`randrw`), aligned to the block size and
+    /// uniform over the whole file or range, or `sequential` (fio `read`/`write`/`rw`), each
+    /// task walking its files from the start, wrapping around.
+    #[serde(default)]
+    pub access: Access,
+    /// Size of each file (fio `size` / `nrfiles`). On a block device, the length of the range
+    /// used from `offset`; default the rest of the device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<ByteSize>,
+    /// Files of each task, or in all when `shared` (fio `nrfiles`). Default 1; 1 on a device.
+    #[serde(default = "defaults::block_files")]
+    #[schemars(range(min = 1, max = limits::MAX_BLOCK_FILES))]
+    pub files: u32,
+    /// Every task does I/O on the same files (fio's `filename` shared by jobs) instead of
+    /// each on its own. A device is always shared.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+    /// Block device only: the first byte of the range used (fio `offset`). Nothing outside
+    /// `offset` .. `offset + fileSize` is ever read or written.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset: ByteSize,
+    /// How I/Os are issued (fio `ioengine`): `auto` (io_uring, or `sync` where io_uring is
+    /// refused, the reason in the summary), `ioUring` (fail if refused) or `sync`.
+    #[serde(default)]
+    pub engine: IoEngine,
+    /// Drop the dataset from the page cache before the measured stage (fio `invalidate`,
+    /// default true): written back, then `posix_fadvise(DONTNEED)`, no privileges needed.
+    #[serde(default = "defaults::yes")]
+    pub drop_cache: bool,
+    /// Create files without writing their data (sparse; reads of unwritten blocks may never
+    /// reach the device). Default false: files are laid out with real data.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sparse: bool,
+    /// Random overwrites of the whole dataset for this long after the layout and before the
+    /// measured stage (SSD preconditioning: steady state, not fresh-out-of-box figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<HumanDuration>,
+    /// Block device only: write even though the device carries a file system, partition
+    /// table or other signature (its contents in the range are destroyed). A mounted device
+    /// is refused whatever this says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_destroy: bool,
+}
+
+fn is_zero(b: &ByteSize) -> bool {
+    b.0 == 0
+}
+
+/// One entry of a block-size mix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockSizeWeight {
+    /// The block size.
+    #[schemars(extend("maximum" = limits::MAX_BLOCK_SIZE))]
+    pub size: ByteSize,
+    /// Relative weight; 0 disables the entry.
+    #[serde(default = "defaults::weight")]
+    #[schemars(range(max = limits::MAX_WEIGHT))]
+    pub weight: u32,
+}
+
+/// How a block workload issues its I/Os.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum IoEngine {
+    /// io_uring, or `sync` where the kernel or a seccomp profile refuses io_uring.
+    #[default]
+    Auto,
+    /// io_uring (fio `ioengine=io_uring`): `queueDepth` I/Os in flight from one thread per
+    /// task. The run fails where io_uring is refused.
+    IoUring,
+    /// Blocking `pread`/`pwrite` (fio `ioengine=psync`): `queueDepth` threads per task, one
+    /// I/O each.
+    Sync,
+}
+
+impl IoEngine {
+    /// The name as written in a workload.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoEngine::Auto => "auto",
+            IoEngine::IoUring => "ioUring",
+            IoEngine::Sync => "sync",
+        }
+    }
+}
+
+impl BlockSpec {
+    /// The block sizes and their weights (a single `blockSize`, 4KiB by default).
+    pub fn sizes(&self) -> Vec<(u64, u32)> {
+        if self.block_sizes.is_empty() {
+            vec![(self.block_size.map_or(4096, |b| b.0), 1)]
+        } else {
+            self.block_sizes
+                .iter()
+                .filter(|b| b.weight > 0)
+                .map(|b| (b.size.0, b.weight))
+                .collect()
+        }
+    }
+
+    /// The largest block an I/O can be.
+    pub fn max_block(&self) -> u64 {
+        self.sizes().iter().map(|s| s.0).max().unwrap_or(4096)
+    }
+}
+
+/// The checks of a block workload (and of block ops without one), pushed to `bad`.
+pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMut(&str, String)) {
+    let block_ops: Vec<OpKind> = w
+        .ops
+        .iter()
+        .filter(|o| o.weight > 0)
+        .map(|o| o.op)
+        .collect();
+    let Some(b) = &w.block else {
+        if block_ops.iter().any(|o| o.is_block()) {
+            bad(
+                "ops",
+                "`read` and `write` are block I/O: give a `block` section (blockSize, queueDepth, fileSize, ...)".into(),
+            );
+        }
+        return;
+    };
+    if let Some(op) = block_ops.iter().find(|o| !o.is_block()) {
+        bad(
+            "ops",
+            format!("a block workload issues `read` and `write` only, not `{op}` (without `block`, the target is a bucket of objects)"),
+        );
+    }
+    if let Some(u) = uri {
+        if !u.is_local() {
+            bad(
+                "block",
+                format!("block I/O needs a file:// or direct:// target (a directory or a block device), not {}://", u.scheme()),
+            );
+        }
+    }
+    if b.block_size.is_some() && !b.block_sizes.is_empty() {
+        bad(
+            "block.blockSize",
+            "give blockSize or blockSizes, not both".into(),
+        );
+    }
+    if !b.block_sizes.is_empty() && b.block_sizes.iter().all(|s| s.weight == 0) {
+        bad(
+            "block.blockSizes",
+            "at least one size needs a weight above 0".into(),
+        );
+    }
+    let direct = matches!(uri, Some(TargetUri::Direct { .. }));
+    let mut check_bs = |path: String, v: u64| {
+        if v == 0 {
+            bad(&path, "must be greater than 0".into());
+        } else if v > limits::MAX_BLOCK_SIZE {
+            bad(
+                &path,
+                format!(
+                    "{} is above the largest block, {}",
+                    ByteSize(v),
+                    ByteSize(limits::MAX_BLOCK_SIZE)
+                ),
+            );
+        } else if direct && v % limits::DIRECT_ALIGN as u64 != 0 {
+            bad(
+                &path,
+                format!(
+                    "{} is not a multiple of {} B, which O_DIRECT (direct://) needs",
+                    ByteSize(v),
+                    limits::DIRECT_ALIGN
+                ),
+            );
+        }
+    };
+    if let Some(bs) = b.block_size {
+        check_bs("block.blockSize".into(), bs.0);
+    }
+    for (i, s) in b.block_sizes.iter().enumerate() {
+        check_bs(format!("block.blockSizes[{i}].size"), s.size.0);
+    }
+    if !(1..=limits::MAX_QUEUE_DEPTH).contains(&b.queue_depth) {
+        bad(
+            "block.queueDepth",
+            format!(
+                "must be 1 to {} (got {})",
+                limits::MAX_QUEUE_DEPTH,
+                b.queue_depth
+            ),
+        );
+    }
+    if !(1..=limits::MAX_BLOCK_FILES).contains(&b.files) {
+        bad(
+            "block.files",
+            format!("must be 1 to {} (got {})", limits::MAX_BLOCK_FILES, b.files),
+        );
+    }
+    let max_block = b.max_block();
+    if let Some(fs) = b.file_size {
+        if fs.0 < max_block {
+            bad(
+                "block.fileSize",
+                format!(
+                    "{fs} is smaller than the largest block ({})",
+                    ByteSize(max_block)
+                ),
+            );
+        }
+        if direct && fs.0 % limits::DIRECT_ALIGN as u64 != 0 {
+            bad(
+                "block.fileSize",
+                format!(
+                    "{fs} is not a multiple of {} B, which O_DIRECT (direct://) needs",
+                    limits::DIRECT_ALIGN
+                ),
+            );
+        }
+        let copies = if b.shared { 1 } else { w.concurrency as u64 };
+        let total = fs.0.saturating_mul(b.files as u64).saturating_mul(copies);
+        if total > limits::MAX_DATASET_BYTES {
+            bad(
+                "block.fileSize",
+                format!(
+                    "fileSize x files{} is {}, above {}",
+                    if b.shared { "" } else { " x concurrency" },
+                    ByteSize(total),
+                    ByteSize(limits::MAX_DATASET_BYTES)
+                ),
+            );
+        }
+    }
+    if direct && b.offset.0 % limits::DIRECT_ALIGN as u64 != 0 {
+        bad(
+            "block.offset",
+            format!(
+                "{} is not a multiple of {} B, which O_DIRECT (direct://) needs",
+                b.offset,
+                limits::DIRECT_ALIGN
+            ),
+        );
+    }
+    let buffers = (w.concurrency as u64)
+        .saturating_mul(b.queue_depth as u64)
+        .saturating_mul(max_block);
+    if buffers > limits::MAX_BLOCK_BUFFER_BYTES {
+        bad(
+            "block.queueDepth",
+            format!(
+                "concurrency x queueDepth x the largest block is {} of I/O buffers, above {}: lower one of them",
+                ByteSize(buffers),
+                ByteSize(limits::MAX_BLOCK_BUFFER_BYTES)
+            ),
+        );
+    }
+    if let Some(p) = b.precondition {
+        if p.0.is_zero() {
+            bad(
+                "block.precondition",
+                "must be greater than 0 (or left out)".into(),
+            );
+        }
+    }
+    let r = &w.read;
+    if r.chunk_size.is_some() || r.whole_object || r.adaptive.is_some() || r.verify {
+        bad(
+            "read",
+            "a block workload reads `blockSize` at a time: read.chunkSize, wholeObject, adaptive and verify do not apply".into(),
+        );
+    }
+    if w.write.max_objects.is_some() || w.write.fsync {
+        bad(
+            "write",
+            "a block workload overwrites in place: write.maxObjects and write.fsync do not apply (use direct:// to bypass the page cache)".into(),
+        );
+    }
+    if w.range_engine.enabled {
+        bad(
+            "rangeEngine.enabled",
+            "object storage only; not with `block`".into(),
+        );
+    }
+}
+
+/// The field errors of `w`'s block checks (for tests).
+#[cfg(test)]
+pub(super) fn errors(w: &Workload) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let uri = w.target.parse::<TargetUri>().ok();
+    validate(w, uri.as_ref(), &mut |path, message| {
+        errs.push(FieldError {
+            path: path.to_string(),
+            message,
+        })
+    });
+    errs
+}

@@ -1,0 +1,83 @@
+//! A block task on blocking syscalls (fio's `psync`): `queueDepth` threads share the task's
+//! files and its offsets, each with one `pread` or `pwrite` at a time.
+
+use std::os::unix::fs::FileExt;
+
+use rand::RngCore;
+
+use super::*;
+use crate::targets::AlignedBuf;
+
+/// What the threads of one task share.
+#[derive(Debug)]
+pub(super) struct Job {
+    files: Files,
+    offsets: Mutex<Offsets>,
+}
+
+impl Job {
+    pub(super) fn new(files: Files, volume: &Volume) -> Self {
+        let offsets = Mutex::new(files.offsets(volume));
+        Self { files, offsets }
+    }
+}
+
+/// One thread of a task: a ticket, an I/O, its record, until the schedule ends.
+pub(super) async fn slot(
+    ctx: Arc<RunCtx>,
+    volume: Arc<Volume>,
+    job: Arc<Job>,
+    mut rng: SmallRng,
+) -> Recorder {
+    let mut rec = Recorder::new(ctx.metrics.clone(), Recorder::mix_ops(&ctx.engine_workload));
+    let mut buf = AlignedBuf::new(volume.sizes.max() as usize);
+    rng.fill_bytes(buf.as_mut_slice());
+    let start = ctx.schedule.start();
+    let open_loop = ctx.schedule.is_open_loop();
+    while let Some(t) = ctx.schedule.next(Instant::now()) {
+        if t.due > Instant::now() && ctx.schedule.sleep_until(t.due).await {
+            break;
+        }
+        let began = if open_loop { t.due } else { Instant::now() };
+        if open_loop {
+            let lag = Instant::now().saturating_duration_since(t.due);
+            rec.open_loop
+                .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
+        }
+        let op = ctx.mix.pick(&mut rng);
+        let bs = volume.sizes.pick(&mut rng);
+        let place = job
+            .offsets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .next(bs, &mut rng);
+        let f = &job.files.files[place.region];
+        let at = job.files.at(place);
+        ctx.metrics.op_started();
+        let b = &mut buf.as_mut_slice()[..bs as usize];
+        let r = match op {
+            OpKind::Write => f.write_at(b, at),
+            _ => f.read_at(b, at),
+        };
+        let outcome = match r {
+            Ok(n) if n as u64 == bs => Ok(Done {
+                bytes: bs,
+                requests: 1,
+                ttfb: None,
+            }),
+            Ok(n) => Err(job.files.short(place, op, n, bs)),
+            Err(e) => Err(job.files.error(place, op, e)),
+        };
+        let end = Instant::now();
+        let failed = rec
+            .record(OpResult {
+                op,
+                latency: end - began,
+                finished_at: end - start,
+                outcome,
+            })
+            .is_some();
+        ctx.check_budget(failed);
+    }
+    rec
+}

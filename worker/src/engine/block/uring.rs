@@ -1,0 +1,180 @@
+//! A block task on io_uring: one thread keeps `queueDepth` reads and writes in flight on
+//! one ring, as fio's `ioengine=io_uring` does (no registered files or buffers, no SQ
+//! polling: fio's defaults).
+
+use io_uring::{opcode, types, IoUring};
+use rand::RngCore;
+
+use super::*;
+use crate::targets::AlignedBuf;
+
+/// A ring for `depth` I/Os in flight.
+pub(super) fn ring(depth: u32) -> std::io::Result<IoUring> {
+    IoUring::new(depth.max(1).next_power_of_two())
+}
+
+/// One I/O slot: its buffer, and what is in flight in it.
+struct Slot {
+    buf: AlignedBuf,
+    op: OpKind,
+    place: Place,
+    len: u64,
+    began: Instant,
+}
+
+/// The task: take a ticket for every free slot, submit, reap what completed, until the
+/// schedule ends, then drain what is in flight.
+pub(super) async fn task(
+    ctx: Arc<RunCtx>,
+    volume: Arc<Volume>,
+    files: Files,
+    mut ring: IoUring,
+    mut rng: SmallRng,
+) -> Recorder {
+    let mut rec = Recorder::new(ctx.metrics.clone(), Recorder::mix_ops(&ctx.engine_workload));
+    let mut offsets = files.offsets(&volume);
+    let depth = volume.spec.queue_depth as usize;
+    let start = ctx.schedule.start();
+    let open_loop = ctx.schedule.is_open_loop();
+    let max = volume.sizes.max() as usize;
+    let mut slots: Vec<Slot> = (0..depth)
+        .map(|_| {
+            let mut buf = AlignedBuf::new(max);
+            // What writes write: random, so compressing or deduplicating volumes gain nothing.
+            rng.fill_bytes(buf.as_mut_slice());
+            Slot {
+                buf,
+                op: OpKind::Read,
+                place: Place {
+                    region: 0,
+                    offset: 0,
+                },
+                len: 0,
+                began: start,
+            }
+        })
+        .collect();
+    let mut free: Vec<usize> = (0..depth).rev().collect();
+    let mut in_flight = 0usize;
+    let mut pending: Option<Ticket> = None;
+    let mut exhausted = false;
+    loop {
+        // Fill every free slot with an I/O that is due.
+        while !exhausted {
+            if ctx.schedule.is_stopped() {
+                exhausted = true;
+                pending = None;
+                break;
+            }
+            let Some(&i) = free.last() else { break };
+            let now = Instant::now();
+            let Some(t) = pending.take().or_else(|| ctx.schedule.next(now)) else {
+                exhausted = true;
+                break;
+            };
+            if t.due > now {
+                pending = Some(t);
+                break;
+            }
+            free.pop();
+            let op = ctx.mix.pick(&mut rng);
+            let bs = volume.sizes.pick(&mut rng);
+            let place = offsets.next(bs, &mut rng);
+            let s = &mut slots[i];
+            let (fd, at) = (types::Fd(files.fd(place)), files.at(place));
+            let ptr = s.buf.as_mut_slice().as_mut_ptr();
+            let entry = match op {
+                OpKind::Write => opcode::Write::new(fd, ptr, bs as u32).offset(at).build(),
+                _ => opcode::Read::new(fd, ptr, bs as u32).offset(at).build(),
+            }
+            .user_data(i as u64);
+            if open_loop {
+                let lag = now.saturating_duration_since(t.due);
+                rec.open_loop
+                    .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
+            }
+            (s.op, s.place, s.len) = (op, place, bs);
+            s.began = if open_loop { t.due } else { now };
+            // SAFETY: the entry points into slot i's buffer, which stays in `slots`, untouched,
+            // until its completion is reaped below; the task never returns with I/O in
+            // flight (it drains, or leaks the buffers on a ring failure).
+            if unsafe { ring.submission().push(&entry) }.is_err() {
+                // Cannot happen: the ring has at least `depth` entries and at most `depth`
+                // are queued. Stop rather than lose track of a slot.
+                ctx.stop("io_uring: the submission queue is full");
+                free.push(i);
+                exhausted = true;
+                break;
+            }
+            ctx.metrics.op_started();
+            in_flight += 1;
+        }
+        if in_flight == 0 {
+            match pending.take() {
+                None if exhausted => break,
+                None => continue,
+                Some(t) => {
+                    if ctx.schedule.sleep_until(t.due).await {
+                        exhausted = true;
+                    } else {
+                        pending = Some(t);
+                    }
+                    continue;
+                }
+            }
+        }
+        // Submit what was queued and wait for a completion; under a rate limit, no longer
+        // than until the next ticket is due.
+        let waited = match &pending {
+            Some(t) => {
+                let wait = t.due.saturating_duration_since(Instant::now());
+                let ts = types::Timespec::new()
+                    .sec(wait.as_secs())
+                    .nsec(wait.subsec_nanos());
+                ring.submitter()
+                    .submit_with_args(1, &types::SubmitArgs::new().timespec(&ts))
+            }
+            None => ring.submit_and_wait(1),
+        };
+        if let Err(e) = waited {
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+            ) {
+                ctx.stop(&format!("io_uring: {e}"));
+                // The kernel may still write into buffers in flight: never free them.
+                std::mem::forget(slots);
+                return rec;
+            }
+        }
+        let end = Instant::now();
+        for cqe in ring.completion() {
+            let i = cqe.user_data() as usize;
+            let Some(s) = slots.get(i) else { continue };
+            let res = cqe.result();
+            let outcome = if res < 0 {
+                Err(files.error(s.place, s.op, std::io::Error::from_raw_os_error(-res)))
+            } else if res as u64 != s.len {
+                Err(files.short(s.place, s.op, res as usize, s.len))
+            } else {
+                Ok(Done {
+                    bytes: s.len,
+                    requests: 1,
+                    ttfb: None,
+                })
+            };
+            let failed = rec
+                .record(OpResult {
+                    op: s.op,
+                    latency: end - s.began,
+                    finished_at: end - start,
+                    outcome,
+                })
+                .is_some();
+            ctx.check_budget(failed);
+            free.push(i);
+            in_flight -= 1;
+        }
+    }
+    rec
+}
