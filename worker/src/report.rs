@@ -16,6 +16,7 @@ pub mod terminal;
 
 use std::fmt::Write;
 
+use crate::spec::OpKind;
 use crate::stats::Summary;
 
 /// One summary of a report, with the name its rows and series carry.
@@ -144,6 +145,9 @@ pub fn table(s: &Summary) -> String {
             o.late
         );
     }
+    if let Some(v) = &s.volume {
+        volume_lines(&mut out, s, v);
+    }
     let p = &s.process;
     let total = s.total();
     let gib = total.bytes as f64 / (1u64 << 30) as f64;
@@ -185,4 +189,44 @@ pub fn table(s: &Summary) -> String {
         );
     }
     out
+}
+
+/// The engine that ran and the page cache: what a volume figure stands on.
+fn volume_lines(out: &mut String, s: &Summary, v: &crate::stats::VolumeStats) {
+    let _ = writeln!(
+        out,
+        "volume: {}, queue depth {} per task, {}, {:.1} MiB addressed{}",
+        v.engine_label(),
+        v.queue_depth,
+        if v.direct { "O_DIRECT" } else { "buffered" },
+        v.dataset_bytes as f64 / (1 << 20) as f64,
+        if v.reused > 0 {
+            format!(" (layout reused by {} of {} workers)", v.reused, s.workers)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(r) = &v.fallback_reason {
+        let _ = writeln!(out, "note: sync engine: {r}");
+    }
+    if let Some(c) = &v.cache {
+        let _ = writeln!(
+            out,
+            "page cache: {:.1}% of the dataset resident at the start, {:.1}% at the end{}",
+            100.0 * c.start_fraction(),
+            100.0 * c.end_fraction(),
+            if c.dropped > 0 {
+                " (dropped before the start)"
+            } else {
+                ""
+            }
+        );
+        let reads = s.ops.get(&OpKind::Read).is_some_and(|r| r.count > 0);
+        if reads && !v.direct && c.start_fraction().max(c.end_fraction()) > 0.5 {
+            let _ = writeln!(
+                out,
+                "warning: most of the dataset was in the page cache: buffered reads were served from RAM, not from the volume (use direct://, a dataset larger than RAM, or block.dropCache)"
+            );
+        }
+    }
 }

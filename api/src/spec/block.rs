@@ -324,3 +324,64 @@ pub(super) fn errors(w: &Workload) -> Vec<FieldError> {
     });
     errs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errs(yaml: &str) -> Vec<String> {
+        let w: Workload = serde_yaml::from_str(yaml).expect("parses");
+        errors(&w).into_iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn a_valid_block_workload_has_no_errors() {
+        let e = errs("target: direct:///data\nduration: 10s\nops: [{op: read, weight: 70}, {op: write, weight: 30}]\nblock: {blockSize: 4KiB, queueDepth: 32, fileSize: 1GiB}\n");
+        assert!(e.is_empty(), "{e:?}");
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let e = errs("target: direct:///data\nduration: 10s\nconcurrency: 64\nops: [{op: read}, {op: get}]\nblock: {blockSize: 1000, blockSizes: [{size: 4KiB}], queueDepth: 2000, fileSize: 100, offset: 512}\nread: {verify: true}\n");
+        let has = |field: &str, text: &str| {
+            assert!(
+                e.iter().any(|m| m.starts_with(field) && m.contains(text)),
+                "no `{field}` error containing `{text}` in {e:#?}"
+            )
+        };
+        has("ops", "not `get`");
+        has("block.blockSize", "not both");
+        has("block.blockSize", "multiple of 4096");
+        has("block.queueDepth", "1 to 1024");
+        has("block.fileSize", "smaller than the largest block");
+        has("block.offset", "multiple of 4096");
+        has("read", "do not apply");
+    }
+
+    #[test]
+    fn block_ops_need_a_block_section_and_a_local_target() {
+        let e = errs("target: file:///data\nduration: 1s\nops: [{op: read}]\n");
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("ops") && m.contains("give a `block` section")),
+            "{e:?}"
+        );
+        let e =
+            errs("target: s3://b/p\nduration: 1s\nops: [{op: read}]\nblock: {fileSize: 1GiB}\n");
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("block") && m.contains("s3://")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn buffers_are_bounded() {
+        let e = errs("target: file:///data\nduration: 1s\nconcurrency: 1024\nops: [{op: read}]\nblock: {blockSize: 1MiB, queueDepth: 1024, fileSize: 1GiB}\n");
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("block.queueDepth") && m.contains("I/O buffers")),
+            "{e:?}"
+        );
+    }
+}

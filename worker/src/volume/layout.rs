@@ -83,7 +83,7 @@ impl Volume {
             out.reused = self.regions.len() - todo.len();
             let written = AtomicU64::new(0);
             let next = AtomicUsize::new(0);
-            let threads = todo.len().min(LAYOUT_THREADS).max(1);
+            let threads = todo.len().clamp(1, LAYOUT_THREADS);
             let results: Vec<Result<(), VolumeError>> = std::thread::scope(|s| {
                 let handles: Vec<_> = (0..threads)
                     .map(|_| {

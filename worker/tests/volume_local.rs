@@ -1,0 +1,328 @@
+//! Block workloads on real files and real loop devices (root: `losetup`, `mkfs.ext4`,
+//! `mount`): I/O counted by the kernel (`/sys/block/loopN/stat`), writes confined to the
+//! range the run names, devices with a file system refused, layouts reused, and the page
+//! cache dropped and measured.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use benchrun_worker::spec::OpKind;
+use benchrun_worker::{Engine, Metrics, Summary, Workload};
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir")
+}
+
+fn workload(target: &str, rest: &str) -> Workload {
+    Workload::from_yaml(&format!("target: {target}\n{rest}")).expect("valid workload")
+}
+
+async fn run(w: Workload) -> Result<Summary, String> {
+    let cleanup = w.dataset.cleanup;
+    let e = Engine::open(w, Arc::new(Metrics::new()), "w0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let ds = e.prepare().await.map_err(|e| e.to_string())?;
+    let mut s = e
+        .run(&ds, None, std::future::pending())
+        .await
+        .map_err(|e| e.to_string())?;
+    if cleanup {
+        s.cleanup = Some(e.cleanup().await.map_err(|e| e.to_string())?);
+    }
+    Ok(s)
+}
+
+/// A loop device over a zeroed file, detached (and the file removed) when dropped.
+struct Loop {
+    dev: PathBuf,
+    backing: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Loop {
+    /// These tests need root for `losetup`; without it they fail and say so (they must never
+    /// pass without having used a real device).
+    fn new(size: u64) -> Self {
+        assert!(
+            unsafe { libc::geteuid() } == 0,
+            "the loop device tests need root (losetup); run them as root, as `make test` does"
+        );
+        let dir = scratch();
+        let backing = dir.path().join("disk.img");
+        std::fs::File::create(&backing)
+            .and_then(|f| f.set_len(size))
+            .expect("backing file");
+        let out = Command::new("losetup")
+            .args(["--find", "--show", "--direct-io=on"])
+            .arg(&backing)
+            .output()
+            .expect("losetup runs");
+        assert!(
+            out.status.success(),
+            "losetup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Self {
+            dev,
+            backing,
+            _dir: dir,
+        }
+    }
+
+    fn name(&self) -> String {
+        self.dev.file_name().unwrap().to_string_lossy().into_owned()
+    }
+
+    /// (reads completed, reads merged, sectors read, writes completed, writes merged,
+    /// sectors written), as the kernel's block layer counted them.
+    fn stat(&self) -> [u64; 6] {
+        let t = std::fs::read_to_string(format!("/sys/block/{}/stat", self.name())).unwrap();
+        let f: Vec<u64> = t.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        [f[0], f[1], f[2], f[4], f[5], f[6]]
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dev).output();
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).output();
+    }
+}
+
+fn diff(a: [u64; 6], b: [u64; 6]) -> [u64; 6] {
+    std::array::from_fn(|i| b[i] - a[i])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_4k_reads_on_a_loop_device_are_exactly_what_the_kernel_sees() {
+    // dropCache is off in the device tests: its fdatasync reaches the device as an empty
+    // write (a flush), which would blur the kernel's exact counts.
+    let lo = Loop::new(64 << 20);
+    for engine in ["ioUring", "sync"] {
+        let w = workload(
+            &format!("direct://{}", lo.dev.display()),
+            &format!("totalOps: 20000\nconcurrency: 2\nops: [{{op: read}}]\ndataset: {{prepare: false}}\nblock: {{blockSize: 4KiB, queueDepth: 8, engine: {engine}, dropCache: false}}\n"),
+        );
+        let before = lo.stat();
+        let s = run(w).await.expect("run");
+        let d = diff(before, lo.stat());
+        let r = &s.ops[&OpKind::Read];
+        assert_eq!(r.count, 20000, "{engine}");
+        assert_eq!(r.errors, 0, "{engine}");
+        assert_eq!(r.bytes, 20000 * 4096, "{engine}");
+        // Every read reached the device as one 4 KiB request (8 sectors), none written.
+        assert_eq!(
+            d[0] + d[1],
+            20000,
+            "{engine}: reads the kernel counted: {d:?}"
+        );
+        assert_eq!(d[2], 20000 * 8, "{engine}: sectors read: {d:?}");
+        assert_eq!(d[3] + d[5], 0, "{engine}: a read-only run wrote: {d:?}");
+        let v = s.volume.expect("volume figures");
+        assert_eq!(v.queue_depth, 8);
+        assert!(v.direct);
+        assert_eq!(v.dataset_bytes, 64 << 20);
+        let want = if engine == "sync" { "sync" } else { "io_uring" };
+        assert_eq!(v.engine_label(), want);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_writes_stay_inside_the_range_and_spread_over_all_of_it() {
+    let lo = Loop::new(64 << 20);
+    // The range is 16 MiB .. 48 MiB of a 64 MiB device; the device is zeros, so no signature.
+    let n = 4000u64;
+    let w = workload(
+        &format!("direct://{}", lo.dev.display()),
+        &format!("totalOps: {n}\nconcurrency: 1\nops: [{{op: write}}]\ndataset: {{prepare: false}}\nblock: {{blockSize: 4KiB, queueDepth: 16, offset: 16MiB, fileSize: 32MiB, dropCache: false}}\n"),
+    );
+    let before = lo.stat();
+    let s = run(w).await.expect("run");
+    let d = diff(before, lo.stat());
+    assert_eq!(s.ops[&OpKind::Write].count, n);
+    assert_eq!(d[3] + d[4], n, "writes the kernel counted: {d:?}");
+    assert_eq!(d[5], n * 8, "sectors written: {d:?}");
+    let data = std::fs::read(&lo.backing).unwrap();
+    let (lo_b, hi_b) = (16usize << 20, 48usize << 20);
+    assert!(
+        data[..lo_b].iter().all(|b| *b == 0) && data[hi_b..].iter().all(|b| *b == 0),
+        "a byte outside the run's range changed"
+    );
+    let blocks: Vec<bool> = data[lo_b..hi_b]
+        .chunks(4096)
+        .map(|b| b.iter().any(|x| *x != 0))
+        .collect();
+    let written = blocks.iter().filter(|b| **b).count() as f64;
+    // n uniform draws over B blocks touch B(1 - (1 - 1/B)^n) distinct ones (3,228 here);
+    // the standard deviation is about 20, so 150 either way cannot happen by chance.
+    let b = blocks.len() as f64;
+    let expect = b * (1.0 - (1.0 - 1.0 / b).powf(n as f64));
+    assert!(
+        (written - expect).abs() < 150.0,
+        "{written} distinct blocks written, {expect:.0} expected of uniform offsets"
+    );
+    for (i, band) in blocks.chunks(blocks.len() / 8).enumerate() {
+        let hit = band.iter().filter(|b| **b).count();
+        assert!(
+            hit > band.len() / 8,
+            "band {i} of the range got only {hit} writes"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_with_a_file_system_is_refused_and_a_mounted_one_always() {
+    let lo = Loop::new(32 << 20);
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(&lo.dev)
+        .output()
+        .expect("mkfs.ext4 runs");
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let target = format!("direct://{}", lo.dev.display());
+    let writes =
+        "totalOps: 10\nops: [{op: write}]\ndataset: {prepare: false}\nblock: {blockSize: 4KiB}\n";
+    let e = run(workload(&target, writes))
+        .await
+        .expect_err("must refuse");
+    assert!(
+        e.contains("block.allowDestroy") && e.contains("ext2/3/4"),
+        "{e}"
+    );
+    // Reading it as it is harms nothing.
+    let reads =
+        "totalOps: 10\nops: [{op: read}]\ndataset: {prepare: false}\nblock: {blockSize: 4KiB}\n";
+    assert_eq!(
+        run(workload(&target, reads)).await.expect("reads").ops[&OpKind::Read].count,
+        10
+    );
+    let mnt = scratch();
+    let m = Command::new("mount")
+        .arg(&lo.dev)
+        .arg(mnt.path())
+        .output()
+        .unwrap();
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    let destroy = writes.replace("blockSize: 4KiB", "blockSize: 4KiB, allowDestroy: true");
+    let e = run(workload(&target, &destroy))
+        .await
+        .expect_err("mounted: refused");
+    let _ = Command::new("umount").arg(mnt.path()).output();
+    assert!(e.contains("in use (mounted on"), "{e}");
+}
+
+fn files_workload(dir: &Path, scheme: &str, rest: &str) -> Workload {
+    workload(&format!("{scheme}://{}", dir.display()), rest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_is_written_once_then_reused_and_removed_by_cleanup() {
+    let dir = scratch();
+    let keep = "totalOps: 100\nconcurrency: 2\nops: [{op: read, weight: 70}, {op: write, weight: 30}]\ndataset: {cleanup: false}\nblock: {blockSize: 4KiB, queueDepth: 4, fileSize: 4MiB, files: 2}\n";
+    let first = run(files_workload(dir.path(), "direct", keep))
+        .await
+        .expect("first");
+    let p = first.prepare.clone().expect("prepare stats");
+    assert_eq!(
+        (p.objects, p.bytes),
+        (4, 16 << 20),
+        "2 tasks x 2 files of 4 MiB, written in full"
+    );
+    assert_eq!(first.volume.as_ref().unwrap().reused, 0);
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("benchrun"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(files.len(), 8, "4 files and their layout markers");
+    let clean = keep.replace("cleanup: false", "cleanup: true");
+    let second = run(files_workload(dir.path(), "direct", &clean))
+        .await
+        .expect("second");
+    assert_eq!(
+        second.prepare.as_ref().unwrap().bytes,
+        0,
+        "the layout is reused, not rewritten"
+    );
+    assert_eq!(second.volume.as_ref().unwrap().reused, 1);
+    assert_eq!(second.cleanup.as_ref().unwrap().objects, 4);
+    assert!(
+        !dir.path().join("benchrun").exists(),
+        "cleanup removed the files and their directory"
+    );
+    let total: u64 = [&first, &second]
+        .iter()
+        .map(|s| s.ops.values().map(|o| o.count).sum::<u64>())
+        .sum();
+    assert_eq!(total, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_cache_is_dropped_before_buffered_reads_and_measured() {
+    let dir = scratch();
+    let base = "totalOps: 200\nconcurrency: 1\nops: [{op: read}]\nblock: {blockSize: 4KiB, fileSize: 16MiB, dropCache: DROP}\n";
+    // Laid out through the page cache: without the drop, the whole file is resident.
+    let kept = run(files_workload(
+        dir.path(),
+        "file",
+        &base.replace("DROP", "false"),
+    ))
+    .await
+    .unwrap();
+    let c = kept
+        .volume
+        .as_ref()
+        .unwrap()
+        .cache
+        .clone()
+        .expect("residency measured");
+    assert_eq!(c.bytes, 16 << 20);
+    assert!(
+        c.start_fraction() > 0.9,
+        "a file just written is resident: {c:?}"
+    );
+    let table = benchrun_worker::report::table(&kept);
+    assert!(
+        table.contains("warning: most of the dataset was in the page cache"),
+        "{table}"
+    );
+    let dropped = run(files_workload(
+        dir.path(),
+        "file",
+        &base.replace("DROP", "true"),
+    ))
+    .await
+    .unwrap();
+    let c = dropped.volume.unwrap().cache.expect("residency measured");
+    assert_eq!(c.dropped, 1);
+    assert!(c.start_fraction() < 0.1, "dropped before the start: {c:?}");
+    // 200 reads of 4 KiB (plus the kernel's readahead) bring back only a part of 16 MiB.
+    assert!(c.end_fraction() < 0.9, "{c:?}");
+}
+
+#[tokio::test]
+async fn a_path_that_is_neither_a_directory_nor_a_device_and_a_too_large_dataset_are_named() {
+    let dir = scratch();
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let rest = "totalOps: 1\nops: [{op: read}]\nblock: {fileSize: 1MiB}\n";
+    let e = run(workload(&format!("file://{}", file.display()), rest))
+        .await
+        .unwrap_err();
+    assert!(e.contains("neither a directory nor a block device"), "{e}");
+    let huge = "totalOps: 1\nops: [{op: read}]\nblock: {fileSize: 100TiB}\n";
+    let e = run(files_workload(dir.path(), "file", huge))
+        .await
+        .unwrap_err();
+    assert!(e.contains("block.fileSize") && e.contains("free"), "{e}");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().count() == 1,
+        "nothing was written"
+    );
+}
