@@ -18,13 +18,15 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/lib/cache.sh
 . "$HERE/../tests/lib/cache.sh"
 BASE=${1:-/var/tmp}/benchrun-volume-bench
+# Every run's JSON (benchrun summaries, fio output) stays here for a second look.
+OUT=${OUT:-/tmp/benchrun-volume-results}
 SECS=${SECS:-10}
 REPS=${REPS:-3}
 apt_install fio python3 util-linux
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BENCHRUN_CACHE/target}
 cargo build --release -q -p benchrun-worker
 BIN=$CARGO_TARGET_DIR/release/benchrun-worker
-rm -rf "$BASE"; mkdir -p "$BASE/files"
+rm -rf "$BASE" "$OUT"; mkdir -p "$BASE/files" "$OUT"
 truncate -s 1G "$BASE/dev.img"
 DEV=$(losetup --find --show --direct-io=on "$BASE/dev.img")
 trap 'losetup -d "$DEV"; rm -rf "$BASE"' EXIT
@@ -68,7 +70,7 @@ for r in $(seq 1 "$REPS"); do
   while read -r name rw access op bs depth engine ioengine; do
     for where in file dev; do
       if [ $where = file ]; then t="direct://$BASE/files"; f=$FILE; else t="direct://$DEV"; f=$DEV; fi
-      b="$BASE/r$r-$where-$name-benchrun.json"; o="$BASE/r$r-$where-$name-fio.json"
+      b="$OUT/r$r-$where-$name-benchrun.json"; o="$OUT/r$r-$where-$name-fio.json"
       if [ $((r % 2)) = 1 ]; then
         run_benchrun "$t" "$name" "$access" "$op" "$bs" "$depth" "$engine" "$b"; run_fio "$f" "$rw" "$bs" "$depth" "$ioengine" "$o"
       else
@@ -77,13 +79,13 @@ for r in $(seq 1 "$REPS"); do
     done
   done <<< "$CASES"
 done
-python3 - "$BASE" "$REPS" <<'PY'
+python3 - "$OUT" "$REPS" <<'PY'
 import json, statistics as st, sys, glob, re
 base, reps = sys.argv[1], int(sys.argv[2])
 def br(path):
     s = json.load(open(path)); op = next(iter(s["report"])); r = s["report"][op]
-    cpu = s["process"]["cpu_user_seconds"] + s["process"]["cpu_system_seconds"]
-    return r["ops_per_sec"], r["p50_ms"] * 1000, r["p99_ms"] * 1000, cpu / max(r["count"], 1) * 1e6, s["volume"]["engines"]
+    cpu = s["process"]["cpuUserSeconds"] + s["process"]["cpuSystemSeconds"]
+    return r["opsPerSec"], r["p50Ms"] * 1000, r["p99Ms"] * 1000, cpu / max(r["count"], 1) * 1e6, s["volume"]["engines"]
 def fio(path):
     j = json.load(open(path))["jobs"][0]; d = j["read"] if j["read"]["total_ios"] else j["write"]
     p = d["clat_ns"]["percentile"]; rt = j["job_runtime"] / 1000

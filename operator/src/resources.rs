@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::{
     EmptyDirVolumeSource, EnvFromSource, EnvVar, HTTPGetAction, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim,
     PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe, SeccompProfile,
-    Secret, SecretEnvSource, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Secret, SecretEnvSource, SecretVolumeSource, SecurityContext, Volume, VolumeDevice,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -209,7 +210,19 @@ pub fn worker_claim(run: &BenchmarkRun, worker: &str) -> Result<Option<Persisten
     }))
 }
 
-/// Where the data volume is mounted: `volume.mountPath`, else the target's directory.
+/// Whether the run's claims are raw block devices (`volumeMode: Block` in the template): the
+/// worker gets the device at the target's path (`volumeDevices`), not a mounted file system.
+pub fn is_block_claim(run: &BenchmarkRun) -> bool {
+    run.spec
+        .volume
+        .as_ref()
+        .and_then(|v| v.claim_template.as_ref())
+        .and_then(|t| t.volume_mode.as_deref())
+        == Some("Block")
+}
+
+/// Where the data volume is mounted (or, for a Block claim, where its device appears):
+/// `volume.mountPath`, else the target's path.
 fn data_mount_path(run: &BenchmarkRun) -> Option<String> {
     let v = run.spec.volume.as_ref()?;
     if let Some(p) = &v.mount_path {
@@ -275,6 +288,7 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
             ..Default::default()
         },
     ];
+    let mut devices: Vec<VolumeDevice> = vec![];
     let mut mounts = vec![
         VolumeMount {
             name: "config".into(),
@@ -344,11 +358,19 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
             vol.host_path = Some(h.clone());
         }
         volumes.push(vol);
-        mounts.push(VolumeMount {
-            name: "data".into(),
-            mount_path: path,
-            ..Default::default()
-        });
+        if is_block_claim(run) {
+            // A raw device: the worker opens it at the target's path (fio's filename=/dev/..).
+            devices.push(VolumeDevice {
+                name: "data".into(),
+                device_path: path,
+            });
+        } else {
+            mounts.push(VolumeMount {
+                name: "data".into(),
+                mount_path: path,
+                ..Default::default()
+            });
+        }
     }
     // A finished worker keeps its summary until the operator collects it: for as long as the
     // run may last, so an operator outage shorter than the run's timeout loses no result.
@@ -418,6 +440,7 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
         }),
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         volume_mounts: Some(mounts),
+        volume_devices: (!devices.is_empty()).then_some(devices),
         ..Default::default()
     };
     let affinity = match &worker.node {
@@ -542,6 +565,64 @@ secretRef: {name: creds}
             "creds"
         );
         assert!(spec.tolerations.is_some());
+    }
+
+    #[test]
+    fn a_block_claim_is_a_device_at_the_target_path_not_a_mount() {
+        let r = run(r#"
+workload:
+  target: direct:///dev/benchrun-data
+  duration: 5s
+  ops: [{op: read}]
+  dataset: {prepare: false}
+  block: {blockSize: 4KiB, queueDepth: 8}
+workers: {perNode: true}
+volume:
+  claimTemplate:
+    volumeMode: Block
+    storageClassName: local-block
+    accessModes: [ReadWriteOnce]
+    resources: {requests: {storage: 1Gi}}
+"#);
+        assert!(is_block_claim(&r));
+        let p = worker_pod(&r, &worker(), "img:1").unwrap();
+        let spec = p.spec.unwrap();
+        let c = &spec.containers[0];
+        let devices = c.volume_devices.as_ref().expect("volumeDevices");
+        assert_eq!(devices.len(), 1);
+        assert_eq!(
+            (devices[0].name.as_str(), devices[0].device_path.as_str()),
+            ("data", "/dev/benchrun-data")
+        );
+        assert!(
+            !c.volume_mounts
+                .as_ref()
+                .unwrap()
+                .iter()
+                .any(|m| m.name == "data"),
+            "a Block claim is never mounted"
+        );
+        let vol = spec
+            .volumes
+            .unwrap()
+            .into_iter()
+            .find(|v| v.name == "data")
+            .unwrap();
+        assert_eq!(
+            vol.persistent_volume_claim.unwrap().claim_name,
+            "bench-w0-data"
+        );
+        // Still locked down: no privilege is added for the device.
+        let sc = c.security_context.as_ref().unwrap();
+        assert_eq!(sc.capabilities.as_ref().unwrap().add, None);
+        assert_eq!(sc.allow_privilege_escalation, Some(false));
+        assert!(worker_pod(&run(SPEC), &worker(), "img:1")
+            .unwrap()
+            .spec
+            .unwrap()
+            .containers[0]
+            .volume_devices
+            .is_none());
     }
 
     #[test]

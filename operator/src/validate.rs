@@ -35,6 +35,7 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
             ));
         }
     }
+    errs.extend(volume_mode(spec));
     errs.extend(thresholds::validate(&spec.thresholds, &spec.workload));
     errs.extend(podfields::check(spec));
     if spec.thresholds.len() > MAX_THRESHOLDS {
@@ -47,6 +48,29 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
         Ok(())
     } else {
         Err(errs)
+    }
+}
+
+/// A Block claim gives each worker a raw device: only a block workload can use one, and a
+/// block workload on a device needs a device (not a mounted directory) under it.
+fn volume_mode(spec: &BenchmarkRunSpec) -> Vec<String> {
+    let Some(mode) = spec
+        .volume
+        .as_ref()
+        .and_then(|v| v.claim_template.as_ref())
+        .and_then(|t| t.volume_mode.as_deref())
+    else {
+        return vec![];
+    };
+    match mode {
+        "Block" if spec.workload.block.is_none() => vec![
+            "spec.volume.claimTemplate.volumeMode: Block gives each worker a raw device, which only a block workload (spec.workload.block, ops read/write) can use; use Filesystem for objects in files".into(),
+        ],
+        "Block" | "Filesystem" => vec![],
+        other => vec![format!(
+            "spec.volume.claimTemplate.volumeMode: must be Block or Filesystem (got `{}`)",
+            benchrun_api::quote::clip(other)
+        )],
     }
 }
 
@@ -73,6 +97,29 @@ pub fn run(s: &BenchmarkRunSpec, name: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_block_claim_needs_a_block_workload() {
+        let parse = |workload: &str, mode: &str| -> BenchmarkRunSpec {
+            serde_yaml::from_str(&format!(
+                "workload: {workload}\nvolume: {{claimTemplate: {{volumeMode: {mode}, resources: {{requests: {{storage: 1Gi}}}}}}}}\n"
+            ))
+            .expect("parses")
+        };
+        let objects = "{target: file:///data, duration: 10s, ops: [{op: get}]}";
+        let block = "{target: direct:///dev/xvdb, duration: 10s, ops: [{op: read}], dataset: {prepare: false}, block: {blockSize: 4KiB}}";
+        assert_eq!(spec(&parse(block, "Block")), Ok(()));
+        assert_eq!(spec(&parse(objects, "Filesystem")), Ok(()));
+        let errs = spec(&parse(objects, "Block")).expect_err("objects on a raw device");
+        assert!(
+            errs.len() == 1
+                && errs[0].starts_with("spec.volume.claimTemplate.volumeMode: Block")
+                && errs[0].contains("spec.workload.block"),
+            "{errs:?}"
+        );
+        let errs = spec(&parse(block, "Raw")).expect_err("unknown mode");
+        assert!(errs[0].contains("must be Block or Filesystem"), "{errs:?}");
+    }
 
     #[test]
     fn durations_and_ttl_are_bounded_and_named() {

@@ -203,6 +203,10 @@ state = "$d/containerd/state"
     # recipe: no CAP_SYS_RESOURCE here, so runc cannot set the pause container's
     # oom_score_adj=-998 and every sandbox fails ("can't get final child's PID from pipe").
     restrict_oom_score_adj = true
+    # A Block claim's device node is owned by the pod's runAsUser/runAsGroup, so a non-root
+    # worker can open it (otherwise root:disk 0660 from the host). Users' clusters need the
+    # same for block benchmarks without root (docs/VOLUMES.md).
+    device_ownership_from_security_context = true
     [plugins."io.containerd.grpc.v1.cri".containerd]
       snapshotter = "overlayfs"
       default_runtime_name = "runc"

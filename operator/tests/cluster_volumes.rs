@@ -1,0 +1,328 @@
+//! Volumes on the real two-node cluster: a claim per worker from a StorageClass with
+//! `WaitForFirstConsumer` binding, served by `local` PersistentVolumes this test creates on
+//! each node: raw loop devices (`volumeMode: Block`, the worker gets the device through
+//! `volumeDevices`) and directories (`Filesystem`). The I/O is checked where it lands: the
+//! kernel's counters of each node's loop device.
+//!
+//! Root is needed (`losetup`); these tests fail, never skip, without it or without the cluster.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use benchrun_api::OpKind;
+use benchrun_operator::crd::Phase;
+use benchrun_test_support::NODES;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::Api;
+
+use common::*;
+
+/// A loop device over a file of zeros, detached when dropped.
+struct Loop {
+    dev: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Loop {
+    fn new(size: u64) -> Self {
+        assert!(
+            unsafe { libc::geteuid() } == 0,
+            "the volume cluster tests need root (losetup), as `make test` runs them"
+        );
+        let dir = tempfile::tempdir_in("/var/tmp").expect("scratch dir");
+        let backing = dir.path().join("disk.img");
+        std::fs::File::create(&backing)
+            .and_then(|f| f.set_len(size))
+            .expect("backing file");
+        let out = Command::new("losetup")
+            .args(["--find", "--show", "--direct-io=on"])
+            .arg(&backing)
+            .output()
+            .expect("losetup runs");
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Self { dev, _dir: dir }
+    }
+
+    /// Reads (completed + merged) and sectors read, as the block layer counted them.
+    fn reads(&self) -> (u64, u64) {
+        let name = self.dev.file_name().unwrap().to_string_lossy().into_owned();
+        let t = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
+        let f: Vec<u64> = t.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        (f[0] + f[1], f[2])
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).output();
+    }
+}
+
+/// A StorageClass with `WaitForFirstConsumer` binding and no provisioner, and one `local` PV
+/// per node at `paths[i]` (pinned to `NODES[i]`), all named after the test's namespace.
+/// Cluster-scoped, so removed by [`Storage::remove`] at the end of the test.
+struct Storage {
+    class: String,
+    pvs: Vec<String>,
+}
+
+impl Storage {
+    async fn create(env: &Env, mode: &str, paths: &[String]) -> Self {
+        let class = format!("{}-{}", env.ns.name(), mode.to_lowercase());
+        let sc: StorageClass = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": class},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "reclaimPolicy": "Retain",
+        }))
+        .unwrap();
+        Api::<StorageClass>::all(env.client.clone())
+            .create(&PostParams::default(), &sc)
+            .await
+            .expect("create StorageClass");
+        let mut pvs = vec![];
+        for (node, path) in NODES.iter().zip(paths) {
+            let name = format!("{class}-{node}");
+            let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {
+                    "capacity": {"storage": "64Mi"},
+                    "volumeMode": mode,
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": class,
+                    "local": {"path": path},
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                    ]}]}},
+                }
+            }))
+            .unwrap();
+            Api::<PersistentVolume>::all(env.client.clone())
+                .create(&PostParams::default(), &pv)
+                .await
+                .expect("create PersistentVolume");
+            pvs.push(name);
+        }
+        Self { class, pvs }
+    }
+
+    /// Wait for the run's claims to be gone (cleanup), then remove the PVs and the class.
+    async fn remove(self, env: &Env) {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), env.ns.name());
+        for _ in 0..120 {
+            if claims
+                .list(&ListParams::default())
+                .await
+                .expect("list claims")
+                .items
+                .is_empty()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let left = claims
+            .list(&ListParams::default())
+            .await
+            .expect("list claims")
+            .items;
+        assert!(
+            left.is_empty(),
+            "the run's claims were not deleted by its cleanup"
+        );
+        for pv in &self.pvs {
+            let _ = Api::<PersistentVolume>::all(env.client.clone())
+                .delete(pv, &DeleteParams::default())
+                .await;
+        }
+        let _ = Api::<StorageClass>::all(env.client.clone())
+            .delete(&self.class, &DeleteParams::default())
+            .await;
+    }
+}
+
+const WORKERS: &str = "workers:
+  perNode: true
+  resources: {limits: {cpu: 500m, memory: 256Mi}, requests: {cpu: 50m, memory: 32Mi}}
+startDelay: 3s
+timeout: 3m
+cleanup: Always";
+
+#[tokio::test]
+async fn a_block_claim_per_worker_reads_each_nodes_raw_device() {
+    let env = env("op-block").await;
+    let loops: Vec<Loop> = NODES.iter().map(|_| Loop::new(64 << 20)).collect();
+    let paths: Vec<String> = loops.iter().map(|l| l.dev.display().to_string()).collect();
+    let storage = Storage::create(&env, "Block", &paths).await;
+    let _op = spawn_operator(&env);
+    let before: Vec<(u64, u64)> = loops.iter().map(Loop::reads).collect();
+    let spec = format!(
+        r#"
+workload:
+  target: direct:///dev/benchrun-data
+  totalOps: 2000
+  concurrency: 2
+  ops: [{{op: read}}]
+  dataset: {{prepare: false}}
+  block: {{blockSize: 4KiB, queueDepth: 4, dropCache: false}}
+volume:
+  claimTemplate:
+    volumeMode: Block
+    storageClassName: {class}
+    accessModes: [ReadWriteOnce]
+    resources: {{requests: {{storage: 64Mi}}}}
+{WORKERS}
+"#,
+        class = storage.class
+    );
+    let api = create_run(&env, "blk", &spec).await;
+    let run = wait_for(&api, "blk", Duration::from_secs(150), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    assert_eq!(st.results["read"].count, 2 * 2000, "2000 reads per worker");
+    for s in worker_summaries(&env, &run).await {
+        let v = s.volume.expect("a block run's summary has volume figures");
+        assert_eq!(v.dataset_bytes, 64 << 20, "the whole device is the range");
+        assert!(v.direct);
+        let engine = v.engine_label();
+        // Under the RuntimeDefault seccomp profile io_uring may be refused: the fallback is
+        // then named, with its reason.
+        assert!(
+            engine == "io_uring" || (engine == "sync" && v.fallback_reason.is_some()),
+            "{v:?}"
+        );
+        assert_eq!(s.ops[&OpKind::Read].errors, 0);
+    }
+    // Each node's device served its worker's reads: the kernel counted them there.
+    for (l, b) in loops.iter().zip(&before) {
+        let (reads, sectors) = l.reads();
+        assert!(
+            reads - b.0 >= 2000 && sectors - b.1 >= 2000 * 8,
+            "{}: {} reads, {} sectors since the start",
+            l.dev.display(),
+            reads - b.0,
+            sectors - b.1
+        );
+    }
+    storage.remove(&env).await;
+}
+
+#[tokio::test]
+async fn a_wait_for_first_consumer_class_serves_a_files_claim_per_worker() {
+    let env = env("op-wffc").await;
+    let dirs: Vec<tempfile::TempDir> = NODES
+        .iter()
+        .map(|_| tempfile::tempdir_in("/var/tmp").expect("dir"))
+        .collect();
+    for d in &dirs {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let paths: Vec<String> = dirs
+        .iter()
+        .map(|d| d.path().display().to_string())
+        .collect();
+    let storage = Storage::create(&env, "Filesystem", &paths).await;
+    let _op = spawn_operator(&env);
+    let spec = format!(
+        r#"
+workload:
+  target: direct:///data
+  totalOps: 1000
+  concurrency: 2
+  ops: [{{op: read, weight: 70}}, {{op: write, weight: 30}}]
+  block: {{blockSize: 4KiB, queueDepth: 4, fileSize: 8MiB}}
+volume:
+  claimTemplate:
+    storageClassName: {class}
+    accessModes: [ReadWriteOnce]
+    resources: {{requests: {{storage: 64Mi}}}}
+{WORKERS}
+"#,
+        class = storage.class
+    );
+    let api = create_run(&env, "wffc", &spec).await;
+    let run = wait_for(&api, "wffc", Duration::from_secs(150), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let total = st.results["read"].count + st.results["write"].count;
+    assert_eq!(total, 2 * 1000);
+    for s in worker_summaries(&env, &run).await {
+        let v = s.volume.expect("volume figures");
+        assert_eq!(v.dataset_bytes, 2 * (8 << 20), "a file of 8 MiB per task");
+        let p = s.prepare.expect("layout");
+        assert_eq!(p.bytes, 2 * (8 << 20), "laid out in full with data");
+    }
+    storage.remove(&env).await;
+    // Each worker's cleanup removed its files from its node's volume.
+    for d in &dirs {
+        let left: Vec<_> = walk(d.path());
+        assert!(
+            left.is_empty(),
+            "{}: left behind {left:?}",
+            d.path().display()
+        );
+    }
+}
+
+fn walk(p: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_claim_that_cannot_bind_fails_the_run_with_the_reason() {
+    let env = env("op-nobind").await;
+    let _op = spawn_operator(&env);
+    let spec = format!(
+        r#"
+workload:
+  target: direct:///data
+  totalOps: 10
+  ops: [{{op: read}}]
+  block: {{blockSize: 4KiB, fileSize: 1MiB}}
+volume:
+  claimTemplate:
+    storageClassName: {}-no-such-class
+    accessModes: [ReadWriteOnce]
+    resources: {{requests: {{storage: 64Mi}}}}
+{WORKERS}
+"#,
+        env.ns.name()
+    );
+    let api = create_run(&env, "nobind", &spec).await;
+    let run = wait_for(
+        &api,
+        "nobind",
+        Duration::from_secs(120),
+        "finished",
+        finished,
+    )
+    .await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Failed, "{st:#?}");
+    let text = serde_yaml::to_string(&st).unwrap();
+    assert!(
+        text.contains("PersistentVolumeClaim"),
+        "the failure names the unbound claim: {text}"
+    );
+}
