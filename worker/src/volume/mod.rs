@@ -19,7 +19,7 @@ pub mod offsets;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-pub use layout::Layout;
+pub use layout::{stamp, Layout};
 pub use offsets::{BlockSizes, Offsets, Place};
 
 use crate::spec::{BlockSpec, OpKind, TargetUri, Workload};

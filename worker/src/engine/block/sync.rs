@@ -34,6 +34,7 @@ pub(super) async fn slot(
     rng.fill_bytes(buf.as_mut_slice());
     let start = ctx.schedule.start();
     let open_loop = ctx.schedule.is_open_loop();
+    let mut seq = 0u64;
     while let Some(t) = ctx.schedule.next(Instant::now()) {
         if t.due > Instant::now() && ctx.schedule.sleep_until(t.due).await {
             break;
@@ -56,7 +57,12 @@ pub(super) async fn slot(
         ctx.metrics.op_started();
         let b = &mut buf.as_mut_slice()[..bs as usize];
         let r = match op {
-            OpKind::Write => f.write_at(b, at),
+            OpKind::Write => {
+                // Fresh content for every write (see `uring.rs`).
+                seq += 1;
+                crate::volume::stamp(b, at, seq);
+                f.write_at(b, at)
+            }
             _ => f.read_at(b, at),
         };
         let outcome = match r {
