@@ -9,11 +9,11 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use benchrun_api::OpKind;
-use benchrun_operator::crd::Phase;
+use benchrun_operator::crd::{BenchmarkRun, Phase};
+use benchrun_test_support::loopdev::Loop;
 use benchrun_test_support::NODES;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -21,52 +21,6 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::Api;
 
 use common::*;
-
-/// A loop device over a file of zeros, detached when dropped.
-struct Loop {
-    dev: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Loop {
-    fn new(size: u64) -> Self {
-        assert!(
-            unsafe { libc::geteuid() } == 0,
-            "the volume cluster tests need root (losetup), as `make test` runs them"
-        );
-        let dir = tempfile::tempdir_in("/var/tmp").expect("scratch dir");
-        let backing = dir.path().join("disk.img");
-        std::fs::File::create(&backing)
-            .and_then(|f| f.set_len(size))
-            .expect("backing file");
-        let out = Command::new("losetup")
-            .args(["--find", "--show", "--direct-io=on"])
-            .arg(&backing)
-            .output()
-            .expect("losetup runs");
-        assert!(
-            out.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        Self { dev, _dir: dir }
-    }
-
-    /// Reads (completed + merged) and sectors read, as the block layer counted them.
-    fn reads(&self) -> (u64, u64) {
-        let name = self.dev.file_name().unwrap().to_string_lossy().into_owned();
-        let t = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
-        let f: Vec<u64> = t.split_whitespace().map(|x| x.parse().unwrap()).collect();
-        (f[0] + f[1], f[2])
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.dev).output();
-    }
-}
 
 /// A StorageClass with `WaitForFirstConsumer` binding and no provisioner, and one `local` PV
 /// per node at `paths[i]` (pinned to `NODES[i]`), all named after the test's namespace.
@@ -152,6 +106,15 @@ impl Storage {
     }
 }
 
+/// Create the run and wait until it has finished; it must have succeeded.
+async fn run_to_success(env: &Env, name: &str, spec: &str) -> BenchmarkRun {
+    let api = create_run(env, name, spec).await;
+    let run = wait_for(&api, name, Duration::from_secs(150), "finished", finished).await;
+    let st = run.status.as_ref().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    run
+}
+
 const WORKERS: &str = "workers:
   perNode: true
   resources: {limits: {cpu: 500m, memory: 256Mi}, requests: {cpu: 50m, memory: 32Mi}}
@@ -162,11 +125,15 @@ cleanup: Always";
 #[tokio::test]
 async fn a_block_claim_per_worker_reads_each_nodes_raw_device() {
     let env = env("op-block").await;
-    let loops: Vec<Loop> = NODES.iter().map(|_| Loop::new(64 << 20)).collect();
+    let dirs: Vec<tempfile::TempDir> = NODES
+        .iter()
+        .map(|_| tempfile::tempdir_in("/var/tmp").expect("dir"))
+        .collect();
+    let loops: Vec<Loop> = dirs.iter().map(|d| Loop::new(d.path(), 64 << 20)).collect();
     let paths: Vec<String> = loops.iter().map(|l| l.dev.display().to_string()).collect();
     let storage = Storage::create(&env, "Block", &paths).await;
     let _op = spawn_operator(&env);
-    let before: Vec<(u64, u64)> = loops.iter().map(Loop::reads).collect();
+    let before: Vec<_> = loops.iter().map(Loop::stat).collect();
     let spec = format!(
         r#"
 workload:
@@ -186,10 +153,8 @@ volume:
 "#,
         class = storage.class
     );
-    let api = create_run(&env, "blk", &spec).await;
-    let run = wait_for(&api, "blk", Duration::from_secs(150), "finished", finished).await;
+    let run = run_to_success(&env, "blk", &spec).await;
     let st = run.status.clone().expect("status");
-    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
     assert_eq!(st.results["read"].count, 2 * 2000, "2000 reads per worker");
     for s in worker_summaries(&env, &run).await {
         let v = s.volume.expect("a block run's summary has volume figures");
@@ -206,13 +171,11 @@ volume:
     }
     // Each node's device served its worker's reads: the kernel counted them there.
     for (l, b) in loops.iter().zip(&before) {
-        let (reads, sectors) = l.reads();
+        let d = b.since(l.stat());
         assert!(
-            reads - b.0 >= 2000 && sectors - b.1 >= 2000 * 8,
-            "{}: {} reads, {} sectors since the start",
-            l.dev.display(),
-            reads - b.0,
-            sectors - b.1
+            d.reads >= 2000 && d.sectors_read >= 2000 * 8,
+            "{}: {d:?} since the start",
+            l.dev.display()
         );
     }
     storage.remove(&env).await;
@@ -252,10 +215,8 @@ volume:
 "#,
         class = storage.class
     );
-    let api = create_run(&env, "wffc", &spec).await;
-    let run = wait_for(&api, "wffc", Duration::from_secs(150), "finished", finished).await;
+    let run = run_to_success(&env, "wffc", &spec).await;
     let st = run.status.clone().expect("status");
-    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
     let total = st.results["read"].count + st.results["write"].count;
     assert_eq!(total, 2 * 1000);
     for s in worker_summaries(&env, &run).await {

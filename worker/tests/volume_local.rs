@@ -3,7 +3,7 @@
 //! range the run names, devices with a file system refused, layouts reused, and the page
 //! cache dropped and measured.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -34,73 +34,22 @@ async fn run(w: Workload) -> Result<Summary, String> {
     Ok(s)
 }
 
-/// A loop device over a zeroed file, detached (and the file removed) when dropped.
-struct Loop {
-    dev: PathBuf,
-    backing: PathBuf,
-    _dir: tempfile::TempDir,
-}
+// The loop device helper shared with the operator's cluster tests (std only, so included by
+// path rather than as a dependency).
+#[path = "../../tests/support/src/loopdev.rs"]
+mod loopdev;
+use loopdev::Loop;
 
-impl Loop {
-    /// These tests need root for `losetup`; without it they fail and say so (they must never
-    /// pass without having used a real device).
-    fn new(size: u64) -> Self {
-        assert!(
-            unsafe { libc::geteuid() } == 0,
-            "the loop device tests need root (losetup); run them as root, as `make test` does"
-        );
-        let dir = scratch();
-        let backing = dir.path().join("disk.img");
-        std::fs::File::create(&backing)
-            .and_then(|f| f.set_len(size))
-            .expect("backing file");
-        let out = Command::new("losetup")
-            .args(["--find", "--show", "--direct-io=on"])
-            .arg(&backing)
-            .output()
-            .expect("losetup runs");
-        assert!(
-            out.status.success(),
-            "losetup failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        Self {
-            dev,
-            backing,
-            _dir: dir,
-        }
-    }
-
-    fn name(&self) -> String {
-        self.dev.file_name().unwrap().to_string_lossy().into_owned()
-    }
-
-    /// (reads completed, reads merged, sectors read, writes completed, writes merged,
-    /// sectors written), as the kernel's block layer counted them.
-    fn stat(&self) -> [u64; 6] {
-        let t = std::fs::read_to_string(format!("/sys/block/{}/stat", self.name())).unwrap();
-        let f: Vec<u64> = t.split_whitespace().map(|x| x.parse().unwrap()).collect();
-        [f[0], f[1], f[2], f[4], f[5], f[6]]
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dev).output();
-        let _ = Command::new("losetup").arg("-d").arg(&self.dev).output();
-    }
-}
-
-fn diff(a: [u64; 6], b: [u64; 6]) -> [u64; 6] {
-    std::array::from_fn(|i| b[i] - a[i])
+fn new_loop(dir: &tempfile::TempDir, size: u64) -> Loop {
+    Loop::new(dir.path(), size)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_4k_reads_on_a_loop_device_are_exactly_what_the_kernel_sees() {
     // dropCache is off in the device tests: its fdatasync reaches the device as an empty
     // write (a flush), which would blur the kernel's exact counts.
-    let lo = Loop::new(64 << 20);
+    let dir = scratch();
+    let lo = new_loop(&dir, 64 << 20);
     for engine in ["ioUring", "sync"] {
         let w = workload(
             &format!("direct://{}", lo.dev.display()),
@@ -108,19 +57,19 @@ async fn random_4k_reads_on_a_loop_device_are_exactly_what_the_kernel_sees() {
         );
         let before = lo.stat();
         let s = run(w).await.expect("run");
-        let d = diff(before, lo.stat());
+        let d = before.since(lo.stat());
         let r = &s.ops[&OpKind::Read];
         assert_eq!(r.count, 20000, "{engine}");
         assert_eq!(r.errors, 0, "{engine}");
         assert_eq!(r.bytes, 20000 * 4096, "{engine}");
         // Every read reached the device as one 4 KiB request (8 sectors), none written.
+        assert_eq!(d.reads, 20000, "{engine}: reads the kernel counted: {d:?}");
+        assert_eq!(d.sectors_read, 20000 * 8, "{engine}: sectors read: {d:?}");
         assert_eq!(
-            d[0] + d[1],
-            20000,
-            "{engine}: reads the kernel counted: {d:?}"
+            d.writes + d.sectors_written,
+            0,
+            "{engine}: a read-only run wrote: {d:?}"
         );
-        assert_eq!(d[2], 20000 * 8, "{engine}: sectors read: {d:?}");
-        assert_eq!(d[3] + d[5], 0, "{engine}: a read-only run wrote: {d:?}");
         let v = s.volume.expect("volume figures");
         assert_eq!(v.queue_depth, 8);
         assert!(v.direct);
@@ -132,7 +81,8 @@ async fn random_4k_reads_on_a_loop_device_are_exactly_what_the_kernel_sees() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_writes_stay_inside_the_range_and_spread_over_all_of_it() {
-    let lo = Loop::new(64 << 20);
+    let dir = scratch();
+    let lo = new_loop(&dir, 64 << 20);
     // The range is 16 MiB .. 48 MiB of a 64 MiB device; the device is zeros, so no signature.
     let n = 4000u64;
     let w = workload(
@@ -141,10 +91,10 @@ async fn random_writes_stay_inside_the_range_and_spread_over_all_of_it() {
     );
     let before = lo.stat();
     let s = run(w).await.expect("run");
-    let d = diff(before, lo.stat());
+    let d = before.since(lo.stat());
     assert_eq!(s.ops[&OpKind::Write].count, n);
-    assert_eq!(d[3] + d[4], n, "writes the kernel counted: {d:?}");
-    assert_eq!(d[5], n * 8, "sectors written: {d:?}");
+    assert_eq!(d.writes, n, "writes the kernel counted: {d:?}");
+    assert_eq!(d.sectors_written, n * 8, "sectors written: {d:?}");
     let data = std::fs::read(&lo.backing).unwrap();
     let (lo_b, hi_b) = (16usize << 20, 48usize << 20);
     assert!(
@@ -175,7 +125,8 @@ async fn random_writes_stay_inside_the_range_and_spread_over_all_of_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_with_a_file_system_is_refused_and_a_mounted_one_always() {
-    let lo = Loop::new(32 << 20);
+    let dir = scratch();
+    let lo = new_loop(&dir, 32 << 20);
     let mkfs = Command::new("mkfs.ext4")
         .args(["-q", "-F"])
         .arg(&lo.dev)
@@ -203,7 +154,7 @@ async fn a_device_with_a_file_system_is_refused_and_a_mounted_one_always() {
         run(workload(&target, reads)).await.expect("reads").ops[&OpKind::Read].count,
         10
     );
-    let mnt = scratch();
+    let mnt = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("mount point");
     let m = Command::new("mount")
         .arg(&lo.dev)
         .arg(mnt.path())

@@ -8,6 +8,7 @@
 //! - [`namespace`]: a fresh namespace per test, deleted when the guard drops; on a panic the
 //!   pods' logs and the namespace's events are printed first.
 //! - [`diagnostics`]: that dump, also callable on its own.
+//! - [`loopdev`]: loop devices and their kernel I/O counters, for the volume tests.
 //! - [`pods`]: wait for a pod phase, read logs, the restricted security context, JSON in logs.
 //!
 //! # Example
@@ -22,6 +23,7 @@
 
 pub mod cluster;
 pub mod diagnostics;
+pub mod loopdev;
 pub mod namespace;
 pub mod pods;
 

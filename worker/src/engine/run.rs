@@ -331,7 +331,6 @@ impl RunCtx {
             self.metrics.clone(),
             Recorder::mix_ops(&self.engine_workload),
         );
-        let start = self.schedule.start();
         let open_loop = self.schedule.is_open_loop();
         let mut seq = 0u64;
         while let Some(ticket) = self.schedule.next(Instant::now()) {
@@ -373,18 +372,30 @@ impl RunCtx {
             let outcome = self
                 .run_op(op, id, &mut seq, delete_key, &mut rng, &target)
                 .await;
-            let end = Instant::now();
-            let failed = rec
-                .record(OpResult {
-                    op,
-                    latency: end - began,
-                    finished_at: end - start,
-                    outcome,
-                })
-                .is_some();
-            self.check_budget(failed);
+            self.finished(&mut rec, op, began, Instant::now(), outcome);
         }
         rec
+    }
+
+    /// Record an op that ended at `end` (its latency from `began`) and count it against the
+    /// error budget.
+    pub(super) fn finished(
+        &self,
+        rec: &mut Recorder,
+        op: OpKind,
+        began: Instant,
+        end: Instant,
+        outcome: Result<Done, TargetError>,
+    ) {
+        let failed = rec
+            .record(OpResult {
+                op,
+                latency: end - began,
+                finished_at: end - self.schedule.start(),
+                outcome,
+            })
+            .is_some();
+        self.check_budget(failed);
     }
 
     pub(super) fn check_budget(&self, failed: bool) {

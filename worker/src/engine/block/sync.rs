@@ -32,7 +32,6 @@ pub(super) async fn slot(
     let mut rec = Recorder::new(ctx.metrics.clone(), Recorder::mix_ops(&ctx.engine_workload));
     let mut buf = AlignedBuf::new(volume.sizes.max() as usize);
     rng.fill_bytes(buf.as_mut_slice());
-    let start = ctx.schedule.start();
     let open_loop = ctx.schedule.is_open_loop();
     let mut seq = 0u64;
     while let Some(t) = ctx.schedule.next(Instant::now()) {
@@ -74,16 +73,7 @@ pub(super) async fn slot(
             Ok(n) => Err(job.files.short(place, op, n, bs)),
             Err(e) => Err(job.files.error(place, op, e)),
         };
-        let end = Instant::now();
-        let failed = rec
-            .record(OpResult {
-                op,
-                latency: end - began,
-                finished_at: end - start,
-                outcome,
-            })
-            .is_some();
-        ctx.check_budget(failed);
+        ctx.finished(&mut rec, op, began, Instant::now(), outcome);
     }
     rec
 }

@@ -195,15 +195,7 @@ pub(super) async fn task(
                     ttfb: None,
                 })
             };
-            let failed = rec
-                .record(OpResult {
-                    op: s.op,
-                    latency: end - s.began,
-                    finished_at: end - start,
-                    outcome,
-                })
-                .is_some();
-            ctx.check_budget(failed);
+            ctx.finished(&mut rec, s.op, s.began, end, outcome);
             free.push(i);
             in_flight -= 1;
         }
