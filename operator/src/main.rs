@@ -82,6 +82,9 @@ struct RunArgs {
     /// Let runs mount hostPath volumes (they expose the node's files to whoever creates runs).
     #[arg(long, env = "BENCHRUN_ALLOW_HOST_PATH", value_parser = clap::builder::BoolishValueParser::new())]
     allow_host_path: bool,
+    /// Let runs ask for an Unconfined seccomp profile (`spec.workers.seccompProfile`).
+    #[arg(long, env = "BENCHRUN_ALLOW_UNCONFINED_SECCOMP", value_parser = clap::builder::BoolishValueParser::new())]
+    allow_unconfined_seccomp: bool,
     /// Give each run a NetworkPolicy that lets only this operator's pods (in $POD_NAMESPACE,
     /// selected by --operator-pod-labels) and --worker-ingress-peers reach its workers' port.
     #[arg(long, env = "BENCHRUN_WORKER_NETWORK_POLICY", value_parser = clap::builder::BoolishValueParser::new())]
@@ -199,6 +202,7 @@ async fn run(args: RunArgs) -> Result<()> {
                 .filter(|i| !i.is_empty())
                 .collect(),
             allow_host_path: args.allow_host_path,
+            allow_unconfined_seccomp: args.allow_unconfined_seccomp,
         },
         worker_parallelism: args.worker_parallelism,
         worker_timeout: args.worker_timeout,

@@ -15,6 +15,10 @@ pub struct Policy {
     pub allowed_images: Vec<String>,
     /// Whether runs may mount `hostPath` volumes (off by default: they expose the node).
     pub allow_host_path: bool,
+    /// Whether runs may ask for an `Unconfined` seccomp profile (off by default: every
+    /// system call open to whoever creates runs). `RuntimeDefault` and `Localhost` profiles,
+    /// which the nodes' administrator installs, are always allowed.
+    pub allow_unconfined_seccomp: bool,
 }
 
 impl Policy {
@@ -47,6 +51,22 @@ impl Policy {
                 "spec.volume.hostPath: this operator does not allow hostPath volumes (they expose the node's files to the run); use a claim or emptyDir, or ask its administrator to set allowHostPath".into(),
             );
         }
+        if let Some(p) = &spec.workers.seccomp_profile {
+            match p.type_.as_str() {
+                "RuntimeDefault" | "Localhost" => {}
+                "Unconfined" if self.allow_unconfined_seccomp => {}
+                "Unconfined" => errs.push(
+                    "spec.workers.seccompProfile: this operator does not allow Unconfined (every system call open to the run); use a Localhost profile that allows io_uring, or ask its administrator to set allowUnconfinedSeccomp".into(),
+                ),
+                other => errs.push(format!(
+                    "spec.workers.seccompProfile.type: must be RuntimeDefault, Localhost or Unconfined (got `{}`)",
+                    benchrun_api::quote::clip(other)
+                )),
+            }
+            if p.type_ == "Localhost" && p.localhost_profile.as_deref().unwrap_or("").is_empty() {
+                errs.push("spec.workers.seccompProfile.localhostProfile: a Localhost profile needs the profile's path (relative to the kubelet's seccomp directory)".into());
+            }
+        }
         if errs.is_empty() {
             Ok(())
         } else {
@@ -71,6 +91,7 @@ mod tests {
         let p = Policy {
             allowed_images: vec!["reg.example/bench:1.0".into(), "reg.example/team/*".into()],
             allow_host_path: false,
+            allow_unconfined_seccomp: false,
         };
         let ok = |extra: &str| p.check(&spec(extra), "localhost/benchrun-worker:1");
         assert_eq!(ok(""), Ok(()));
@@ -99,5 +120,43 @@ mod tests {
             ..Policy::default()
         };
         assert_eq!(p.check(&s, "w"), Ok(()));
+    }
+
+    #[test]
+    fn seccomp_profiles_other_than_unconfined_are_allowed() {
+        let p = Policy::default();
+        let check = |extra: &str| p.check(&spec(extra), "img");
+        assert_eq!(check(""), Ok(()));
+        assert_eq!(
+            check("workers: {seccompProfile: {type: RuntimeDefault}}"),
+            Ok(())
+        );
+        assert_eq!(
+            check("workers: {seccompProfile: {type: Localhost, localhostProfile: profiles/io-uring.json}}"),
+            Ok(())
+        );
+        let e = check("workers: {seccompProfile: {type: Localhost}}").unwrap_err();
+        assert!(
+            e[0].starts_with("spec.workers.seccompProfile.localhostProfile"),
+            "{e:?}"
+        );
+        let e = check("workers: {seccompProfile: {type: Unconfined}}").unwrap_err();
+        assert!(e[0].contains("allowUnconfinedSeccomp"), "{e:?}");
+        let open = Policy {
+            allow_unconfined_seccomp: true,
+            ..Policy::default()
+        };
+        assert_eq!(
+            open.check(
+                &spec("workers: {seccompProfile: {type: Unconfined}}"),
+                "img"
+            ),
+            Ok(())
+        );
+        let e = check("workers: {seccompProfile: {type: Anything}}").unwrap_err();
+        assert!(
+            e[0].contains("must be RuntimeDefault, Localhost or Unconfined"),
+            "{e:?}"
+        );
     }
 }

@@ -465,10 +465,13 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
                 run_as_user: Some(WORKER_UID),
                 run_as_group: Some(WORKER_UID),
                 fs_group: Some(WORKER_UID),
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".into(),
-                    localhost_profile: None,
-                }),
+                // RuntimeDefault unless the run asks for another (held to the policy).
+                seccomp_profile: Some(spec.workers.seccomp_profile.clone().unwrap_or(
+                    SeccompProfile {
+                        type_: "RuntimeDefault".into(),
+                        localhost_profile: None,
+                    },
+                )),
                 ..Default::default()
             }),
             volumes: Some(volumes),
@@ -623,6 +626,30 @@ volume:
             .containers[0]
             .volume_devices
             .is_none());
+    }
+
+    #[test]
+    fn the_seccomp_profile_is_runtime_default_unless_the_run_names_one() {
+        let profile = |r: &BenchmarkRun| {
+            worker_pod(r, &worker(), "img:1")
+                .unwrap()
+                .spec
+                .unwrap()
+                .security_context
+                .unwrap()
+                .seccomp_profile
+                .unwrap()
+        };
+        assert_eq!(profile(&run(SPEC)).type_, "RuntimeDefault");
+        let named = SPEC.replace(
+            "workers: {perNode: true,",
+            "workers: {seccompProfile: {type: Localhost, localhostProfile: profiles/io-uring.json}, perNode: true,",
+        );
+        let p = profile(&run(&named));
+        assert_eq!(
+            (p.type_.as_str(), p.localhost_profile.as_deref()),
+            ("Localhost", Some("profiles/io-uring.json"))
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use benchrun_api::units::HumanDuration;
 use benchrun_api::Workload;
 use k8s_openapi::api::core::v1::{
     Affinity, EmptyDirVolumeSource, HostPathVolumeSource, PersistentVolumeClaimSpec,
-    ResourceRequirements, Toleration,
+    ResourceRequirements, SeccompProfile, Toleration,
 };
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -245,6 +245,13 @@ pub struct WorkersSpec {
     /// Worker image; default the one the operator was started with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The workers' seccomp profile; default `RuntimeDefault`, which usually refuses io_uring
+    /// (block workloads then run their `sync` engine and say so). A `Localhost` profile
+    /// installed on the nodes that allows `io_uring_setup`, `io_uring_enter` and
+    /// `io_uring_register` gives them io_uring; `Unconfined` only where the operator's
+    /// administrator allows it (`allowUnconfinedSeccomp`). See docs/VOLUMES.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_profile: Option<SeccompProfile>,
 }
 
 impl WorkersSpec {
