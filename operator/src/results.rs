@@ -254,6 +254,7 @@ pub fn fold_worker(w: &mut WorkerStatus, s: &Summary) {
 /// Fill the run's aggregate figures from the merged summary.
 pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
     status.results = state::op_results(merged);
+    status.volume = merged.volume.clone();
     if let Some(all) = status.results.get("all") {
         status.throughput = Some(state::throughput_text(
             all.ops_per_sec,

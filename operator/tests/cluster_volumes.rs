@@ -156,6 +156,12 @@ volume:
     let run = run_to_success(&env, "blk", &spec).await;
     let st = run.status.clone().expect("status");
     assert_eq!(st.results["read"].count, 2 * 2000, "2000 reads per worker");
+    let v = st
+        .volume
+        .as_ref()
+        .expect("the status says which engine ran");
+    assert_eq!(v.engines.values().sum::<u32>(), 2, "{v:?}");
+    assert_eq!(v.dataset_bytes, 2 * (64 << 20));
     for s in worker_summaries(&env, &run).await {
         let v = s.volume.expect("a block run's summary has volume figures");
         assert_eq!(v.dataset_bytes, 64 << 20, "the whole device is the range");

@@ -92,6 +92,10 @@ pub struct BenchmarkRunStatus {
     /// Per-operation results computed from the merged histograms of every collected worker.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub results: BTreeMap<String, OpResult>,
+    /// Block workloads: the I/O engines the workers ran (and why `sync`, where io_uring was
+    /// refused), the queue depth and how much of the dataset the page cache held, merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<benchrun_api::volume::VolumeStats>,
     /// Printer column: all operations per second (and MiB/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<String>,
