@@ -257,6 +257,57 @@ fn walk(p: &std::path::Path) -> Vec<PathBuf> {
 }
 
 #[tokio::test]
+async fn io_uring_refused_by_the_seccomp_profile_falls_back_to_sync_and_says_so() {
+    let env = env("op-seccomp").await;
+    // A Localhost profile on both nodes (the kubelets' seccomp directories) that allows
+    // everything but io_uring, as Docker 25's and recent containerd's defaults do.
+    let profile = format!("{}-no-io-uring.json", env.ns.name());
+    let text = r#"{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["io_uring_setup", "io_uring_enter", "io_uring_register"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}"#;
+    let paths: Vec<PathBuf> = NODES
+        .iter()
+        .map(|n| {
+            benchrun_test_support::cluster::state_dir()
+                .join(format!("cluster/{n}/kubelet/seccomp"))
+                .join(&profile)
+        })
+        .collect();
+    for p in &paths {
+        std::fs::create_dir_all(p.parent().unwrap()).expect("seccomp dir");
+        std::fs::write(p, text).expect("write the profile");
+    }
+    let _op = spawn_operator(&env);
+    let spec = format!(
+        r#"
+workload:
+  target: direct:///data
+  totalOps: 500
+  concurrency: 2
+  ops: [{{op: read}}]
+  block: {{blockSize: 4KiB, queueDepth: 4, fileSize: 4MiB}}
+volume: {{emptyDir: {{}}}}
+{WORKERS}
+"#
+    )
+    .replace(
+        "perNode: true",
+        &format!(
+            "perNode: true\n  seccompProfile: {{type: Localhost, localhostProfile: {profile}}}"
+        ),
+    );
+    let run = run_to_success(&env, "nouring", &spec).await;
+    for p in &paths {
+        let _ = std::fs::remove_file(p);
+    }
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.results["read"].count, 2 * 500);
+    let v = st.volume.as_ref().expect("volume figures in the status");
+    assert_eq!(v.engine_label(), "sync", "{v:?}");
+    assert_eq!(v.engines.get("sync"), Some(&2), "{v:?}");
+    let why = v.fallback_reason.as_deref().unwrap_or_default();
+    assert!(why.contains("io_uring refused here"), "{why}");
+}
+
+#[tokio::test]
 async fn a_claim_that_cannot_bind_fails_the_run_with_the_reason() {
     let env = env("op-nobind").await;
     let _op = spawn_operator(&env);
