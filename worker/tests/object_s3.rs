@@ -56,7 +56,7 @@ async fn every_op_runs_and_objects_have_the_asked_sizes() {
     );
 
     let s = e.run(&ds, None, std::future::pending()).await.expect("run");
-    for op in OpKind::ALL {
+    for op in OpKind::ALL.into_iter().filter(|o| !o.is_block()) {
         let st = &s.ops[&op];
         assert!(st.count > 0, "{op} never ran");
         assert_eq!(st.errors, 0, "{op} failed: {:?}", st.errors_by_kind);
