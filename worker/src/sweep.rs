@@ -98,8 +98,7 @@ pub async fn run(
             let mut warm = p.workload.clone();
             warm.duration = Some(w);
             warm.total_ops = None;
-            let warm_engine =
-                Engine::with_target(warm, engine.target().clone(), metrics.clone(), worker_id)?;
+            let warm_engine = engine.with_workload(warm)?;
             warm_engine.run(&dataset, None, stopped()).await?;
         }
         let mut runs = vec![];

@@ -219,3 +219,57 @@ matrix:
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok (3 combinations)"));
 }
+
+#[test]
+fn a_block_profile_matrix_with_warmup_runs_every_combination_on_one_layout() {
+    let dir = scratch();
+    let target = dir.path().join("vol");
+    let workload = format!(
+        r#"
+target: direct://{}
+totalOps: 200
+concurrency: 1
+ops: [{{op: read}}]
+dataset: {{cleanup: false}}
+block: {{blockSize: 4KiB, fileSize: 8MiB}}
+matrix:
+  parameters:
+    block:
+      - {{blockSize: 4KiB, queueDepth: 8, access: random, fileSize: 8MiB}}
+      - {{blockSize: 1MiB, queueDepth: 2, access: sequential, fileSize: 8MiB}}
+    ops.0.op: [read, write]
+  warmup: 1s
+"#,
+        target.display()
+    );
+    let (out, json) = run(&workload, dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json = json.expect("summary written");
+    let combos = json["combinations"].as_array().expect("combinations");
+    assert_eq!(combos.len(), 4);
+    for (i, c) in combos.iter().enumerate() {
+        let s = &c["runs"][0];
+        let op = if c["parameters"]["ops.0.op"] == "read" {
+            "read"
+        } else {
+            "write"
+        };
+        let bs: u64 = if c["parameters"]["block"]["blockSize"] == "4KiB" {
+            4096
+        } else {
+            1 << 20
+        };
+        // The warm-up ran beside, not in, the measured run: exactly totalOps, no errors.
+        assert_eq!(s["ops"][op]["count"], 200, "{}", c["name"]);
+        assert_eq!(s["ops"][op]["errors"], 0, "{}", c["name"]);
+        assert_eq!(s["ops"][op]["bytes"], 200 * bs, "{}", c["name"]);
+        // One layout for the whole matrix: written by the first combination, reused after.
+        assert_eq!(
+            s["volume"]["reused"],
+            if i == 0 { 0 } else { 1 },
+            "{}",
+            c["name"]
+        );
+    }
+}

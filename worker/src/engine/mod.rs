@@ -171,6 +171,19 @@ impl Engine {
         })
     }
 
+    /// The same target (and a block workload's volume) with another workload, such as a
+    /// matrix's warm-up of another length.
+    pub fn with_workload(&self, workload: Workload) -> Result<Self, EngineError> {
+        let mut e = Self::with_target(
+            workload,
+            self.target.clone(),
+            self.metrics.clone(),
+            &self.worker_id,
+        )?;
+        e.volume = self.volume.clone();
+        Ok(e)
+    }
+
     /// The workload run.
     pub fn workload(&self) -> &Workload {
         &self.workload

@@ -271,6 +271,20 @@ impl Volume {
             _ => {}
         }
         let s = &self.spec;
+        if s.offset.0 != 0 || s.allow_destroy {
+            let field = if s.offset.0 != 0 {
+                "block.offset"
+            } else {
+                "block.allowDestroy"
+            };
+            return Err(VolumeError::field(
+                field,
+                format!(
+                    "only for a block device; {} is a directory of files",
+                    root.display()
+                ),
+            ));
+        }
         let len = s
             .file_size
             .ok_or_else(|| {
