@@ -251,4 +251,23 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn block_ops_have_thresholds_too() {
+        let w: Workload = serde_yaml::from_str(
+            "{target: direct:///dev/xvdb, duration: 1s, ops: [{op: read}], dataset: {prepare: false}, block: {blockSize: 4KiB}}",
+        )
+        .expect("workload");
+        assert_eq!(
+            validate(
+                &[threshold("{op: read, maxP99: 2ms, minOpsPerSec: 1000}")],
+                &w
+            ),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            validate(&[threshold("{op: write, maxP99: 2ms}")], &w),
+            vec!["spec.thresholds[0].op: `write` is not in workload.ops, so it would never be measured"]
+        );
+    }
 }

@@ -56,6 +56,8 @@ pub enum ThresholdOp {
     Stat,
     List,
     Delete,
+    Read,
+    Write,
 }
 
 impl ThresholdOp {
@@ -75,6 +77,8 @@ impl ThresholdOp {
             ThresholdOp::Stat => Some(OpKind::Stat),
             ThresholdOp::List => Some(OpKind::List),
             ThresholdOp::Delete => Some(OpKind::Delete),
+            ThresholdOp::Read => Some(OpKind::Read),
+            ThresholdOp::Write => Some(OpKind::Write),
         }
     }
 }
