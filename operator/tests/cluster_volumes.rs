@@ -24,7 +24,8 @@ use common::*;
 
 /// A StorageClass with `WaitForFirstConsumer` binding and no provisioner, and one `local` PV
 /// per node at `paths[i]` (pinned to `NODES[i]`), all named after the test's namespace.
-/// Cluster-scoped, so removed by [`Storage::remove`] at the end of the test.
+/// Cluster-scoped, so deleted when dropped (also when the test fails); [`Storage::remove`]
+/// first checks that the run's cleanup deleted its claims.
 struct Storage {
     class: String,
     pvs: Vec<String>,
@@ -44,7 +45,10 @@ impl Storage {
             .create(&PostParams::default(), &sc)
             .await
             .expect("create StorageClass");
-        let mut pvs = vec![];
+        let mut storage = Self {
+            class: class.clone(),
+            pvs: vec![],
+        };
         for (node, path) in NODES.iter().zip(paths) {
             let name = format!("{class}-{node}");
             let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
@@ -66,9 +70,9 @@ impl Storage {
                 .create(&PostParams::default(), &pv)
                 .await
                 .expect("create PersistentVolume");
-            pvs.push(name);
+            storage.pvs.push(name);
         }
-        Self { class, pvs }
+        storage
     }
 
     /// Wait for the run's claims to be gone (cleanup), then remove the PVs and the class.
@@ -95,14 +99,44 @@ impl Storage {
             left.is_empty(),
             "the run's claims were not deleted by its cleanup"
         );
-        for pv in &self.pvs {
-            let _ = Api::<PersistentVolume>::all(env.client.clone())
-                .delete(pv, &DeleteParams::default())
-                .await;
+        drop(self);
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        let (class, pvs) = (self.class.clone(), std::mem::take(&mut self.pvs));
+        // On a thread with a runtime and a client of its own: the test's runtime may be the
+        // one this drop blocks, and a client is served by the runtime that made it.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                let client = benchrun_test_support::connect().await;
+                for pv in &pvs {
+                    let _ = Api::<PersistentVolume>::all(client.clone())
+                        .delete(pv, &DeleteParams::default())
+                        .await;
+                }
+                let _ = Api::<StorageClass>::all(client)
+                    .delete(&class, &DeleteParams::default())
+                    .await;
+            });
+        })
+        .join();
+    }
+}
+
+/// Seccomp profiles written into the nodes' kubelet directories, removed when dropped.
+struct Profiles(Vec<PathBuf>);
+
+impl Drop for Profiles {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
         }
-        let _ = Api::<StorageClass>::all(env.client.clone())
-            .delete(&self.class, &DeleteParams::default())
-            .await;
     }
 }
 
@@ -271,7 +305,8 @@ async fn io_uring_refused_by_the_seccomp_profile_falls_back_to_sync_and_says_so(
                 .join(&profile)
         })
         .collect();
-    for p in &paths {
+    let profiles = Profiles(paths);
+    for p in &profiles.0 {
         std::fs::create_dir_all(p.parent().unwrap()).expect("seccomp dir");
         std::fs::write(p, text).expect("write the profile");
     }
@@ -295,9 +330,7 @@ volume: {{emptyDir: {{}}}}
         ),
     );
     let run = run_to_success(&env, "nouring", &spec).await;
-    for p in &paths {
-        let _ = std::fs::remove_file(p);
-    }
+    drop(profiles);
     let st = run.status.clone().expect("status");
     assert_eq!(st.results["read"].count, 2 * 500);
     let v = st.volume.as_ref().expect("volume figures in the status");

@@ -87,6 +87,13 @@ impl Recorder {
         crate::stats::histogram_bytes_per_task(w)
     }
 
+    /// Open loop: an op due at `due` started at `now` (its lag counted apart from latency).
+    pub fn started_late(&mut self, due: tokio::time::Instant, now: tokio::time::Instant) {
+        let lag = now.saturating_duration_since(due);
+        self.open_loop
+            .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
+    }
+
     /// Record one operation; returns the error kind if it failed.
     pub fn record(&mut self, r: OpResult) -> Option<String> {
         let s = self.ops[r.op.index()].get_or_insert_with(OpStats::default);

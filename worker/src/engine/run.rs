@@ -364,9 +364,7 @@ impl RunCtx {
                 // Kept apart from the op's latency (measured from `due`, lag included): how
                 // late the op starts, from busy tasks or the timer's granularity. Counted
                 // here, where an op surely runs (a delete with nothing to delete does not).
-                let lag = Instant::now().saturating_duration_since(ticket.due);
-                rec.open_loop
-                    .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
+                rec.started_late(ticket.due, Instant::now());
             }
             self.metrics.op_started();
             let outcome = self

@@ -40,14 +40,7 @@ impl LocalRoot {
     /// Bytes an unprivileged writer can still use on the root's file system (statvfs
     /// `f_bavail`); `None` when the root does not exist yet or cannot be examined.
     pub fn free_space(&self) -> Option<u64> {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(self.root.as_os_str().as_bytes()).ok()?;
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        // SAFETY: c is a valid NUL-terminated path and st a valid out-pointer.
-        if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-            return None;
-        }
-        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+        free_bytes(&self.root)
     }
 
     /// Create the parent directories of `key`'s file.
@@ -275,6 +268,19 @@ pub async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| TargetError::Other(format!("I/O task failed: {e}")))?
+}
+
+/// Bytes an unprivileged writer can still use on `path`'s file system (statvfs `f_bavail`);
+/// `None` when it does not exist or cannot be examined.
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path and st a valid out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 #[cfg(test)]

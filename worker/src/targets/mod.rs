@@ -27,7 +27,7 @@ pub mod object;
 pub use buffers::{AlignedBuf, BufferPool};
 // What PUT writes is made by the data generator; targets only take it.
 pub use crate::datagen::Payload;
-pub use local::{io_inline, io_inline_here};
+pub use local::{free_bytes, io_inline, io_inline_here};
 
 /// Alignment of O_DIRECT buffers, offsets and lengths (defined with the workload's bounds).
 pub use crate::spec::limits::DIRECT_ALIGN;

@@ -337,7 +337,7 @@ impl Volume {
                 None => return Ok(()),
             }
         }
-        let Some(free) = free_bytes(&probe) else {
+        let Some(free) = crate::targets::free_bytes(&probe) else {
             return Ok(());
         };
         let need: u64 = self
@@ -401,16 +401,4 @@ impl Volume {
         }
         Some(total)
     }
-}
-
-/// Free bytes for an unprivileged writer on `path`'s file system.
-fn free_bytes(path: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is a valid NUL-terminated path and st a valid out-pointer.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }

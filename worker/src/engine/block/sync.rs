@@ -40,9 +40,7 @@ pub(super) async fn slot(
         }
         let began = if open_loop { t.due } else { Instant::now() };
         if open_loop {
-            let lag = Instant::now().saturating_duration_since(t.due);
-            rec.open_loop
-                .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
+            rec.started_late(t.due, Instant::now());
         }
         let op = ctx.mix.pick(&mut rng);
         let bs = volume.sizes.pick(&mut rng);

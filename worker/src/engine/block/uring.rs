@@ -121,9 +121,7 @@ pub(super) async fn task(
             }
             .user_data(i as u64);
             if open_loop {
-                let lag = now.saturating_duration_since(t.due);
-                rec.open_loop
-                    .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
+                rec.started_late(t.due, now);
             }
             (s.op, s.place, s.len) = (op, place, bs);
             s.began = if open_loop { t.due } else { now };
