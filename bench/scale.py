@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from datetime import datetime
 
 KUBECTL = os.environ["KUBECTL"]
@@ -19,7 +20,8 @@ WORKER = os.environ["WORKER_BIN"]
 NS = "benchrun-scale"
 FLEET = "benchrun.dev/fleet"
 KEY = b"benchrun-scale-bench-operator-key"
-DURATION = 5
+# Workload length of each run (BENCH_DURATION seconds; issue 22 measures 60 s runs).
+DURATION = int(os.environ.get("BENCH_DURATION", "5"))
 HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -86,12 +88,24 @@ def proc_figures(pid):
 METRICS_PORT = 18089
 
 
+def scrape():
+    """The operator's /metrics text."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def reconciles():
+    """benchrun_operator_reconciles_total from the operator's /metrics."""
+    for line in scrape().splitlines():
+        if line.startswith("benchrun_operator_reconciles_total "):
+            return int(float(line.split()[1]))
+    return 0
+
+
 def api_requests():
     """{verb: count} of benchrun_operator_api_requests_total from the operator's /metrics."""
-    import urllib.request
-    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).read().decode()
     out = {}
-    for line in text.splitlines():
+    for line in scrape().splitlines():
         if line.startswith("benchrun_operator_api_requests_total{"):
             labels, value = line.rsplit(" ", 1)
             verb = labels.split('verb="', 1)[1].split('"', 1)[0]
@@ -152,6 +166,7 @@ def run_one(n, work):
             time.sleep(0.2)
         rss, cpu = proc_figures(op.pid)
         api = api_requests()
+        passes = reconciles()
         if st["phase"] != "Succeeded":
             sys.exit(f"N={n}: run {st['phase']}: {json.dumps(st.get('conditions'))}")
         start = datetime.fromisoformat(st["startTime"]).timestamp()
@@ -167,7 +182,7 @@ def run_one(n, work):
             "rss_mib": rss, "cpu_s": cpu,
             "largest": f"{largest['kind']} {largest['metadata']['name']} {len(json.dumps(largest))} B",
             "on_time": cond.get("StartRequestsOnTime", {}).get("message", "?"),
-            "api": api, "api_per_worker": sum(api.values()) / n,
+            "api": api, "api_per_worker": sum(api.values()) / n, "reconciles": passes,
         }
     finally:
         kubectl("delete", "benchmarkrun", "-n", NS, run, "--wait=true", "--timeout=300s", check=False)
@@ -216,12 +231,12 @@ def main():
         rows.append(r)
     kubectl("delete", "namespace", NS, "--wait=false", check=False)
     print()
-    print("| N | fake nodes Ready | apply -> all Ready | -> common start (Running) | workload end -> Succeeded | start skew | operator peak RSS | operator CPU | API requests per worker | largest object |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| N | fake nodes Ready | apply -> all Ready | -> common start (Running) | workload end -> Succeeded | start skew | operator peak RSS | operator CPU | reconciles | API requests per worker | largest object |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         verbs = ", ".join(f"{v} {c}" for v, c in sorted(r["api"].items()))
         print(f"| {r['n']} | {r['nodes_s']:.1f} s | {r['ready_s']:.1f} s | {r['start_s']:.1f} s | {r['collect_s']:.1f} s "
-              f"| {r['skew_ms']} ms | {r['rss_mib']:.0f} MiB | {r['cpu_s']:.1f} s | {r['api_per_worker']:.1f} ({verbs}) | {r['largest']} |")
+              f"| {r['skew_ms']} ms | {r['rss_mib']:.0f} MiB | {r['cpu_s']:.1f} s | {r['reconciles']} | {r['api_per_worker']:.1f} ({verbs}) | {r['largest']} |")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 # The operator at fleet scale on simulated nodes (issue 11's figures; a measurement, not a test).
 #
 #   bench/scale.sh [N...]      default: 10 100 250
+#   BENCH_DURATION=60 OPERATOR_BIN=/tmp/operator-before bench/scale.sh 2 250
 #
 # Needs the test cluster, the images and kwok of this checkout:
 #   tests/cluster/up.sh && tests/cluster/image.sh && tests/cluster/kwok.sh up
@@ -19,5 +20,6 @@ apt_install python3 openssl
 [ -x "$STATE_DIR/images/benchrun-operator" ] || die "no operator binary: run tests/cluster/image.sh"
 alive kwok || die "kwok is not running: run tests/cluster/kwok.sh up"
 export KUBECTL=$K8S_BIN/kubectl KUBECONFIG=$KUBECONFIG_OUT
-export OPERATOR_BIN=$STATE_DIR/images/benchrun-operator WORKER_BIN=$STATE_DIR/images/benchrun-worker
+# OPERATOR_BIN may name another build (a before/after comparison); default: the images' one.
+export OPERATOR_BIN=${OPERATOR_BIN:-$STATE_DIR/images/benchrun-operator} WORKER_BIN=$STATE_DIR/images/benchrun-worker
 exec python3 "$HERE/scale.py" "${@:-10 100 250}"

@@ -96,12 +96,15 @@ impl WorkerClient {
 
     /// The shared HTTP client: short timeouts, since a worker that does not answer within
     /// seconds is checked again on the next reconcile anyway. `timeout` bounds each call.
-    pub fn http(timeout: Duration) -> reqwest::Client {
+    /// An error when the client cannot be built (no TLS is involved, so in practice only an
+    /// unusable system configuration): never a fallback without the timeout, with which one
+    /// hung worker would stall every pass.
+    pub fn http(timeout: Duration) -> Result<reqwest::Client, String> {
         reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2).min(timeout))
             .timeout(timeout)
             .build()
-            .unwrap_or_default()
+            .map_err(|e| format!("HTTP client for the workers: {}", chain(&e)))
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> CallResult<reqwest::Response> {

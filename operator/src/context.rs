@@ -1,13 +1,15 @@
 //! What every reconcile shares: the operator's configuration and its clients.
 
 use crate::backoff::Backoff;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::Store;
 use kube::Client;
 
-use crate::client::WorkerClient;
 use crate::metrics::Metrics;
 use crate::resources::MANAGER;
 
@@ -16,6 +18,9 @@ pub const DEFAULT_WORKER_PARALLELISM: usize = 64;
 /// Default of `--worker-timeout`: longest call to one worker (status, start, summary,
 /// shutdown). A dead worker costs this once per pass, beside the others, not before them.
 pub const DEFAULT_WORKER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default of `--progress-interval`: how often a running run's `status.progress` is rewritten.
+pub const DEFAULT_PROGRESS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How often an active run is looked at even when nothing changes (workers are polled, not
 /// watched).
@@ -40,6 +45,8 @@ pub struct Config {
     pub worker_parallelism: usize,
     /// Longest call to one worker.
     pub worker_timeout: Duration,
+    /// Least time between two writes of a running run's `status.progress`.
+    pub progress_interval: Duration,
 }
 
 /// Shared by every reconcile.
@@ -56,12 +63,23 @@ pub struct Context {
     pub recorder: Recorder,
     /// Retry delays of failed passes, per run.
     pub backoff: Backoff,
+    /// Every pod the operator manages, kept by the controller's pod watch: a pass reads its
+    /// run's pods here instead of listing them.
+    pub pods: Store<Pod>,
+    /// The `resourceVersion` of each run's last status write (by `namespace/name`): a cached
+    /// run that is not that version may predate the write (see [`Context::is_stale`]).
+    written: Mutex<HashMap<String, String>>,
 }
 
 impl Context {
     /// The context of a controller using `client`, started with `config`.
-    pub fn new(client: Client, config: Config, metrics: Arc<Metrics>) -> Self {
-        let http = WorkerClient::http(config.worker_timeout);
+    pub fn new(
+        client: Client,
+        config: Config,
+        metrics: Arc<Metrics>,
+        pods: Store<Pod>,
+        http: reqwest::Client,
+    ) -> Self {
         let reporter = Reporter {
             controller: MANAGER.into(),
             instance: std::env::var("POD_NAME").ok(),
@@ -73,6 +91,36 @@ impl Context {
             config,
             metrics,
             http,
+            pods,
+            written: Mutex::default(),
         }
+    }
+
+    /// Remember the `resourceVersion` a status write of run `key` produced.
+    pub(crate) fn wrote(&self, key: &str, resource_version: Option<String>) {
+        let mut w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        match resource_version {
+            Some(rv) => w.insert(key.to_string(), rv),
+            None => w.remove(key),
+        };
+    }
+
+    /// Whether the cached copy of run `key` (at `resource_version`) may predate this
+    /// operator's last status write of it. The watch usually delivers a write within
+    /// milliseconds, but a pass queued right behind the write can be handed the copy from
+    /// before it; one-shot decisions (placement, the start time) taken on that copy would be
+    /// taken twice. Versions are opaque, so any difference counts: at worst one extra read.
+    pub(crate) fn is_stale(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let w = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        w.get(key)
+            .is_some_and(|rv| Some(rv.as_str()) != resource_version)
+    }
+
+    /// Forget run `key` (deleted).
+    pub(crate) fn forget(&self, key: &str) {
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
     }
 }

@@ -3,9 +3,16 @@
 //! then start a new one. A reconcile panic ends the controller (kube re-raises it), which is
 //! what a crash is. Nothing arms a failpoint outside tests; an unarmed `hit` is one lock.
 
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use kube::api::DynamicObject;
+use kube::ResourceExt;
 
 static ARMED: Mutex<Option<String>> = Mutex::new(None);
+
+/// Runs (by name) whose passes are handed the first copy the controller ever gave them.
+static STALE: Mutex<BTreeMap<String, Option<Arc<DynamicObject>>>> = Mutex::new(BTreeMap::new());
 
 /// Make the next `hit(name)` panic.
 pub fn arm(name: &str) {
@@ -19,6 +26,24 @@ pub fn hit(name: &str) {
         *armed = None;
         drop(armed);
         panic!("failpoint {name}");
+    }
+}
+
+/// Hand every pass of run `name` the first copy of it the controller saw, as a watch cache
+/// that never catches up would: the pass must not decide anything twice on it.
+pub fn serve_stale(name: &str) {
+    STALE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name.to_string(), None);
+}
+
+/// `obj`, or the first copy of it seen if its name was given to [`serve_stale`].
+pub fn stale(obj: Arc<DynamicObject>) -> Arc<DynamicObject> {
+    let mut stale = STALE.lock().unwrap_or_else(|e| e.into_inner());
+    match stale.get_mut(&obj.name_any()) {
+        Some(first) => first.get_or_insert(obj).clone(),
+        None => obj,
     }
 }
 

@@ -40,11 +40,13 @@ impl Reconciler<'_> {
             );
         }
         if clean && state::condition(&self.status.conditions, cond::CLEANED_UP).is_none() {
-            let pods = self.pods().await?;
+            // By the names in the status, not from the pod store: a pod created in the pass
+            // that failed the run may not be in the store yet.
             let api = self.api::<Pod>();
-            for p in pods.keys() {
+            let mut deleted = 0;
+            for p in self.status.workers.iter().map(|w| &w.pod) {
                 match api.delete(p, &DeleteParams::default()).await {
-                    Ok(_) => {}
+                    Ok(_) => deleted += 1,
                     Err(kube::Error::Api(e)) if e.code == 404 => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -80,7 +82,7 @@ impl Reconciler<'_> {
             self.event(
                 EventType::Normal,
                 "CleanedUp",
-                format!("deleted {} worker pods", pods.len()),
+                format!("deleted {deleted} worker pods"),
             );
         }
         if let Some(ttl) = self.run.spec.ttl_seconds_after_finished {
@@ -108,7 +110,7 @@ impl Reconciler<'_> {
                     Err(kube::Error::Api(e)) if e.code == 404 => {}
                     Err(e) => return Err(e.into()),
                 }
-                self.ctx.metrics.forget(&self.ns, &self.name);
+                // Its metrics go in the pass of its deletion (the finalizer's).
                 return Ok(Action::await_change());
             }
             return Ok(Action::requeue((due - self.now).to_std().unwrap_or(POLL)));

@@ -38,6 +38,7 @@ pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod decode;
+pub mod deletion;
 pub mod failpoint;
 pub mod finish;
 pub mod leader;
@@ -87,6 +88,16 @@ pub enum Error {
         /// The API server's message.
         message: String,
     },
+    /// An object the run needs exists under its name and is not the run's.
+    #[error("{what} exists and does not belong to this run ({owner})")]
+    NotOurs {
+        /// Kind and name of the object.
+        what: String,
+        /// Who owns it, as a user can act on it.
+        owner: String,
+        /// It belongs to an earlier run of the same name, which Kubernetes is deleting: wait.
+        earlier_run: bool,
+    },
 }
 
 impl Error {
@@ -99,6 +110,7 @@ impl Error {
             Error::Json(_) => "json",
             Error::Invalid(_) => "invalid",
             Error::Rejected { .. } => "rejected",
+            Error::NotOurs { .. } => "not_ours",
         }
     }
 }

@@ -79,6 +79,10 @@ struct RunArgs {
     /// pass, beside the others.
     #[arg(long, env = "BENCHRUN_WORKER_TIMEOUT", default_value = "10s", value_parser = parse_timeout)]
     worker_timeout: std::time::Duration,
+    /// Least time between two writes of a running run's progress (`status.progress`, e.g.
+    /// `5s`): each is a write to the API server of the cluster being measured.
+    #[arg(long, env = "BENCHRUN_PROGRESS_INTERVAL", default_value = "5s", value_parser = parse_timeout)]
+    progress_interval: std::time::Duration,
     /// Let runs mount hostPath volumes (they expose the node's files to whoever creates runs).
     #[arg(long, env = "BENCHRUN_ALLOW_HOST_PATH", value_parser = clap::builder::BoolishValueParser::new())]
     allow_host_path: bool,
@@ -206,6 +210,7 @@ async fn run(args: RunArgs) -> Result<()> {
         },
         worker_parallelism: args.worker_parallelism,
         worker_timeout: args.worker_timeout,
+        progress_interval: args.progress_interval,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -220,7 +225,7 @@ async fn run(args: RunArgs) -> Result<()> {
     };
     let Some(leader) = leader else {
         metrics.set_leader(true);
-        controller::run(client, config, metrics, shutdown).await;
+        controller::run(client, config, metrics, shutdown).await?;
         return Ok(());
     };
     let (name, ns, me) = (
@@ -238,7 +243,10 @@ async fn run(args: RunArgs) -> Result<()> {
     tracing::info!("leading (lease {ns}/{name}); starting the controller");
     metrics.set_leader(true);
     let lost = tokio::select! {
-        () = controller::run(client, config, metrics.clone(), shutdown) => None,
+        r = controller::run(client, config, metrics.clone(), shutdown) => {
+            r?;
+            None
+        }
         why = elector.keep_leading() => Some(why),
     };
     metrics.set_leader(false);

@@ -22,6 +22,15 @@ use prometheus::{
 
 use crate::crd::{BenchmarkRunStatus, Phase};
 
+const ALL_PHASES: [Phase; 6] = [
+    Phase::Pending,
+    Phase::Preparing,
+    Phase::Running,
+    Phase::Collecting,
+    Phase::Succeeded,
+    Phase::Failed,
+];
+
 /// The operator's metric families, registered in one registry.
 #[derive(Debug)]
 pub struct Metrics {
@@ -212,14 +221,7 @@ impl Metrics {
     pub fn observe(&self, ns: &str, run: &str, status: &BenchmarkRunStatus) {
         let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
         phases.insert(format!("{ns}/{run}"), status.phase);
-        for p in [
-            Phase::Pending,
-            Phase::Preparing,
-            Phase::Running,
-            Phase::Collecting,
-            Phase::Succeeded,
-            Phase::Failed,
-        ] {
+        for p in ALL_PHASES {
             let n = phases.values().filter(|v| **v == p).count();
             self.runs.with_label_values(&[p.as_str()]).set(n as i64);
             self.run_phase
@@ -264,9 +266,26 @@ impl Metrics {
     }
 
     /// Drop a deleted run's series.
-    pub fn forget(&self, ns: &str, run: &str) {
+    /// Drop a deleted run's series (with `status`, its last, which names its ops), so the
+    /// alerts on them stop firing with the run gone.
+    pub fn forget(&self, ns: &str, run: &str, status: &BenchmarkRunStatus) {
         let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
         phases.remove(&format!("{ns}/{run}"));
+        for p in ALL_PHASES {
+            let n = phases.values().filter(|v| **v == p).count();
+            self.runs.with_label_values(&[p.as_str()]).set(n as i64);
+            let _ = self.run_phase.remove_label_values(&[ns, run, p.as_str()]);
+        }
+        for op in status.results.keys() {
+            let _ = self.run_ops.remove_label_values(&[ns, run, op]);
+            let _ = self.run_p99.remove_label_values(&[ns, run, op]);
+        }
+        for g in [&self.run_progress_ops, &self.run_elapsed, &self.run_skew] {
+            let _ = g.remove_label_values(&[ns, run]);
+        }
+        for g in [&self.run_thresholds_met, &self.run_regressed] {
+            let _ = g.remove_label_values(&[ns, run]);
+        }
     }
 
     /// The registry in the Prometheus text format.

@@ -70,9 +70,10 @@ impl WorkerIngress {
     }
 }
 
-/// Name of a run's worker NetworkPolicy.
-pub fn name(run: &str) -> String {
-    format!("{run}-workers")
+/// Name of a run's worker NetworkPolicy, with the run's UID (like the token Secret, the
+/// operator may create policies but not read them back).
+pub fn name(run: &BenchmarkRun) -> String {
+    format!("{}-workers-{}", run.name_any(), resources::uid_tag(run))
 }
 
 /// The policy: the run's worker pods accept TCP on the agent port from the operator's pods and
@@ -94,7 +95,7 @@ pub fn worker_policy(run: &BenchmarkRun, ingress: &WorkerIngress) -> Result<Netw
     };
     let mut from = vec![operator];
     from.extend(ingress.extra_peers.iter().cloned());
-    let mut meta = resources::owned_meta(run, name(&run.name_any()))?;
+    let mut meta = resources::owned_meta(run, name(run))?;
     meta.labels.get_or_insert_with(Default::default).insert(
         "app.kubernetes.io/component".into(),
         "worker-network-policy".into(),
@@ -146,7 +147,7 @@ mod tests {
         .expect("parses");
         let p = worker_policy(&run(), &ing).expect("policy");
         let v = serde_json::to_value(&p).expect("json");
-        assert_eq!(p.metadata.name.as_deref(), Some("r1-workers"));
+        assert_eq!(p.metadata.name.as_deref(), Some("r1-workers-uid1"));
         assert_eq!(
             p.metadata
                 .owner_references

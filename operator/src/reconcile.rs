@@ -42,7 +42,7 @@ use crate::resources;
 use crate::state::{self, cond, worker_phase as wp, PodView};
 use crate::status::{write_status, Reconciler};
 use crate::workers::{probe, Collected, Probe};
-use crate::{baseline, netpol, results, sweep, thresholds, validate, Error, Result};
+use crate::{baseline, deletion, netpol, results, sweep, thresholds, validate, Error, Result};
 
 /// One pass over one run.
 pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Action> {
@@ -61,21 +61,44 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Acti
         events: Vec::new(),
         written: None,
     };
+    if run.metadata.deletion_timestamp.is_some() {
+        let action = r.finalize().await;
+        r.publish_events().await;
+        return action;
+    }
+    if !deletion::has_finalizer(&run) {
+        // Before anything is created: a run deleted from here on is cleaned up.
+        deletion::add_finalizer(&r.api(), &run).await?;
+    }
     let old = r.status.clone();
     let mut action = r.step().await;
-    if let Err(Error::Rejected { what, message }) = &action {
-        // An object built from the run's spec is invalid: report it on the run, once.
-        let msg = format!("the API server rejected {what}: {message}");
-        r.condition(cond::VALID, false, "Rejected", msg.clone());
-        r.fail("Rejected", msg);
-        action = Ok(Action::requeue(POLL));
+    match &action {
+        Err(Error::Rejected { what, message }) => {
+            // An object built from the run's spec is invalid: report it on the run, once.
+            let msg = format!("the API server rejected {what}: {message}");
+            r.condition(cond::VALID, false, "Rejected", msg.clone());
+            r.fail("Rejected", msg);
+            action = Ok(Action::requeue(POLL));
+        }
+        Err(e @ Error::NotOurs { earlier_run, .. }) => {
+            // Never adopted. An earlier run's objects go with it (garbage collection): wait
+            // for them, within the run's timeout; anything else is for the user to remove.
+            let msg = format!("{e}");
+            if *earlier_run {
+                r.condition(cond::READY, false, "WaitingForEarlierRun", msg);
+            } else {
+                r.fail("NameTaken", format!("{msg}: delete or rename it"));
+            }
+            action = Ok(Action::requeue(POLL));
+        }
+        _ => {}
     }
     // The status is written even when the step failed half-way: what was learnt stays learnt.
     // One write per pass, unless one was needed earlier (placement, start time); then only
     // when something changed since.
     let status = r.status.clone();
     if status != *r.written.as_ref().unwrap_or(&old) {
-        write_status(&ctx.client, &ns, &name, &status).await?;
+        write_status(&ctx, &ns, &name, &status).await?;
     }
     ctx.metrics.observe(&ns, &name, &status);
     if status.phase != old.phase {
@@ -169,7 +192,7 @@ impl Reconciler<'_> {
             crate::failpoint::hit(crate::failpoint::AFTER_PODS_CREATED);
         }
         // 5. Observe pods and workers.
-        let pods = self.pods().await?;
+        let pods = self.pods();
         let cms = self.api::<ConfigMap>();
         // Summaries exist only after the start; before, there is nothing to list.
         let persisted = if self.status.start_time.is_some() {
@@ -388,7 +411,12 @@ impl Reconciler<'_> {
                 .num_milliseconds()
                 .max(0) as f64
                 / 1000.0;
-            if any_status && elapsed > 0.0 {
+            // Progress is rewritten once per progress interval, not on every pass: each
+            // write is a request to the API server of the cluster being measured.
+            let due = self.status.progress.as_ref().is_none_or(|p| {
+                elapsed - p.elapsed_seconds >= self.ctx.config.progress_interval.as_secs_f64()
+            });
+            if any_status && elapsed > 0.0 && due {
                 progress.elapsed_seconds = elapsed;
                 progress.ops_per_sec = ((progress.ops as f64 / elapsed) * 10.0).round() / 10.0;
                 self.status.throughput = Some(state::throughput_text(progress.ops_per_sec, None));
@@ -413,7 +441,7 @@ impl Reconciler<'_> {
 
     pub(crate) async fn ensure_objects(&mut self) -> Result<()> {
         let run = self.run;
-        create_if_absent(
+        create_unique(
             &self.api::<Secret>(),
             &resources::token_secret(run, &self.token()?)?,
         )
@@ -421,15 +449,17 @@ impl Reconciler<'_> {
         create_if_absent(
             &self.api::<ConfigMap>(),
             &resources::workload_config_map(run)?,
+            run,
         )
         .await?;
         create_if_absent(
             &self.api::<ConfigMap>(),
             &resources::result_config_map(run)?,
+            run,
         )
         .await?;
         if let Some(ingress) = &self.ctx.config.worker_ingress {
-            create_if_absent(
+            create_unique(
                 &self.api::<NetworkPolicy>(),
                 &netpol::worker_policy(run, ingress)?,
             )
@@ -441,10 +471,10 @@ impl Reconciler<'_> {
                 continue;
             }
             if let Some(pvc) = resources::worker_claim(run, &w.name)? {
-                create_if_absent(&self.api::<PersistentVolumeClaim>(), &pvc).await?;
+                create_if_absent(&self.api::<PersistentVolumeClaim>(), &pvc, run).await?;
             }
             let pod = resources::worker_pod(run, &w, &self.ctx.config.worker_image)?;
-            if create_if_absent(&pods, &pod).await? {
+            if create_if_absent(&pods, &pod, run).await? {
                 self.event(
                     EventType::Normal,
                     "CreatedWorker",
@@ -620,7 +650,7 @@ impl Reconciler<'_> {
                         self.run.controller_owner_ref(&()).map(|o| vec![o]);
                     child.metadata.labels =
                         Some([(sweep::MATRIX_LABEL.to_string(), self.name.clone())].into());
-                    create_if_absent(&runs, &child).await?;
+                    create_if_absent(&runs, &child, self.run).await?;
                     let what = match slot {
                         sweep::Slot::Warmup => "warm-up".to_string(),
                         sweep::Slot::Repeat(j) => {
@@ -821,8 +851,39 @@ impl Reconciler<'_> {
     }
 }
 
-/// Create `obj`; an existing one is fine (returns whether it was created).
-async fn create_if_absent<K>(api: &Api<K>, obj: &K) -> Result<bool>
+/// Create `obj` for `run`; one that exists already is fine if it is the run's (returns whether
+/// it was created). Names are fixed, so a run deleted and applied again before garbage
+/// collection removed the first one's objects would otherwise adopt them (a workload of the
+/// old spec, a result object with the old results).
+pub(crate) async fn create_if_absent<K>(api: &Api<K>, obj: &K, run: &BenchmarkRun) -> Result<bool>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    <K as Resource>::DynamicType: Default,
+{
+    if create(api, obj).await? {
+        return Ok(true);
+    }
+    let what = format!("{} {}", K::kind(&Default::default()), obj.name_any());
+    let Some(existing) = api.get_opt(&obj.name_any()).await? else {
+        // Deleted in between: created on the next pass.
+        return Err(Error::Invalid(format!("{what} was deleted meanwhile")));
+    };
+    ours(run, existing.owner_references(), what)?;
+    Ok(false)
+}
+
+/// Create `obj`, whose name carries its run's UID (objects the operator may create but not
+/// read: the token Secret, the NetworkPolicy), so one that exists is the run's.
+pub(crate) async fn create_unique<K>(api: &Api<K>, obj: &K) -> Result<bool>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    <K as Resource>::DynamicType: Default,
+{
+    create(api, obj).await
+}
+
+/// Create `obj`: whether it was created (false: the name is taken).
+async fn create<K>(api: &Api<K>, obj: &K) -> Result<bool>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
     <K as Resource>::DynamicType: Default,
@@ -830,14 +891,49 @@ where
     match api.create(&PostParams::default(), obj).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-        // The apiserver refused the object itself (a field of the run it was built from):
-        // retrying cannot help, the run must say so.
-        Err(kube::Error::Api(e)) if e.code == 422 => Err(Error::Rejected {
-            what: format!("{} {}", K::kind(&Default::default()), obj.name_any()),
-            message: e.message,
-        }),
+        // The API server refused the object itself (a field of the run it was built from, a
+        // quota): retrying cannot help, the run must say so. Timeouts (408) and throttling
+        // (429) are retried.
+        Err(kube::Error::Api(e))
+            if (400..500).contains(&e.code) && e.code != 408 && e.code != 429 =>
+        {
+            Err(Error::Rejected {
+                what: format!("{} {}", K::kind(&Default::default()), obj.name_any()),
+                message: e.message,
+            })
+        }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether an object with these owners is `run`'s; an error that says whose it is if not.
+pub(crate) fn ours(
+    run: &BenchmarkRun,
+    owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+    what: String,
+) -> Result<()> {
+    if owners
+        .iter()
+        .any(|o| Some(&o.uid) == run.metadata.uid.as_ref())
+    {
+        return Ok(());
+    }
+    let earlier = owners
+        .iter()
+        .find(|o| o.kind == "BenchmarkRun" && o.name == run.name_any());
+    let owner = match (earlier, owners.first()) {
+        (Some(o), _) => format!(
+            "it is the earlier run {}'s (uid {}), which Kubernetes is deleting",
+            o.name, o.uid
+        ),
+        (None, Some(o)) => format!("it is owned by {} {}", o.kind, o.name),
+        (None, None) => "it has no owner".into(),
+    };
+    Err(Error::NotOurs {
+        what,
+        owner,
+        earlier_run: earlier.is_some(),
+    })
 }
 
 fn humantime_secs(d: Duration) -> String {

@@ -48,9 +48,26 @@ pub fn workload_cm_name(run: &str) -> String {
 pub fn result_cm_name(run: &str) -> String {
     format!("{run}-result")
 }
-/// The run's worker-token Secret.
-pub fn token_secret_name(run: &str) -> String {
-    format!("{run}-token")
+/// The run's worker-token Secret. Named for this run's UID as well as its name: the operator
+/// may create Secrets but not read them, so it could not tell the Secret of an earlier run of
+/// the same name (not yet garbage-collected) from its own; with the UID in the name, there is
+/// nothing to tell apart.
+pub fn token_secret_name(run: &BenchmarkRun) -> String {
+    format!("{}-token-{}", run.name_any(), uid_tag(run))
+}
+
+/// The first 8 characters of the run's UID (a name suffix for objects the operator cannot
+/// read back, see [`token_secret_name`]).
+pub fn uid_tag(run: &BenchmarkRun) -> String {
+    run.metadata
+        .uid
+        .as_deref()
+        .unwrap_or_default()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect::<String>()
+        .to_ascii_lowercase()
 }
 /// A worker's pod.
 pub fn pod_name(run: &str, worker: &str) -> String {
@@ -186,7 +203,7 @@ pub fn worker_result_config_map(
 /// The Secret holding the run's worker token, mounted into every worker.
 pub fn token_secret(run: &BenchmarkRun, token: &str) -> Result<Secret> {
     Ok(Secret {
-        metadata: meta(run, token_secret_name(&run.name_any()))?,
+        metadata: meta(run, token_secret_name(run))?,
         string_data: Some(BTreeMap::from([("token".to_string(), token.to_string())])),
         type_: Some("Opaque".into()),
         ..Default::default()
@@ -276,7 +293,7 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
         Volume {
             name: "token".into(),
             secret: Some(SecretVolumeSource {
-                secret_name: Some(token_secret_name(&name)),
+                secret_name: Some(token_secret_name(run)),
                 ..Default::default()
             }),
             ..Default::default()

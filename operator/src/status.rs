@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};
-use kube::{Api, Client, Resource};
+use kube::{Api, Resource};
 use tracing::warn;
 
 use crate::context::Context;
@@ -19,25 +19,28 @@ use crate::{results, Result};
 /// count (a fleet of 1,000 would otherwise write 1,000 "Collected" events one by one).
 const EVENTS_PER_REASON: usize = 5;
 
-/// Write the whole status by server-side apply under the operator's field manager.
+/// Write the whole status by server-side apply under the operator's field manager, and
+/// remember the version it made (see [`Context::is_stale`]).
 pub(crate) async fn write_status(
-    client: &Client,
+    ctx: &Context,
     ns: &str,
     name: &str,
     status: &BenchmarkRunStatus,
 ) -> Result<()> {
-    let api: Api<BenchmarkRun> = Api::namespaced(client.clone(), ns);
+    let api: Api<BenchmarkRun> = Api::namespaced(ctx.client.clone(), ns);
     let patch = serde_json::json!({
         "apiVersion": "benchrun.dev/v1alpha1",
         "kind": "BenchmarkRun",
         "status": status,
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    let written = api
+        .patch_status(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    ctx.wrote(&format!("{ns}/{name}"), written.metadata.resource_version);
     Ok(())
 }
 
@@ -176,7 +179,7 @@ impl Reconciler<'_> {
 
     /// Write the status now, before an action a restart must find recorded (see the callers).
     pub(crate) async fn persist(&mut self) -> Result<()> {
-        write_status(&self.ctx.client, &self.ns, &self.name, &self.status).await?;
+        write_status(self.ctx, &self.ns, &self.name, &self.status).await?;
         self.written = Some(self.status.clone());
         Ok(())
     }

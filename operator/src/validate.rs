@@ -36,6 +36,7 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
         }
     }
     errs.extend(volume_mode(spec));
+    errs.extend(claim_template(spec));
     errs.extend(thresholds::validate(&spec.thresholds, &spec.workload));
     errs.extend(podfields::check(spec));
     if spec.thresholds.len() > MAX_THRESHOLDS {
@@ -74,6 +75,54 @@ fn volume_mode(spec: &BenchmarkRunSpec) -> Vec<String> {
     }
 }
 
+/// What the API server would refuse in a claim template, found before any object is created
+/// (a claim refused after the pods exist would leave the run waiting on it).
+fn claim_template(spec: &BenchmarkRunSpec) -> Vec<String> {
+    const AT: &str = "spec.volume.claimTemplate";
+    const MODES: [&str; 4] = [
+        "ReadWriteOnce",
+        "ReadOnlyMany",
+        "ReadWriteMany",
+        "ReadWriteOncePod",
+    ];
+    let Some(t) = spec.volume.as_ref().and_then(|v| v.claim_template.as_ref()) else {
+        return vec![];
+    };
+    let mut errs = vec![];
+    for m in t.access_modes.iter().flatten() {
+        if !MODES.contains(&m.as_str()) {
+            errs.push(format!(
+                "{AT}.accessModes: `{}` is not one of {}",
+                benchrun_api::quote::clip(m),
+                MODES.join(", ")
+            ));
+        }
+    }
+    let r = t.resources.as_ref();
+    for (what, map) in [
+        ("requests", r.and_then(|r| r.requests.as_ref())),
+        ("limits", r.and_then(|r| r.limits.as_ref())),
+    ] {
+        for (name, q) in map.into_iter().flatten() {
+            if podfields::parse_quantity(&q.0).is_none_or(|v| v <= 0.0) {
+                errs.push(format!(
+                    "{AT}.resources.{what}.{name}: `{}` is not a positive quantity (e.g. 10Gi, 500M)",
+                    benchrun_api::quote::clip(&q.0)
+                ));
+            }
+        }
+    }
+    if !r
+        .and_then(|r| r.requests.as_ref())
+        .is_some_and(|m| m.contains_key("storage"))
+    {
+        errs.push(format!(
+            "{AT}.resources.requests.storage: required (the size of each worker's claim, e.g. 10Gi)"
+        ));
+    }
+    errs
+}
+
 /// Everything wrong with a run named `name` with this spec, in the order reported: the spec,
 /// the name, the baseline reference, the matrix. (The administrator's policy is checked
 /// beside it by the reconciler, which holds the policy.)
@@ -97,6 +146,33 @@ pub fn run(s: &BenchmarkRunSpec, name: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claim_template_the_api_server_would_refuse_is_named() {
+        let errs = |volume: &str| {
+            let spec: BenchmarkRunSpec = serde_yaml::from_str(&format!(
+                "workload: {{target: file:///data/x, duration: 1s, ops: [{{op: get}}]}}\nvolume: {volume}\n"
+            ))
+            .expect("spec");
+            claim_template(&spec)
+        };
+        assert!(errs("{claimTemplate: {resources: {requests: {storage: 1Gi}}}}").is_empty());
+        assert_eq!(
+            errs("{claimTemplate: {resources: {requests: {storage: lots}}}}"),
+            ["spec.volume.claimTemplate.resources.requests.storage: `lots` is not a positive quantity (e.g. 10Gi, 500M)"]
+        );
+        assert_eq!(
+            errs("{claimTemplate: {accessModes: [ReadWriteSometimes], resources: {requests: {storage: 1Gi}, limits: {storage: -1Gi}}}}"),
+            [
+                "spec.volume.claimTemplate.accessModes: `ReadWriteSometimes` is not one of ReadWriteOnce, ReadOnlyMany, ReadWriteMany, ReadWriteOncePod",
+                "spec.volume.claimTemplate.resources.limits.storage: `-1Gi` is not a positive quantity (e.g. 10Gi, 500M)",
+            ]
+        );
+        assert_eq!(
+            errs("{claimTemplate: {storageClassName: fast}}"),
+            ["spec.volume.claimTemplate.resources.requests.storage: required (the size of each worker's claim, e.g. 10Gi)"]
+        );
+    }
 
     #[test]
     fn a_block_claim_needs_a_block_workload() {

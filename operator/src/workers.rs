@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::ListParams;
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use tracing::warn;
@@ -26,22 +25,22 @@ impl Reconciler<'_> {
         Ok(resources::worker_token(&self.ctx.config.key, &uid))
     }
 
-    pub(crate) async fn pods(&self) -> Result<BTreeMap<String, Pod>> {
-        let lp = ListParams::default().labels(&format!("{RUN_LABEL}={}", self.name));
-        Ok(self
-            .api::<Pod>()
-            .list(&lp)
-            .await?
-            .items
+    /// The run's pods, from the controller's pod store (a pod created in this pass shows up
+    /// in a later one).
+    pub(crate) fn pods(&self) -> BTreeMap<String, Pod> {
+        let uid = self.run.metadata.uid.as_ref();
+        self.ctx
+            .pods
+            .state()
             .into_iter()
             // Only pods this run controls (a re-created run of the same name must not adopt).
             .filter(|p| {
-                p.owner_references()
-                    .iter()
-                    .any(|o| Some(&o.uid) == self.run.metadata.uid.as_ref())
+                p.namespace().as_deref() == Some(self.ns.as_str())
+                    && p.labels().get(RUN_LABEL) == Some(&self.name)
+                    && p.owner_references().iter().any(|o| Some(&o.uid) == uid)
             })
-            .map(|p| (p.name_any(), p))
-            .collect())
+            .map(|p| (p.name_any(), Pod::clone(&p)))
+            .collect()
     }
 
     pub(crate) fn parallelism(&self) -> usize {
@@ -148,7 +147,7 @@ impl Reconciler<'_> {
     /// Ask every reachable worker to stop (the run failed); pods go per cleanup policy.
     pub(crate) async fn stop_workers(&self) {
         let Ok(token) = self.token() else { return };
-        let Ok(pods) = self.pods().await else { return };
+        let pods = self.pods();
         let clients: Vec<_> = pods
             .values()
             .filter_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))

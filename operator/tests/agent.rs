@@ -59,7 +59,7 @@ async fn agent_runs_from_start_time_and_serves_summary() {
         dir.display()
     );
     let (_agent, addr, task) = spawn_agent(&yaml, "tok").await;
-    let http = WorkerClient::http(std::time::Duration::from_secs(10));
+    let http = WorkerClient::http(std::time::Duration::from_secs(10)).expect("http client");
 
     // Wrong or missing token: 401, and the run does not start.
     let bad = WorkerClient::new(http.clone(), &addr, "nope");
@@ -138,7 +138,7 @@ async fn agent_reports_a_bad_target() {
     let yaml = "target: file:///proc/benchrun-nope\ntotalOps: 10\nops: [{op: get}]\ndataset: {objects: 2, size: 4KiB}\n";
     let (_agent, addr, task) = spawn_agent(yaml, "tok").await;
     let c = WorkerClient::new(
-        WorkerClient::http(std::time::Duration::from_secs(10)),
+        WorkerClient::http(std::time::Duration::from_secs(10)).expect("http client"),
         &addr,
         "tok",
     );
@@ -165,7 +165,7 @@ async fn shutdown_interrupts_a_running_stage() {
     );
     let (_agent, addr, task) = spawn_agent(&yaml, "tok").await;
     let c = WorkerClient::new(
-        WorkerClient::http(std::time::Duration::from_secs(10)),
+        WorkerClient::http(std::time::Duration::from_secs(10)).expect("http client"),
         &addr,
         "tok",
     );
@@ -222,7 +222,7 @@ async fn oversized_worker_answers_are_refused_before_parsing() {
     for chunked in [false, true] {
         let addr = serve_body(big.clone(), chunked).await;
         let c = WorkerClient::new(
-            WorkerClient::http(std::time::Duration::from_secs(10)),
+            WorkerClient::http(std::time::Duration::from_secs(10)).expect("http client"),
             &addr,
             "t",
         );
@@ -246,7 +246,7 @@ async fn an_unusable_summary_is_invalid_not_retried_and_its_body_kept() {
     use benchrun_operator::client::SummaryError;
     let addr = serve_body(br#"{"not": "a summary"}"#.to_vec(), false).await;
     let c = WorkerClient::new(
-        WorkerClient::http(std::time::Duration::from_secs(10)),
+        WorkerClient::http(std::time::Duration::from_secs(10)).expect("http client"),
         &addr,
         "t",
     );
@@ -262,7 +262,7 @@ async fn an_unusable_summary_is_invalid_not_retried_and_its_body_kept() {
     let addr = closed.local_addr().unwrap().to_string();
     drop(closed);
     let c = WorkerClient::new(
-        WorkerClient::http(std::time::Duration::from_secs(10)),
+        WorkerClient::http(std::time::Duration::from_secs(10)).expect("http client"),
         &addr,
         "t",
     );
@@ -295,7 +295,7 @@ async fn hung_workers_cost_one_timeout_not_one_each() {
         addrs.push(l.local_addr().unwrap().to_string());
         hung.push(l);
     }
-    let http = WorkerClient::http(TIMEOUT);
+    let http = WorkerClient::http(TIMEOUT).expect("http client");
     let clients: Vec<_> = addrs
         .iter()
         .map(|a| (a.clone(), WorkerClient::new(http.clone(), a, "tok")))

@@ -12,7 +12,7 @@ use benchrun_api::Summary;
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
 use benchrun_operator::resources;
 use benchrun_test_support::NODES;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 
@@ -43,6 +43,7 @@ timeout: 3m
 async fn per_node_run_merges_exactly_and_cleans_up() {
     let env = env("op-pernode").await;
     let (_op, metrics) = spawn_operator_with_metrics(&env);
+    let t0 = std::time::Instant::now();
     let api = create_run(&env, "pn", &per_node("4s", "cleanup: Always")).await;
     let run = wait_for(&api, "pn", Duration::from_secs(150), "finished", finished).await;
     let st = run.status.clone().expect("status");
@@ -96,6 +97,15 @@ async fn per_node_run_merges_exactly_and_cleans_up() {
     let reconciles =
         sample(&text, "benchrun_operator_reconciles_total").expect("reconciles metric");
     assert!(reconciles >= 3.0, "{text}");
+    // Passes come from the poll (one per 2 s), the pods' changes and spec changes; not from
+    // the operator's own status writes (which would make each write trigger the next pass:
+    // hundreds here, ~10 a second).
+    let bound = t0.elapsed().as_secs_f64() / 2.0 * 1.5 + 40.0;
+    assert!(
+        reconciles <= bound,
+        "{reconciles} passes in {:.0?} (at most {bound:.0} expected)",
+        t0.elapsed()
+    );
     assert_eq!(
         sample(&text, "benchrun_operator_runs{phase=\"Succeeded\"}"),
         Some(1.0),
@@ -555,4 +565,195 @@ async fn api_requests_are_counted_by_verb() {
         (n("create"), n("get"), n("delete"), n("watch"), n("patch")),
         (1, 2, 1, 0, 0)
     );
+}
+
+/// A pass handed a copy of the run older than the operator's last status write (a watch
+/// cache that has not caught up; here one that never does) reads the run afresh before
+/// deciding: the workers are placed once and the start time chosen once, so every worker
+/// starts at the start time in the status.
+#[tokio::test]
+async fn stale_cache_never_decides_twice() {
+    let env = env("op-stale").await;
+    benchrun_operator::failpoint::serve_stale("stale");
+    let _op = spawn_operator(&env);
+    let api = create_run(&env, "stale", &per_node("3s", "cleanup: Always")).await;
+    let run = wait_for(
+        &api,
+        "stale",
+        Duration::from_secs(150),
+        "finished",
+        finished,
+    )
+    .await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let start: chrono::DateTime<chrono::Utc> = st
+        .start_time
+        .as_deref()
+        .expect("start time")
+        .parse()
+        .expect("rfc3339");
+    let parts = worker_summaries(&env, &run).await;
+    assert_eq!(parts.len(), NODES.len());
+    for p in &parts {
+        // A start time chosen again would be at least a poll (2 s) after the one the workers
+        // were sent first.
+        let off = (p.started_at - start).num_milliseconds().abs();
+        assert!(
+            off < 1000,
+            "worker {:?} started {off} ms from the recorded start time {start}",
+            p.worker_ids
+        );
+    }
+}
+
+/// Holds a ConfigMap with a finalizer of the test's own, as a slow garbage collector would;
+/// removes the finalizer when dropped (also when the test fails), so nothing is left behind.
+struct Hold {
+    api: Api<ConfigMap>,
+    name: String,
+}
+
+const HOLD: &str = "benchrun.dev/test-hold";
+
+impl Hold {
+    async fn new(api: Api<ConfigMap>, name: &str) -> Hold {
+        let patch = serde_json::json!({"metadata": {"finalizers": [HOLD]}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("add the test's finalizer");
+        Hold {
+            api,
+            name: name.to_string(),
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let (ns, name) = (
+            self.api.namespace().unwrap_or_default().to_string(),
+            self.name.clone(),
+        );
+        // A thread with its own runtime and its own client: the test's runtime is blocked on
+        // this drop, and the test's client runs its connection on that runtime.
+        let t = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let client = benchrun_test_support::cluster::connect().await;
+                let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+                let patch = serde_json::json!({"metadata": {"finalizers": null}});
+                if let Err(e) = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    eprintln!("removing the test's finalizer from {name}: {e}");
+                }
+            });
+        });
+        let _ = t.join();
+    }
+}
+
+/// A run deleted and applied again while garbage collection still holds one of the first
+/// run's objects (forced here: a finalizer of the test's own on its workload ConfigMap) does
+/// not adopt it: the new run waits, saying why, and once the old object is gone creates its
+/// own and runs its own spec.
+#[tokio::test]
+async fn a_recreated_run_never_adopts_the_earlier_runs_objects() {
+    let env = env("op-recreate").await;
+    let _op = spawn_operator(&env);
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), env.ns.name());
+    let workload = resources::workload_cm_name("again");
+    let api = create_run(&env, "again", &per_node("2s", "cleanup: Always")).await;
+    let first = api.get("again").await.expect("run").metadata.uid;
+    wait_until(
+        Duration::from_secs(60),
+        "the first run's workload ConfigMap",
+        || {
+            let cms = cms.clone();
+            let workload = workload.clone();
+            async move { cms.get_opt(&workload).await.ok().flatten() }
+        },
+    )
+    .await;
+    let hold = Hold::new(cms.clone(), &workload).await;
+    api.delete("again", &DeleteParams::background())
+        .await
+        .expect("delete");
+    wait_until(Duration::from_secs(60), "the first run to be gone", || {
+        let api = api.clone();
+        async move { matches!(api.get_opt("again").await, Ok(None)).then_some(()) }
+    })
+    .await;
+
+    // Again, with another spec.
+    let api = create_run(&env, "again", &per_node("3s", "cleanup: Always")).await;
+    let second = api.get("again").await.expect("run").metadata.uid;
+    assert_ne!(first, second);
+    let run = wait_for(&api, "again", Duration::from_secs(60), "waiting", |r| {
+        condition(r, "WorkersReady").is_some_and(|c| c.reason == "WaitingForEarlierRun")
+    })
+    .await;
+    let msg = &condition(&run, "WorkersReady")
+        .expect("WorkersReady")
+        .message;
+    assert!(
+        msg.contains(&format!("ConfigMap {workload}")) && msg.contains("earlier run again"),
+        "{msg}"
+    );
+    assert!(
+        run_pods(&env, "again").await.is_empty(),
+        "no worker started"
+    );
+    let old = cms.get(&workload).await.expect("held");
+    assert_eq!(
+        old.metadata.owner_references.expect("owners")[0].uid,
+        first.clone().expect("uid")
+    );
+
+    // Released: the new run makes its own and runs its spec.
+    drop(hold);
+    let run = wait_for(
+        &api,
+        "again",
+        Duration::from_secs(150),
+        "finished",
+        finished,
+    )
+    .await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let cm = cms.get(&workload).await.expect("the new run's workload");
+    assert_eq!(
+        cm.metadata.owner_references.expect("owners")[0].uid,
+        second.expect("uid")
+    );
+    assert_eq!(
+        cm.data,
+        resources::workload_config_map(&run).expect("cm").data,
+        "the new spec's workload"
+    );
+}
+
+/// Poll `probe` until it gives a value, or panic after `limit` naming `what`.
+async fn wait_until<T, F, Fut>(limit: Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {what} within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

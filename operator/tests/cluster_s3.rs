@@ -481,3 +481,93 @@ async fn storage_server_stopped_mid_run_counts_the_outage_and_recovers() {
     wait_pods_gone(&env, "out", "cleanup: Always").await;
     drop(fwd);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Deleting a running run.
+
+/// The objects under `prefix` on MinIO, listed from the host (the worker's own S3 client,
+/// credentials from a directory as a mounted Secret would give them).
+async fn objects_under(storage: &HashMap<String, String>, prefix: &str) -> usize {
+    let creds = tempfile::tempdir().expect("tempdir");
+    for (file, key) in [
+        ("accessKeyId", "AWS_ACCESS_KEY_ID"),
+        ("secretAccessKey", "AWS_SECRET_ACCESS_KEY"),
+    ] {
+        std::fs::write(creds.path().join(file), &storage[key]).expect("credential file");
+    }
+    let yaml = format!(
+        "target: s3://{bucket}/\nduration: 1s\nops: [{{op: get}}]\nstorage: {{endpoint: '{ep}', allowHttp: true, pathStyle: true, region: us-east-1, credentialsDir: '{dir}'}}\n",
+        bucket = storage["BENCHRUN_S3_BUCKET"],
+        ep = storage["BENCHRUN_S3_ENDPOINT"],
+        dir = creds.path().display(),
+    );
+    let w = benchrun_worker::Workload::from_yaml(&yaml).expect("listing workload");
+    let target = benchrun_worker::targets::open(&w)
+        .await
+        .expect("open MinIO");
+    target.list(prefix).await.expect("list").objects.len()
+}
+
+/// `kubectl delete` of a run in the middle of its measured stage: the operator's finalizer
+/// holds the deletion while the workers stop and remove everything the run wrote (its
+/// prepared dataset and its PUTs), then lets it go; nothing is left under the run's prefix,
+/// and the run's series are gone from the operator's metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_running_run_stops_its_workers_and_removes_its_data() {
+    let storage = storage_env();
+    let env = env("op-s3-delete").await;
+    let fwd = s3_for_pods(&env, &storage).await;
+    create_creds_secret(&env, &storage).await;
+    let (_op, metrics) = spawn_operator_with_metrics(&env);
+    let prefix = env.ns.name().to_string();
+    let spec = s3_spec(&storage, &fwd, &prefix, "cleanup: Always")
+        .replace("duration: 2s", "duration: 10m")
+        .replace("timeout: 3m", "timeout: 20m")
+        .replace("workers:\n", "workers:\n  count: 2\n");
+    let api = create_run(&env, "del", &spec).await;
+    let run = wait_for(&api, "del", Duration::from_secs(150), "running", |r| {
+        r.status
+            .as_ref()
+            .is_some_and(|s| s.worker_phases.get("Running") == Some(&2))
+    })
+    .await;
+    assert!(
+        run.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == benchrun_operator::deletion::FINALIZER),
+        "the operator's finalizer is on the run: {:?}",
+        run.metadata.finalizers
+    );
+    let before = objects_under(&storage, &prefix).await;
+    assert!(before >= 32, "the dataset is there ({before} objects)");
+    let series = format!("run=\"del\"");
+    assert!(metrics.render().contains(&series), "the run has series");
+
+    api.delete("del", &DeleteParams::background())
+        .await
+        .expect("delete");
+    // Bounded by the operator's cleanup bound (120 s) plus a poll or two.
+    let deadline = tokio::time::Instant::now()
+        + benchrun_operator::deletion::CLEANUP_BOUND
+        + Duration::from_secs(30);
+    while api.get_opt("del").await.expect("read run").is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the run is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        objects_under(&storage, &prefix).await,
+        0,
+        "everything the run wrote is removed"
+    );
+    let text = metrics.render();
+    assert!(
+        !text.contains(&series),
+        "the deleted run's series are gone:\n{text}"
+    );
+    drop(fwd);
+}

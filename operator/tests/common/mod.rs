@@ -83,13 +83,15 @@ pub fn spawn_operator_with_metrics(env: &Env) -> (JoinHandle<()>, Arc<Metrics>) 
         worker_ingress: None,
         worker_parallelism: context::DEFAULT_WORKER_PARALLELISM,
         worker_timeout: context::DEFAULT_WORKER_TIMEOUT,
+        progress_interval: context::DEFAULT_PROGRESS_INTERVAL,
     };
-    let task = tokio::spawn(controller::run(
+    let run = controller::run(
         env.client.clone(),
         config,
         metrics.clone(),
         std::future::pending(),
-    ));
+    );
+    let task = tokio::spawn(async move { run.await.expect("the controller starts") });
     (task, metrics)
 }
 

@@ -4,7 +4,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
+    PostParams,
+};
 use kube::{Api, Client};
 
 use crate::cluster::{client_from_kubeconfig, kubeconfig_path};
@@ -123,6 +126,7 @@ impl Drop for TestNamespace {
                         return eprintln!("{KEEP_ENV} is set: keeping namespace {name}");
                     }
                 }
+                release_runs(&client, &name).await;
                 let namespaces: Api<Namespace> = Api::all(client);
                 let deleted = tokio::time::timeout(
                     Duration::from_secs(20),
@@ -137,5 +141,34 @@ impl Drop for TestNamespace {
             });
         });
         let _ = worker.join();
+    }
+}
+
+/// Remove the finalizers of the namespace's BenchmarkRuns: the operator that would have
+/// removed them ran in the test and is gone, and a finalizer left would keep the namespace
+/// terminating forever. Nothing to do where the CRD is not installed.
+async fn release_runs(client: &Client, ns: &str) {
+    let ar = ApiResource {
+        group: "benchrun.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "benchrun.dev/v1alpha1".into(),
+        kind: "BenchmarkRun".into(),
+        plural: "benchmarkruns".into(),
+    };
+    let runs: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let Ok(list) = runs.list(&ListParams::default()).await else {
+        return;
+    };
+    let patch = serde_json::json!({"metadata": {"finalizers": null}});
+    for r in list.items {
+        let name = r.metadata.name.unwrap_or_default();
+        if r.metadata.finalizers.is_some_and(|f| !f.is_empty()) {
+            if let Err(e) = runs
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                eprintln!("namespace {ns}: releasing run {name}: {e}");
+            }
+        }
     }
 }

@@ -45,17 +45,23 @@ async fn drive_inner(
         .await
         .map_err(|e| format!("opening the target: {e}"))?;
     let dataset = tokio::select! {
-        r = engine.prepare() => r.map_err(|e| format!("preparing the dataset: {e}"))?,
-        _ = agent.wait_shutdown() => return Ok(()),
+        r = engine.prepare() => Some(r.map_err(|e| format!("preparing the dataset: {e}"))?),
+        _ = agent.wait_shutdown() => None,
+    };
+    let Some(dataset) = dataset else {
+        return stopped_before_start(&engine, cleanup).await;
     };
     agent.set_stage(AgentStage::Ready);
     let mut start_rx = agent.start_tx.subscribe();
     let start_at = tokio::select! {
         r = start_rx.wait_for(|s| s.is_some()) => match r {
-            Ok(s) => s.unwrap_or_else(Utc::now),
+            Ok(s) => Some(s.unwrap_or_else(Utc::now)),
             Err(_) => return Err("start channel closed".into()),
         },
-        _ = agent.wait_shutdown() => return Ok(()),
+        _ = agent.wait_shutdown() => None,
+    };
+    let Some(start_at) = start_at else {
+        return stopped_before_start(&engine, cleanup).await;
     };
     agent.set_stage(AgentStage::Running);
     let stop = {
@@ -93,6 +99,17 @@ async fn drive_inner(
     tokio::select! {
         _ = tokio::time::sleep(linger) => {}
         _ = agent.wait_shutdown() => {}
+    }
+    Ok(())
+}
+
+/// Stopped before the start (the run failed or was deleted): what the preparation wrote, all
+/// or part, is removed as the workload's `dataset.cleanup` says, as after a run.
+async fn stopped_before_start(engine: &Engine, cleanup: bool) -> Result<(), String> {
+    if cleanup {
+        if let Err(e) = engine.cleanup().await {
+            tracing::warn!("cleanup after the stop failed: {e}");
+        }
     }
     Ok(())
 }

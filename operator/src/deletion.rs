@@ -1,0 +1,156 @@
+//! A run being deleted: its workers are stopped (they remove the datasets they created, as the
+//! workload's `dataset.cleanup` says), its metrics are dropped, then its finalizer goes, so
+//! Kubernetes deletes it and, by their owner references, its pods and other objects.
+//!
+//! Without the finalizer, `kubectl delete` of a running run would leave its workers 10 s to
+//! die and everything they had written on object storage behind, and the run's series would
+//! stay in `/metrics` (alerts firing for a run that is gone). The wait is bounded
+//! ([`CLEANUP_BOUND`]): a worker that does not stop in time is reported and given up on,
+//! never holding the deletion forever.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tracing::info;
+
+use crate::client::fan_out;
+use crate::context::POLL;
+use crate::crd::BenchmarkRun;
+use crate::status::Reconciler;
+use crate::Result;
+
+/// The operator's finalizer on every run.
+pub const FINALIZER: &str = "benchrun.dev/cleanup";
+
+/// Longest wait for a deleted run's workers to stop and clean up.
+pub const CLEANUP_BOUND: Duration = Duration::from_secs(120);
+
+/// Whether `run` carries the operator's finalizer.
+pub fn has_finalizer(run: &BenchmarkRun) -> bool {
+    run.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+/// Add the finalizer (a JSON patch that tests the list it extends, so a concurrent change of
+/// the finalizers fails the patch instead of being overwritten).
+pub(crate) async fn add_finalizer(api: &Api<BenchmarkRun>, run: &BenchmarkRun) -> Result<()> {
+    let patch = match &run.metadata.finalizers {
+        None => json!([{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}]),
+        Some(f) => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": f},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+        ]),
+    };
+    patch_finalizers(api, run, patch).await
+}
+
+/// Remove the finalizer (tested like [`add_finalizer`]).
+async fn remove_finalizer(api: &Api<BenchmarkRun>, run: &BenchmarkRun) -> Result<()> {
+    let f = run.finalizers();
+    let rest: Vec<&String> = f.iter().filter(|x| *x != FINALIZER).collect();
+    let patch = json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": f},
+        {"op": "replace", "path": "/metadata/finalizers", "value": rest},
+    ]);
+    patch_finalizers(api, run, patch).await
+}
+
+async fn patch_finalizers(
+    api: &Api<BenchmarkRun>,
+    run: &BenchmarkRun,
+    patch: serde_json::Value,
+) -> Result<()> {
+    let patch: json_patch::Patch = serde_json::from_value(patch)?;
+    match api
+        .patch(
+            &run.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Gone already: nothing to hold.
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether a worker's pod is still running (its agent may still be measuring or cleaning up).
+fn running(p: &Pod) -> bool {
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+    p.metadata.deletion_timestamp.is_none() && matches!(phase, Some("Pending" | "Running"))
+}
+
+impl Reconciler<'_> {
+    /// One pass over a run being deleted: ask its running workers to stop until they have
+    /// (each removes its dataset, as its workload says, then exits) or [`CLEANUP_BOUND`] has
+    /// passed; then drop its metrics and its finalizer.
+    pub(crate) async fn finalize(&mut self) -> Result<Action> {
+        if !has_finalizer(self.run) {
+            return Ok(Action::await_change());
+        }
+        let since = self
+            .run
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(crate::state::from_time)
+            .unwrap_or(self.now);
+        let waited = (self.now - since).to_std().unwrap_or_default();
+        let pods = self.pods();
+        let left: Vec<&Pod> = pods.values().filter(|p| running(p)).collect();
+        if !left.is_empty() {
+            if waited < CLEANUP_BOUND {
+                let token = self.token()?;
+                let clients: Vec<_> = left
+                    .iter()
+                    .filter_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))
+                    .map(|ip| self.worker_client(&ip, &token))
+                    .collect();
+                fan_out(clients, self.parallelism(), |c| async move {
+                    let _ = c.shutdown().await;
+                })
+                .await;
+                // Said on the first pass after the deletion (a pass a poll later is past it).
+                if waited < POLL {
+                    self.event(
+                        EventType::Normal,
+                        "Stopping",
+                        format!(
+                            "the run is being deleted: stopping {} workers, which remove what they created",
+                            left.len()
+                        ),
+                    );
+                }
+                return Ok(Action::requeue(POLL));
+            }
+            let names: Vec<String> = left.iter().map(|p| p.name_any()).collect();
+            self.event(
+                EventType::Warning,
+                "CleanupAbandoned",
+                format!(
+                    "workers {} did not stop within {}s of the deletion; what they created under {} may be left",
+                    names.join(", "),
+                    CLEANUP_BOUND.as_secs(),
+                    self.run.spec.workload.target
+                ),
+            );
+        }
+        self.ctx.metrics.forget(&self.ns, &self.name, &self.status);
+        self.ctx.forget(&format!("{}/{}", self.ns, self.name));
+        remove_finalizer(&self.api(), self.run).await?;
+        info!(
+            "{}/{}: deleted after {:.1}s",
+            self.ns,
+            self.name,
+            (Utc::now() - since).num_milliseconds() as f64 / 1000.0
+        );
+        Ok(Action::await_change())
+    }
+}
