@@ -88,6 +88,31 @@ fn running(p: &Pod) -> bool {
 }
 
 impl Reconciler<'_> {
+    /// Ask the workers of these pods to stop; the pods of those still at work (measuring or
+    /// removing their data). A worker whose agent no longer answers has exited.
+    async fn stop_for_deletion<'p>(
+        &self,
+        pods: impl Iterator<Item = &'p Pod>,
+    ) -> Result<Vec<String>> {
+        use benchrun_api::agent::AgentStage as S;
+        let token = self.token()?;
+        let clients: Vec<_> = pods
+            .filter_map(|p| {
+                let ip = p.status.as_ref()?.pod_ip.clone()?;
+                Some((p.name_any(), self.worker_client(&ip, &token)))
+            })
+            .collect();
+        let busy = fan_out(clients, self.parallelism(), |(pod, c)| async move {
+            let _ = c.shutdown().await;
+            match c.status().await {
+                Ok(st) if !matches!(st.stage, S::Done | S::Failed) => Some(pod),
+                _ => None,
+            }
+        })
+        .await;
+        Ok(busy.into_iter().flatten().collect())
+    }
+
     /// One pass over a run being deleted: ask its running workers to stop until they have
     /// (each removes its dataset, as its workload says, then exits) or [`CLEANUP_BOUND`] has
     /// passed; then drop its metrics and its finalizer.
@@ -103,20 +128,15 @@ impl Reconciler<'_> {
             .map(crate::state::from_time)
             .unwrap_or(self.now);
         let waited = (self.now - since).to_std().unwrap_or_default();
-        let pods = self.pods();
-        let left: Vec<&Pod> = pods.values().filter(|p| running(p)).collect();
+        // A finished run's workers were stopped when it finished.
+        let pods = if self.status.phase.is_finished() {
+            Default::default()
+        } else {
+            self.pods()
+        };
+        let left = self.stop_for_deletion(pods.values().filter(|p| running(p))).await?;
         if !left.is_empty() {
             if waited < CLEANUP_BOUND {
-                let token = self.token()?;
-                let clients: Vec<_> = left
-                    .iter()
-                    .filter_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))
-                    .map(|ip| self.worker_client(&ip, &token))
-                    .collect();
-                fan_out(clients, self.parallelism(), |c| async move {
-                    let _ = c.shutdown().await;
-                })
-                .await;
                 // Said on the first pass after the deletion (a pass a poll later is past it).
                 if waited < POLL {
                     self.event(
@@ -130,13 +150,12 @@ impl Reconciler<'_> {
                 }
                 return Ok(Action::requeue(POLL));
             }
-            let names: Vec<String> = left.iter().map(|p| p.name_any()).collect();
             self.event(
                 EventType::Warning,
                 "CleanupAbandoned",
                 format!(
                     "workers {} did not stop within {}s of the deletion; what they created under {} may be left",
-                    names.join(", "),
+                    left.join(", "),
                     CLEANUP_BOUND.as_secs(),
                     self.run.spec.workload.target
                 ),

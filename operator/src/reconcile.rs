@@ -8,9 +8,10 @@
 //! restart at any moment repeats only idempotent steps.
 //!
 //! # RBAC the operator needs
-//! - `benchmarkruns`: get, list, watch, create, delete (create: a matrix run's combinations,
-//!   delete: TTL); `benchmarkruns/status`: get, patch
-//! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: create, delete
+//! - `benchmarkruns`: get, list, watch, create, delete, patch (create: a matrix run's
+//!   combinations, delete: TTL, patch: the finalizer); `benchmarkruns/status`: get, patch
+//! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: get, create, delete
+//!   (get: an existing claim is checked to be the run's)
 //! - `configmaps`: get, list, create, patch (list: the per-worker result objects of a run, by
 //!   label); `secrets`: **create only** (the per-run token; never
 //!   get/list, so credentials referenced by runs stay unreadable to the operator)

@@ -44,7 +44,11 @@ image_values=(
   --set "operator.workerImage.repository=${WORKER_IMAGE%:*}" --set "operator.workerImage.tag=${WORKER_IMAGE##*:}"
 )
 
-# A previous, interrupted run of this script.
+# A previous, interrupted run of this script. Its runs' finalizers are removed by hand: the
+# operator that would remove them may be gone.
+for r in $(k -n "$run_ns" get benchmarkruns -o name 2>/dev/null); do
+  k -n "$run_ns" patch "$r" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
+done
 h uninstall "$release" -n "$rns" --wait >/dev/null 2>&1 || true
 k delete namespace "$run_ns" --ignore-not-found --wait=true >/dev/null
 

@@ -111,7 +111,8 @@ reference stay unreadable to the operator.
 {{- define "benchrun.namespacedRules" -}}
 - apiGroups: ["benchrun.dev"]
   resources: ["benchmarkruns"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  # patch: the operator's finalizer (benchrun.dev/cleanup), added and removed.
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
 - apiGroups: ["benchrun.dev"]
   resources: ["benchmarkruns/status"]
   verbs: ["get", "patch"]
@@ -120,7 +121,8 @@ reference stay unreadable to the operator.
   verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
-  verbs: ["create", "delete"]
+  # get: a claim that exists already is checked to be the run's, not an earlier run's.
+  verbs: ["get", "create", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "create", "patch"]
