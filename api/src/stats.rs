@@ -343,6 +343,11 @@ pub struct Summary {
     /// The pre-stat of the dataset (`rangeEngine.preStat`), when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_stat: Option<StageStats>,
+    /// Getting the measured stage ready (tasks' threads started and parked, per-shard clients
+    /// built), done before the start instant so none of it is measured; its `seconds` say
+    /// how long it took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<StageStats>,
     /// The cleanup stage, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleanup: Option<StageStats>,
@@ -432,6 +437,7 @@ impl Summary {
             process: ProcessStats::default(),
             prepare: None,
             pre_stat: None,
+            setup: None,
             cleanup: None,
             partial: false,
             open_loop: None,
@@ -470,6 +476,7 @@ impl Summary {
             for (mine, theirs) in [
                 (&mut out.prepare, &p.prepare),
                 (&mut out.pre_stat, &p.pre_stat),
+                (&mut out.setup, &p.setup),
                 (&mut out.cleanup, &p.cleanup),
             ] {
                 if let Some(t) = theirs {
@@ -537,6 +544,7 @@ mod tests {
             process: ProcessStats::default(),
             prepare: None,
             pre_stat: None,
+            setup: None,
             cleanup: None,
             partial: false,
             open_loop: None,

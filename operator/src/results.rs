@@ -330,6 +330,7 @@ mod tests {
             process: ProcessStats::default(),
             prepare: None,
             pre_stat: None,
+            setup: None,
             cleanup: None,
             partial: false,
             open_loop: None,

@@ -146,6 +146,7 @@ mod tests {
             process: Default::default(),
             prepare: None,
             pre_stat: None,
+            setup: None,
             cleanup: None,
             partial: false,
             open_loop: None,

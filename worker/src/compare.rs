@@ -281,6 +281,7 @@ pub(crate) mod tests {
             },
             prepare: None,
             pre_stat: None,
+            setup: None,
             cleanup: None,
             partial: false,
             open_loop: None,

@@ -181,6 +181,13 @@ pub fn table(s: &Summary) -> String {
             st.objects, st.seconds, st.errors
         );
     }
+    if let Some(st) = &s.setup {
+        let _ = writeln!(
+            out,
+            "setup (threads and clients, before the start, not measured): {:.3}s",
+            st.seconds
+        );
+    }
     if let Some(st) = &s.cleanup {
         let _ = writeln!(
             out,

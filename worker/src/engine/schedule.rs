@@ -7,6 +7,7 @@
 //! the percentiles instead of silently lowering the offered load (no coordinated omission).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -25,8 +26,10 @@ pub struct Ticket {
 /// [`stop`]: Schedule::stop
 #[derive(Debug)]
 pub struct Schedule {
-    start: Instant,
-    deadline: Option<Instant>,
+    /// Set once, by [`Schedule::begin`], when the tasks are let go: everything done before
+    /// (threads, clients) is outside the measured stage.
+    start: OnceLock<Instant>,
+    duration: Option<Duration>,
     max_ops: Option<u64>,
     interval: Option<Duration>,
     next: AtomicU64,
@@ -36,16 +39,12 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// A schedule from `start` for `duration` or `max_ops`, at `rate` ops/s (open loop) or as fast as tasks go.
-    pub fn new(
-        start: Instant,
-        duration: Option<Duration>,
-        max_ops: Option<u64>,
-        rate: Option<f64>,
-    ) -> Self {
+    /// A schedule for `duration` or `max_ops`, at `rate` ops/s (open loop) or as fast as tasks
+    /// go, from the instant given to [`begin`](Schedule::begin).
+    pub fn new(duration: Option<Duration>, max_ops: Option<u64>, rate: Option<f64>) -> Self {
         Self {
-            start,
-            deadline: duration.map(|d| start + d),
+            start: OnceLock::new(),
+            duration,
             max_ops,
             // A rate too small to give an interval (validate refuses it) gives one ticket and
             // then none, never a panic.
@@ -56,9 +55,31 @@ impl Schedule {
         }
     }
 
-    /// The start of the measured stage.
+    /// A schedule begun at `start` (tests, and callers with nothing to set up).
+    pub fn starting(
+        start: Instant,
+        duration: Option<Duration>,
+        max_ops: Option<u64>,
+        rate: Option<f64>,
+    ) -> Self {
+        let s = Self::new(duration, max_ops, rate);
+        s.begin(start);
+        s
+    }
+
+    /// Start the measured stage at `start` (the first call counts).
+    pub fn begin(&self, start: Instant) {
+        let _ = self.start.set(start);
+    }
+
+    /// The start of the measured stage. Tasks ask only once let go, after
+    /// [`begin`](Schedule::begin); before it, this is the present.
     pub fn start(&self) -> Instant {
-        self.start
+        self.start.get().copied().unwrap_or_else(Instant::now)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.duration.and_then(|d| self.start().checked_add(d))
     }
 
     /// Whether tickets come at a fixed rate (latency measured from when each was due).
@@ -79,10 +100,10 @@ impl Schedule {
             // Checked: a due time past what an Instant can hold means no more tickets.
             Some(iv) => Duration::try_from_secs_f64(iv.as_secs_f64() * index as f64)
                 .ok()
-                .and_then(|d| self.start.checked_add(d))?,
+                .and_then(|d| self.start().checked_add(d))?,
             None => now,
         };
-        if self.deadline.is_some_and(|d| due >= d || now >= d) {
+        if self.deadline().is_some_and(|d| due >= d || now >= d) {
             return None;
         }
         Some(Ticket { index, due })
@@ -92,8 +113,8 @@ impl Schedule {
     /// the load offered until then; `None` in closed loop, where nothing is ever due.
     pub fn due_before(&self, end: Instant) -> Option<u64> {
         let iv = self.interval?;
-        let end = self.deadline.map_or(end, |d| d.min(end));
-        let span = end.saturating_duration_since(self.start);
+        let end = self.deadline().map_or(end, |d| d.min(end));
+        let span = end.saturating_duration_since(self.start());
         // Tickets 0..n are due at start + i * iv < end: n = ceil(span / iv), in integer ns.
         let n = match iv.as_nanos() {
             0 => u64::MAX,
@@ -136,22 +157,22 @@ mod tests {
     #[test]
     fn due_before_counts_the_offered_tickets() {
         let start = Instant::now();
-        let s = Schedule::new(start, Some(Duration::from_secs(2)), None, Some(100.0));
+        let s = Schedule::starting(start, Some(Duration::from_secs(2)), None, Some(100.0));
         assert_eq!(s.due_before(start), Some(0));
         assert_eq!(s.due_before(start + Duration::from_millis(1)), Some(1));
         assert_eq!(s.due_before(start + Duration::from_secs(1)), Some(100));
         // Never past the deadline, however late the stage ends.
         assert_eq!(s.due_before(start + Duration::from_secs(60)), Some(200));
-        let capped = Schedule::new(start, None, Some(10), Some(100.0));
+        let capped = Schedule::starting(start, None, Some(10), Some(100.0));
         assert_eq!(capped.due_before(start + Duration::from_secs(1)), Some(10));
-        let closed = Schedule::new(start, Some(Duration::from_secs(2)), None, None);
+        let closed = Schedule::starting(start, Some(Duration::from_secs(2)), None, None);
         assert_eq!(closed.due_before(start + Duration::from_secs(1)), None);
     }
 
     #[tokio::test(start_paused = true)]
     async fn open_loop_tickets_are_due_at_the_rate() {
         let start = Instant::now();
-        let s = Schedule::new(start, Some(Duration::from_secs(1)), None, Some(100.0));
+        let s = Schedule::starting(start, Some(Duration::from_secs(1)), None, Some(100.0));
         let mut dues = vec![];
         while let Some(t) = s.next(start) {
             dues.push(t.due - start);
@@ -164,13 +185,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn absurd_rates_end_the_stage_instead_of_panicking() {
         let now = Instant::now();
-        let s = Schedule::new(now, None, Some(5), Some(1e-20));
+        let s = Schedule::starting(now, None, Some(5), Some(1e-20));
         assert!(s.next(now).is_some(), "the first ticket is due at once");
         assert!(
             s.next(now).is_none(),
             "the next would be due past any Instant"
         );
-        let s = Schedule::new(now, None, None, Some(0.0));
+        let s = Schedule::starting(now, None, None, Some(0.0));
         assert!(s.next(now).is_some());
         assert!(s.next(now).is_none());
     }
@@ -178,7 +199,7 @@ mod tests {
     #[tokio::test]
     async fn a_stop_wakes_a_sleeper_waiting_for_a_distant_ticket() {
         let start = Instant::now();
-        let s = std::sync::Arc::new(Schedule::new(start, None, Some(5), Some(0.001)));
+        let s = std::sync::Arc::new(Schedule::starting(start, None, Some(5), Some(0.001)));
         s.next(start).unwrap();
         let t = s.next(start).unwrap();
         assert_eq!(t.due - start, Duration::from_secs(1000));
@@ -198,13 +219,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn op_budget_and_stop_end_the_stage() {
         let now = Instant::now();
-        let s = Schedule::new(now, None, Some(3), None);
+        let s = Schedule::starting(now, None, Some(3), None);
         assert_eq!((0..10).filter_map(|_| s.next(now)).count(), 3);
-        let s = Schedule::new(now, Some(Duration::from_secs(5)), None, None);
+        let s = Schedule::starting(now, Some(Duration::from_secs(5)), None, None);
         assert!(s.next(now).is_some());
         s.stop();
         assert!(s.next(now).is_none());
-        let s = Schedule::new(now, Some(Duration::from_secs(5)), None, None);
+        let s = Schedule::starting(now, Some(Duration::from_secs(5)), None, None);
         assert!(
             s.next(now + Duration::from_secs(5)).is_none(),
             "past the deadline"
