@@ -134,7 +134,9 @@ impl Reconciler<'_> {
         } else {
             self.pods()
         };
-        let left = self.stop_for_deletion(pods.values().filter(|p| running(p))).await?;
+        let left = self
+            .stop_for_deletion(pods.values().filter(|p| running(p)))
+            .await?;
         if !left.is_empty() {
             if waited < CLEANUP_BOUND {
                 // Said on the first pass after the deletion (a pass a poll later is past it).

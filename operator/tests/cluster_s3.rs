@@ -542,7 +542,7 @@ async fn deleting_a_running_run_stops_its_workers_and_removes_its_data() {
     );
     let before = objects_under(&storage, &prefix).await;
     assert!(before >= 32, "the dataset is there ({before} objects)");
-    let series = format!("run=\"del\"");
+    let series = "run=\"del\"".to_string();
     assert!(metrics.render().contains(&series), "the run has series");
 
     api.delete("del", &DeleteParams::background())

@@ -453,7 +453,10 @@ async fn the_measured_window_excludes_starting_1024_tasks() {
         .expect("run");
     let setup = s.setup.as_ref().expect("setup reported").seconds;
     assert!(setup > 0.0, "setup {setup}");
-    let waited = (s.started_at - before).num_microseconds().unwrap_or_default() as f64 / 1e6;
+    let waited = (s.started_at - before)
+        .num_microseconds()
+        .unwrap_or_default() as f64
+        / 1e6;
     assert!(
         waited >= setup * 0.99,
         "the stage started {waited:.3} s after the call, before its {setup:.3} s of setup ended"

@@ -226,7 +226,8 @@ fn workload_parser_never_panics_and_stays_bounded() {
                     SizeSampler::new(w.dataset_size()).expect("a validated size samples");
                     let _ = Recorder::histogram_bytes_per_task(&w);
                     let now = tokio::time::Instant::now();
-                    let s = Schedule::starting(now, w.duration.map(|d| d.0), w.total_ops, w.rate_limit);
+                    let s =
+                        Schedule::starting(now, w.duration.map(|d| d.0), w.total_ops, w.rate_limit);
                     for _ in 0..3 {
                         s.next(now);
                     }
