@@ -70,8 +70,13 @@ pub fn check(spec: &BenchmarkRunSpec) -> Vec<String> {
         }
     }
     if let Some(claim) = spec.volume.as_ref().and_then(|v| v.claim_name.as_deref()) {
-        if let Err(why) = dns_subdomain(claim) {
-            errs.push(format!("spec.volume.claimName: `{claim}` {why}"));
+        // `{worker}` becomes a worker's name (w0, w1, ...): check the longest there can be.
+        let longest = crate::resources::existing_claim(claim, "w99999");
+        if let Err(why) = dns_subdomain(&longest) {
+            errs.push(format!(
+                "spec.volume.claimName: `{}` {why} (`{{worker}}` stands for the worker's name)",
+                benchrun_api::quote::clip(claim)
+            ));
         }
     }
     if let Some(image) = &w.image {
@@ -275,7 +280,7 @@ volume: {claimName: Fast_Disk}
                 "spec.workers.tolerations[4].tolerationSeconds: only with effect NoExecute",
                 "spec.workers.nodeSelector: key `bad key!` is not a label key (at most 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit, after an optional prefix/)",
                 "spec.workers.nodeSelector.zone: value `-a` is not a label value (at most 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit)",
-                "spec.volume.claimName: `Fast_Disk` must be lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
+                "spec.volume.claimName: `Fast_Disk` must be lowercase letters, digits, '-' and '.', starting and ending with a letter or digit (`{worker}` stands for the worker's name)",
                 "spec.workers.image: `bad image` is not an image reference (no spaces, at most 1024 characters)",
             ]
         );

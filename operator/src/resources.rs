@@ -73,6 +73,15 @@ pub fn uid_tag(run: &BenchmarkRun) -> String {
 pub fn pod_name(run: &str, worker: &str) -> String {
     format!("{run}-{worker}")
 }
+/// The existing claim `volume.claimName` names for `worker`: the name itself, or with
+/// `{worker}` replaced by the worker's name (a claim per worker).
+pub fn existing_claim(claim_name: &str, worker: &str) -> String {
+    claim_name.replace(WORKER_PLACEHOLDER, worker)
+}
+
+/// In `volume.claimName`, stands for the worker's name.
+pub const WORKER_PLACEHOLDER: &str = "{worker}";
+
 /// A worker's own claim (`volume.claimTemplate`).
 pub fn claim_name(run: &str, worker: &str) -> String {
     format!("{run}-{worker}-data")
@@ -361,7 +370,7 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
         };
         if let Some(c) = &v.claim_name {
             vol.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
-                claim_name: c.clone(),
+                claim_name: existing_claim(c, &worker.name),
                 read_only: None,
             });
         } else if v.claim_template.is_some() {
@@ -643,6 +652,29 @@ volume:
             .containers[0]
             .volume_devices
             .is_none());
+    }
+
+    #[test]
+    fn an_existing_claim_is_shared_or_one_per_worker() {
+        let claim = |spec: &str| {
+            worker_pod(&run(spec), &worker(), "img:1")
+                .unwrap()
+                .spec
+                .unwrap()
+                .volumes
+                .unwrap()
+                .into_iter()
+                .find(|v| v.name == "data")
+                .and_then(|v| v.persistent_volume_claim)
+                .map(|c| c.claim_name)
+        };
+        let shared = SPEC.replace("volume: {emptyDir: {}}", "volume: {claimName: shared}");
+        assert_eq!(claim(&shared).as_deref(), Some("shared"));
+        let own = SPEC.replace(
+            "volume: {emptyDir: {}}",
+            "volume: {claimName: 'data-{worker}'}",
+        );
+        assert_eq!(claim(&own).as_deref(), Some("data-w0"));
     }
 
     #[test]

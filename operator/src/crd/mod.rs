@@ -269,7 +269,9 @@ pub struct VolumeSpec {
     /// Where the volume is mounted in the worker; default the target's directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount_path: Option<String>,
-    /// An existing PersistentVolumeClaim shared by every worker (ReadWriteMany for several).
+    /// An existing PersistentVolumeClaim: one shared by every worker (ReadWriteMany for
+    /// several), or one per worker with `{worker}` in the name (`data-{worker}`: worker w0
+    /// mounts `data-w0`, w1 `data-w1`, ...), for claims made beforehand and kept between runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_name: Option<String>,
     /// A claim created for each worker (`<run>-<worker>`), owned by the run.
