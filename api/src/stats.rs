@@ -86,8 +86,10 @@ impl OpStats {
             },
             p50_ms: ms(0.5),
             p90_ms: ms(0.9),
+            p95_ms: ms(0.95),
             p99_ms: ms(0.99),
             p999_ms: ms(0.999),
+            p9999_ms: ms(0.9999),
             max_ms: if l.count() == 0 {
                 0.0
             } else {
@@ -117,10 +119,16 @@ pub struct OpReport {
     pub p50_ms: f64,
     /// 90th percentile latency, in milliseconds.
     pub p90_ms: f64,
+    /// 95th percentile latency, in milliseconds (absent from summaries before it was added).
+    #[serde(default)]
+    pub p95_ms: f64,
     /// 99th percentile latency, in milliseconds.
     pub p99_ms: f64,
     /// 99.9th percentile latency, in milliseconds.
     pub p999_ms: f64,
+    /// 99.99th percentile latency, in milliseconds (absent from summaries before it was added).
+    #[serde(default)]
+    pub p9999_ms: f64,
     /// Largest latency, in milliseconds.
     pub max_ms: f64,
 }

@@ -509,10 +509,10 @@ impl Reconciler<'_> {
         self.status.workers[i].phase = phase.into();
         let name = self.status.workers[i].name.clone();
         match collected? {
-            Collected::Persisted(summary) => {
+            Collected::Persisted(figures) => {
                 let w = &mut self.status.workers[i];
                 w.phase = wp::COLLECTED.into();
-                results::fold_worker(w, &summary);
+                results::fold_worker(w, &figures);
                 let note = format!(
                     "collected worker {name}: {:.0} op/s, p99 {:.3}ms",
                     w.ops_per_sec.unwrap_or_default(),

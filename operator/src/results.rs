@@ -243,12 +243,39 @@ pub async fn load_merged(cms: &Api<ConfigMap>, run: &str) -> Result<Option<Summa
 }
 
 /// Fill a worker's figures from its own summary.
-pub fn fold_worker(w: &mut WorkerStatus, s: &Summary) {
-    let total = s.total().report(s.elapsed_seconds);
-    w.ops_per_sec = Some((total.ops_per_sec * 100.0).round() / 100.0);
-    w.p99_ms = Some(total.p99_ms);
-    w.errors = Some(total.errors);
-    w.started_at = Some(s.started_at.to_rfc3339());
+pub fn fold_worker(w: &mut WorkerStatus, f: &WorkerFigures) {
+    w.ops_per_sec = Some(f.ops_per_sec);
+    w.p99_ms = Some(f.p99_ms);
+    w.errors = Some(f.errors);
+    w.started_at = Some(f.started_at.clone());
+}
+
+/// What a worker's status shows of its summary: taken as soon as the summary is persisted,
+/// so a pass that collects a thousand workers holds a thousand of these, not a thousand
+/// summaries with their histograms (the operator's peak memory at fleet scale).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerFigures {
+    /// All ops per second.
+    pub ops_per_sec: f64,
+    /// All ops' p99, ms.
+    pub p99_ms: f64,
+    /// Failed ops.
+    pub errors: u64,
+    /// Start of its measured stage, RFC 3339.
+    pub started_at: String,
+}
+
+impl WorkerFigures {
+    /// The figures of summary `s`.
+    pub fn of(s: &Summary) -> WorkerFigures {
+        let total = s.total().report(s.elapsed_seconds);
+        WorkerFigures {
+            ops_per_sec: (total.ops_per_sec * 100.0).round() / 100.0,
+            p99_ms: total.p99_ms,
+            errors: total.errors,
+            started_at: s.started_at.to_rfc3339(),
+        }
+    }
 }
 
 /// Fill the run's aggregate figures from the merged summary.

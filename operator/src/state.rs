@@ -297,8 +297,10 @@ fn op_result(stats: &OpStats, elapsed: f64) -> OpResult {
         mib_per_sec: round2(r.mib_per_sec),
         p50_ms: r.p50_ms,
         p90_ms: r.p90_ms,
+        p95_ms: r.p95_ms,
         p99_ms: r.p99_ms,
         p999_ms: r.p999_ms,
+        p9999_ms: r.p9999_ms,
         max_ms: r.max_ms,
     }
 }

@@ -167,7 +167,7 @@ impl Reconciler<'_> {
         let w = &mut self.status.workers[i];
         w.phase = wp::COLLECTED.into();
         if let Some(s) = json.and_then(|j| serde_json::from_str::<benchrun_api::Summary>(j).ok()) {
-            results::fold_worker(w, &s);
+            results::fold_worker(w, &results::WorkerFigures::of(&s));
         }
     }
 

@@ -91,6 +91,7 @@ pub fn evaluate(thresholds: &[Threshold], merged: &Summary) -> Vec<ThresholdChec
         }
         for (limit, max, got) in [
             ("maxP50", t.max_p50, r.p50_ms),
+            ("maxP95", t.max_p95, r.p95_ms),
             ("maxP99", t.max_p99, r.p99_ms),
             ("maxP999", t.max_p999, r.p999_ms),
         ] {

@@ -162,8 +162,8 @@ impl Reconciler<'_> {
 
 /// What became of a worker's summary in [`probe`].
 pub(crate) enum Collected {
-    /// Persisted in its result object: count it.
-    Persisted(Box<benchrun_api::Summary>),
+    /// Persisted in its result object (the summary itself dropped): count it.
+    Persisted(results::WorkerFigures),
     /// Not to be had now (no answer, not ready): ask again.
     NotYet(String),
     /// Unusable (kept, not counted): the worker has no result.
@@ -207,7 +207,7 @@ pub(crate) async fn probe(
         Ok((text, summary)) => match results::persist_worker(&cms, run, &name, &text).await {
             Ok(()) => {
                 crate::failpoint::hit(crate::failpoint::AFTER_PERSIST);
-                Collected::Persisted(Box::new(summary))
+                Collected::Persisted(results::WorkerFigures::of(&summary))
             }
             Err(e) => Collected::PersistFailed(e),
         },

@@ -19,10 +19,14 @@ pub enum Metric {
     P50Ms,
     /// 90th percentile latency, ms.
     P90Ms,
+    /// 95th percentile latency, ms.
+    P95Ms,
     /// 99th percentile latency, ms.
     P99Ms,
     /// 99.9th percentile latency, ms.
     P999Ms,
+    /// 99.99th percentile latency, ms.
+    P9999Ms,
     /// Largest latency, ms.
     MaxMs,
     /// Failed operations.
@@ -39,13 +43,15 @@ pub enum Metric {
 
 impl Metric {
     /// Every figure, in table order.
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 13] = [
         Metric::OpsPerSec,
         Metric::MibPerSec,
         Metric::P50Ms,
         Metric::P90Ms,
+        Metric::P95Ms,
         Metric::P99Ms,
         Metric::P999Ms,
+        Metric::P9999Ms,
         Metric::MaxMs,
         Metric::Errors,
         Metric::RequestsPerOp,
@@ -60,8 +66,10 @@ impl Metric {
             Metric::MibPerSec => "MiB/s",
             Metric::P50Ms => "p50 ms",
             Metric::P90Ms => "p90 ms",
+            Metric::P95Ms => "p95 ms",
             Metric::P99Ms => "p99 ms",
             Metric::P999Ms => "p99.9 ms",
+            Metric::P9999Ms => "p99.99 ms",
             Metric::MaxMs => "max ms",
             Metric::Errors => "errors",
             Metric::RequestsPerOp => "req/op",
@@ -80,7 +88,13 @@ impl Metric {
     pub fn decimals(self) -> usize {
         match self {
             Metric::OpsPerSec | Metric::MibPerSec => 1,
-            Metric::P50Ms | Metric::P90Ms | Metric::P99Ms | Metric::P999Ms | Metric::MaxMs => 3,
+            Metric::P50Ms
+            | Metric::P90Ms
+            | Metric::P95Ms
+            | Metric::P99Ms
+            | Metric::P999Ms
+            | Metric::P9999Ms
+            | Metric::MaxMs => 3,
             Metric::Errors | Metric::MinorFaults => 0,
             Metric::RequestsPerOp | Metric::CpuSecondsPerGib => 2,
         }
@@ -160,8 +174,10 @@ impl Figures {
             Metric::MibPerSec => r.mib_per_sec,
             Metric::P50Ms => r.p50_ms,
             Metric::P90Ms => r.p90_ms,
+            Metric::P95Ms => r.p95_ms,
             Metric::P99Ms => r.p99_ms,
             Metric::P999Ms => r.p999_ms,
+            Metric::P9999Ms => r.p9999_ms,
             Metric::MaxMs => r.max_ms,
             Metric::Errors => r.errors as f64,
             Metric::RequestsPerOp => r.requests_per_op,

@@ -181,10 +181,16 @@ pub struct OpResult {
     pub p50_ms: f64,
     /// 90th percentile latency in milliseconds.
     pub p90_ms: f64,
+    /// 95th percentile latency in milliseconds.
+    #[serde(default)]
+    pub p95_ms: f64,
     /// 99th percentile latency in milliseconds.
     pub p99_ms: f64,
     /// 99.9th percentile latency in milliseconds.
     pub p999_ms: f64,
+    /// 99.99th percentile latency in milliseconds.
+    #[serde(default)]
+    pub p9999_ms: f64,
     /// Largest latency in milliseconds.
     pub max_ms: f64,
 }

@@ -29,6 +29,9 @@ pub struct Threshold {
     /// Highest acceptable median latency (e.g. `2ms`, `500us`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_p50: Option<HumanDuration>,
+    /// Highest acceptable p95 latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_p95: Option<HumanDuration>,
     /// Highest acceptable p99 latency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_p99: Option<HumanDuration>,
