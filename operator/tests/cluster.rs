@@ -577,19 +577,11 @@ async fn stale_cache_never_decides_twice() {
     benchrun_operator::failpoint::serve_stale("stale");
     let _op = spawn_operator(&env);
     let api = create_run(&env, "stale", &per_node("3s", "cleanup: Always")).await;
-    let run = wait_for(
-        &api,
-        "stale",
-        Duration::from_secs(150),
-        "finished",
-        finished,
-    )
-    .await;
-    let st = run.status.clone().expect("status");
-    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
-    let start: chrono::DateTime<chrono::Utc> = st
-        .start_time
-        .as_deref()
+    let run = wait_succeeded(&api, "stale").await;
+    let start: chrono::DateTime<chrono::Utc> = run
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_deref())
         .expect("start time")
         .parse()
         .expect("rfc3339");
@@ -717,16 +709,7 @@ async fn a_recreated_run_never_adopts_the_earlier_runs_objects() {
 
     // Released: the new run makes its own and runs its spec.
     drop(hold);
-    let run = wait_for(
-        &api,
-        "again",
-        Duration::from_secs(150),
-        "finished",
-        finished,
-    )
-    .await;
-    let st = run.status.clone().expect("status");
-    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let run = wait_succeeded(&api, "again").await;
     let cm = cms.get(&workload).await.expect("the new run's workload");
     assert_eq!(
         cm.metadata.owner_references.expect("owners")[0].uid,

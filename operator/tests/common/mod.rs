@@ -140,6 +140,14 @@ pub async fn wait_for(
     }
 }
 
+/// Wait (150 s at most) for run `name` to finish, and check it succeeded.
+pub async fn wait_succeeded(api: &Api<BenchmarkRun>, name: &str) -> BenchmarkRun {
+    let run = wait_for(api, name, Duration::from_secs(150), "finished", finished).await;
+    let st = run.status.as_ref().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    run
+}
+
 pub fn phase(r: &BenchmarkRun) -> Phase {
     r.status.as_ref().map(|s| s.phase).unwrap_or_default()
 }
