@@ -697,9 +697,16 @@ async fn a_recreated_run_never_adopts_the_earlier_runs_objects() {
         msg.contains(&format!("ConfigMap {workload}")) && msg.contains("earlier run again"),
         "{msg}"
     );
+    // The first run's pods may still be terminating: none may be the new run's.
+    let new_uid = second.clone().expect("uid");
     assert!(
-        run_pods(&env, "again").await.is_empty(),
-        "no worker started"
+        !run_pods(&env, "again").await.iter().any(|p| p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == new_uid)),
+        "no worker of the new run started"
     );
     let old = cms.get(&workload).await.expect("held");
     assert_eq!(
