@@ -153,10 +153,11 @@ workers=$(k -n "$run_ns" get br "$name" -o jsonpath='{.status.workers[*].phase}'
 log "ok: $(k -n "$run_ns" get br "$name" --no-headers)"
 # The chart's default workerNetworkPolicy: the in-cluster operator gave the run a policy that
 # admits only its own pods (by namespace and labels) to the workers' port.
-np=$(k -n "$run_ns" get networkpolicy "$name-workers" -o jsonpath='{.spec.podSelector.matchLabels.benchrun\.dev/run} {.spec.ingress[0].ports[0].port} {.spec.ingress[0].from[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name} {.spec.ingress[0].from[0].podSelector.matchLabels.app\.kubernetes\.io/component}') ||
-  fail "no NetworkPolicy $name-workers for the run"
-[ "$np" = "$name 8080 $rns operator" ] || fail "NetworkPolicy $name-workers is '$np', want '$name 8080 $rns operator'"
-log "ok: NetworkPolicy $name-workers admits only the operator's pods to port 8080"
+# Named NAME-workers-UID: found by the run's label.
+np=$(k -n "$run_ns" get networkpolicy -l "benchrun.dev/run=$name" -o jsonpath='{.items[0].spec.podSelector.matchLabels.benchrun\.dev/run} {.items[0].spec.ingress[0].ports[0].port} {.items[0].spec.ingress[0].from[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name} {.items[0].spec.ingress[0].from[0].podSelector.matchLabels.app\.kubernetes\.io/component}') ||
+  fail "no NetworkPolicy for the run $name"
+[ "$np" = "$name 8080 $rns operator" ] || fail "the NetworkPolicy of $name is '$np', want '$name 8080 $rns operator'"
+log "ok: the NetworkPolicy of $name admits only the operator's pods to port 8080"
 # The operator publishes the merged result once the run finished: wait for Prometheus to have
 # scraped it, then evaluate the whole dashboard over the run.
 deadline=$((SECONDS + 60))

@@ -239,8 +239,8 @@ fn compare_and_report_describe_a_slower_second_run() {
     assert_eq!(
         lines[1].split_whitespace().collect::<Vec<_>>(),
         [
-            "run", "ops/s", "MiB/s", "p50", "ms", "p90", "ms", "p99", "ms", "p99.9", "ms", "max",
-            "ms", "errors", "req/op", "CPU", "s/GiB", "minor", "faults"
+            "run", "ops/s", "MiB/s", "p50", "ms", "p90", "ms", "p95", "ms", "p99", "ms", "p99.9",
+            "ms", "p99.99", "ms", "max", "ms", "errors", "req/op", "CPU", "s/GiB", "minor", "faults"
         ]
     );
     assert!(
@@ -253,7 +253,7 @@ fn compare_and_report_describe_a_slower_second_run() {
     let num = |s: &str| -> f64 { s.parse().unwrap() };
     assert!(num(slow[1]) < num(fast[1]), "ops/s fell: {term}");
     assert!(num(slow[3]) > num(fast[3]), "p50 rose: {term}");
-    assert_eq!((fast[9], slow[9]), ("1.00", "64.00"), "req/op: {term}");
+    assert_eq!((fast[11], slow[11]), ("1.00", "64.00"), "req/op: {term}");
     // Under the slower run, its differences to the first (errors: 0 against 0, no ratio).
     let vs: Vec<&str> = lines[4].split_whitespace().collect();
     assert_eq!(vs[..2], ["vs", "fast"], "{term}");
@@ -265,7 +265,7 @@ fn compare_and_report_describe_a_slower_second_run() {
         vs[4].starts_with('+') && vs[4].ends_with('%'),
         "p50: {term}"
     );
-    assert_eq!(vs[9], "+6300.0%", "req/op: {term}");
+    assert_eq!(vs[11], "+6300.0%", "req/op: {term}");
     assert!(
         term.contains("\nops per second (all ops, full seconds)\n  fast  "),
         "{term}"
@@ -306,11 +306,11 @@ fn compare_and_report_describe_a_slower_second_run() {
         ]
     );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    let header = "| run | ops/s | MiB/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | errors | req/op | CPU s/GiB | minor faults |";
+    let header = "| run | ops/s | MiB/s | p50 ms | p90 ms | p95 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | errors | req/op | CPU s/GiB | minor faults |";
     assert!(
         md.contains(&format!(
             "## get\n\n{header}\n|---|{}\n",
-            "---:|".repeat(11)
+            "---:|".repeat(13)
         )),
         "{md}"
     );
@@ -320,7 +320,7 @@ fn compare_and_report_describe_a_slower_second_run() {
         .collect();
     assert_eq!(rows.len(), 2, "{md}");
     for r in &rows {
-        assert_eq!(r.matches('|').count(), 13, "{r}");
+        assert_eq!(r.matches('|').count(), 15, "{r}");
     }
     assert!(rows[1].contains("| 64.00 (+6300.0%) |"), "{md}");
     for n in &names[1..] {
