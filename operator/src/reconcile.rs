@@ -94,6 +94,12 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Acti
         }
         _ => {}
     }
+    // A run that finished in this pass is cleaned up in it, so the write that says it
+    // finished also says what became of its pods (idempotent where the step did it already;
+    // no later pass is needed, as none comes from this pass's own write).
+    if action.is_ok() && r.status.phase.is_finished() && !old.phase.is_finished() {
+        action = r.finished().await;
+    }
     // The status is written even when the step failed half-way: what was learnt stays learnt.
     // One write per pass, unless one was needed earlier (placement, start time); then only
     // when something changed since.

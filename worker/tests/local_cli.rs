@@ -86,8 +86,18 @@ read: {{ verify: true }}
     let (out, s) = run(&workload, dir.path());
     let table = String::from_utf8_lossy(&out.stdout);
     for col in [
-        "count", "errors", "ops/s", "MiB/s", "mean ms", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
-        "p99.9 ms", "p99.99 ms", "max ms",
+        "count",
+        "errors",
+        "ops/s",
+        "MiB/s",
+        "mean ms",
+        "p50 ms",
+        "p90 ms",
+        "p95 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "p99.99 ms",
+        "max ms",
     ] {
         assert!(table.contains(col), "table lacks {col}:\n{table}");
     }

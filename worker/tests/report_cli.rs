@@ -219,7 +219,7 @@ fn compare_and_report_describe_a_slower_second_run() {
         .lines()
         .filter(|l| l.starts_with("| get | ") && !l.contains("latency"))
         .collect();
-    assert_eq!(figure_rows.len(), 9, "{md}");
+    assert_eq!(figure_rows.len(), 11, "{md}");
     for l in &figure_rows {
         assert_eq!(l.matches('|').count(), 8, "{l}");
     }
@@ -240,7 +240,8 @@ fn compare_and_report_describe_a_slower_second_run() {
         lines[1].split_whitespace().collect::<Vec<_>>(),
         [
             "run", "ops/s", "MiB/s", "p50", "ms", "p90", "ms", "p95", "ms", "p99", "ms", "p99.9",
-            "ms", "p99.99", "ms", "max", "ms", "errors", "req/op", "CPU", "s/GiB", "minor", "faults"
+            "ms", "p99.99", "ms", "max", "ms", "errors", "req/op", "CPU", "s/GiB", "minor",
+            "faults"
         ]
     );
     assert!(
