@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
@@ -22,6 +22,9 @@ use crate::context::{Config, Context};
 use crate::metrics::Metrics;
 use crate::resources::MANAGER;
 use crate::{decode, reconcile, Error, Result};
+
+/// How soon a pass that found the pod store not yet filled runs again.
+const STORE_NOT_READY: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Run the controller until `shutdown` completes; an error when it cannot start.
 ///
@@ -143,9 +146,13 @@ async fn reconcile_decoded(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result
         return Ok(Action::await_change());
     };
     // Before the first pass reads pods, the pod store must hold them all: an empty store
-    // would read as every worker's pod deleted.
-    if ctx.pods.wait_until_ready().await.is_err() {
-        return Err(crate::Error::Invalid("the pod watch stopped".into()));
+    // would read as every worker's pod deleted. Asked, not awaited: the store's readiness
+    // wakes only its last waiter, and passes of several runs would wait together (all but
+    // one forever).
+    match ctx.pods.wait_until_ready().now_or_never() {
+        Some(Ok(())) => {}
+        Some(Err(_)) => return Err(crate::Error::Invalid("the pod watch stopped".into())),
+        None => return Ok(Action::requeue(STORE_NOT_READY)),
     }
     match decode::decode(&obj) {
         Ok(run) => reconcile::reconcile(Arc::new(run), ctx).await,
