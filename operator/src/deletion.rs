@@ -95,13 +95,7 @@ impl Reconciler<'_> {
         pods: impl Iterator<Item = &'p Pod>,
     ) -> Result<Vec<String>> {
         use benchrun_api::agent::AgentStage as S;
-        let token = self.token()?;
-        let clients: Vec<_> = pods
-            .filter_map(|p| {
-                let ip = p.status.as_ref()?.pod_ip.clone()?;
-                Some((p.name_any(), self.worker_client(&ip, &token)))
-            })
-            .collect();
+        let clients = self.agents(pods, &self.token()?);
         let busy = fan_out(clients, self.parallelism(), |(pod, c)| async move {
             let _ = c.shutdown().await;
             match c.status().await {

@@ -439,10 +439,8 @@ impl Reconciler<'_> {
                 _ => {}
             }
         }
+        // A run that finished here is cleaned up by `reconcile`, in this pass.
         self.refresh_counts();
-        if self.status.phase.is_finished() {
-            return self.finished().await;
-        }
         Ok(Action::requeue(POLL))
     }
 

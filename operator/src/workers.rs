@@ -148,15 +148,24 @@ impl Reconciler<'_> {
     pub(crate) async fn stop_workers(&self) {
         let Ok(token) = self.token() else { return };
         let pods = self.pods();
-        let clients: Vec<_> = pods
-            .values()
-            .filter_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))
-            .map(|ip| self.worker_client(&ip, &token))
-            .collect();
-        fan_out(clients, self.parallelism(), |c| async move {
+        let clients = self.agents(pods.values(), &token);
+        fan_out(clients, self.parallelism(), |(_, c)| async move {
             let _ = c.shutdown().await;
         })
         .await;
+    }
+
+    /// A client for the agent of each of these pods that has an IP, by pod name.
+    pub(crate) fn agents<'p>(
+        &self,
+        pods: impl Iterator<Item = &'p Pod>,
+        token: &str,
+    ) -> Vec<(String, WorkerClient)> {
+        pods.filter_map(|p| {
+            let ip = p.status.as_ref()?.pod_ip.as_deref()?;
+            Some((p.name_any(), self.worker_client(ip, token)))
+        })
+        .collect()
     }
 }
 
