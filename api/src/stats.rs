@@ -99,8 +99,9 @@ impl OpStats {
     }
 }
 
-/// Derived figures for one op; recomputed from the histograms, never merged.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// Derived figures for one op; recomputed from the histograms, never merged. Also a run's
+/// per-op results in the operator's status (`status.results`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpReport {
     /// Operations completed, successful or not.
@@ -131,6 +132,17 @@ pub struct OpReport {
     pub p9999_ms: f64,
     /// Largest latency, in milliseconds.
     pub max_ms: f64,
+}
+
+impl OpReport {
+    /// Failed operations over all operations; 0 when none ran.
+    pub fn error_rate(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.errors as f64 / self.count as f64
+        }
+    }
 }
 
 /// One second of the measured stage.

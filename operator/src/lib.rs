@@ -33,14 +33,13 @@
 pub mod apicount;
 pub mod backoff;
 pub mod baseline;
+pub mod children;
 pub mod client;
 pub mod context;
 pub mod controller;
 pub mod crd;
 pub mod decode;
-pub mod deletion;
 pub mod failpoint;
-pub mod finish;
 pub mod leader;
 pub mod metrics;
 pub mod netpol;
@@ -55,7 +54,6 @@ pub mod status;
 pub mod sweep;
 pub mod thresholds;
 pub mod validate;
-pub mod workers;
 
 /// Everything that can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]

@@ -95,9 +95,6 @@ pub fn worker_result_cm_name(run: &str, worker: &str) -> String {
 pub fn rejected_cm_name(run: &str, worker: &str) -> String {
     format!("{run}-rejected-{worker}")
 }
-/// Key of the merged summary (JSON) in the run's result ConfigMap (defined with the CRD, whose
-/// `baselineRef.configMap.key` defaults to it).
-pub use crate::crd::MERGED_KEY;
 /// Key of the gzip-compressed summary JSON in a worker's result ConfigMap (`binaryData`).
 pub const SUMMARY_GZ_KEY: &str = "summary.json.gz";
 /// Key of the gzip-compressed rejected answer in a worker's rejected ConfigMap.
@@ -535,7 +532,7 @@ secretRef: {name: creds}
             name: "w0".into(),
             pod: "bench-w0".into(),
             node: Some("vm2".into()),
-            phase: "Pending".into(),
+            phase: crate::crd::WorkerPhase::Pending,
             ..Default::default()
         }
     }

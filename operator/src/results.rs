@@ -15,16 +15,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
+use crate::crd::MERGED_KEY;
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus, WorkerStatus};
 use crate::resources::{
-    self, result_cm_name, worker_result_cm_name, MANAGER, MERGED_KEY, RESULT_LABEL,
-    RESULT_REJECTED, RESULT_SUMMARY, RUN_LABEL, SUMMARY_GZ_KEY, WORKER_LABEL,
+    self, result_cm_name, worker_result_cm_name, MANAGER, RESULT_LABEL, RESULT_REJECTED,
+    RESULT_SUMMARY, RUN_LABEL, SUMMARY_GZ_KEY, WORKER_LABEL,
 };
 use crate::state;
 use crate::{Error, Result};
-
-/// Key of the merged summary in the result ConfigMap.
-pub const MERGED: &str = MERGED_KEY;
 
 /// Largest decompressed summary accepted from a result object: far above what a worker sends
 /// (`client::MAX_SUMMARY_BYTES`), low enough that a forged object cannot exhaust memory.

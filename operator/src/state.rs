@@ -9,27 +9,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::crd::{OpResult, WorkerStatus};
-
-/// Worker phases recorded in `status.workers[].phase`.
-pub mod worker_phase {
-    /// Its pod is not running yet.
-    pub const PENDING: &str = "Pending";
-    /// Its agent prepares the dataset.
-    pub const PREPARING: &str = "Preparing";
-    /// Prepared; waiting for the start time.
-    pub const READY: &str = "Ready";
-    /// In the measured stage.
-    pub const RUNNING: &str = "Running";
-    /// Finished; its summary not collected yet.
-    pub const DONE: &str = "Done";
-    /// Its summary is persisted and counted.
-    pub const COLLECTED: &str = "Collected";
-    /// Failed; it has no result.
-    pub const FAILED: &str = "Failed";
-    /// Its pod went away before its result was collected.
-    pub const LOST: &str = "Lost";
-}
+use crate::crd::{OpReport, WorkerPhase, WorkerStatus};
 
 /// Condition types.
 pub mod cond {
@@ -275,8 +255,8 @@ pub fn start_skew_ms(workers: &[WorkerStatus]) -> Option<f64> {
 }
 
 /// Per-op results plus `all`, computed from the (merged) histograms.
-pub fn op_results(summary: &Summary) -> BTreeMap<String, OpResult> {
-    let mut out: BTreeMap<String, OpResult> = summary
+pub fn op_results(summary: &Summary) -> BTreeMap<String, OpReport> {
+    let mut out: BTreeMap<String, OpReport> = summary
         .ops
         .iter()
         .map(|(op, stats)| (op.to_string(), op_result(stats, summary.elapsed_seconds)))
@@ -288,21 +268,11 @@ pub fn op_results(summary: &Summary) -> BTreeMap<String, OpResult> {
     out
 }
 
-fn op_result(stats: &OpStats, elapsed: f64) -> OpResult {
-    let r = stats.report(elapsed);
-    OpResult {
-        count: r.count,
-        errors: r.errors,
-        ops_per_sec: round2(r.ops_per_sec),
-        mib_per_sec: round2(r.mib_per_sec),
-        p50_ms: r.p50_ms,
-        p90_ms: r.p90_ms,
-        p95_ms: r.p95_ms,
-        p99_ms: r.p99_ms,
-        p999_ms: r.p999_ms,
-        p9999_ms: r.p9999_ms,
-        max_ms: r.max_ms,
-    }
+fn op_result(stats: &OpStats, elapsed: f64) -> OpReport {
+    let mut r = stats.report(elapsed);
+    r.ops_per_sec = round2(r.ops_per_sec);
+    r.mib_per_sec = round2(r.mib_per_sec);
+    r
 }
 
 fn round2(x: f64) -> f64 {
@@ -311,14 +281,11 @@ fn round2(x: f64) -> f64 {
 
 /// `n/total` for the printer column: workers past the given phases.
 pub fn workers_summary(workers: &[WorkerStatus]) -> String {
-    use worker_phase::*;
-    let live: Vec<_> = workers
-        .iter()
-        .filter(|w| w.phase != FAILED && w.phase != LOST)
-        .collect();
+    use WorkerPhase::*;
+    let live: Vec<_> = workers.iter().filter(|w| w.phase.is_live()).collect();
     let ok = live
         .iter()
-        .filter(|w| matches!(w.phase.as_str(), READY | RUNNING | DONE | COLLECTED))
+        .filter(|w| matches!(w.phase, Ready | Running | Done | Collected))
         .count();
     let lost = workers.len() - live.len();
     if lost > 0 {
@@ -332,7 +299,7 @@ pub fn workers_summary(workers: &[WorkerStatus]) -> String {
 pub fn phase_counts(workers: &[WorkerStatus]) -> BTreeMap<String, u32> {
     let mut out = BTreeMap::new();
     for w in workers {
-        *out.entry(w.phase.clone()).or_insert(0) += 1;
+        *out.entry(w.phase.as_str().to_string()).or_insert(0) += 1;
     }
     out
 }
@@ -368,7 +335,7 @@ pub fn throughput_text(ops_per_sec: f64, mib_per_sec: Option<f64>) -> String {
 
 /// Whether a worker still counts for the run.
 pub fn is_live(w: &WorkerStatus) -> bool {
-    w.phase != worker_phase::FAILED && w.phase != worker_phase::LOST
+    w.phase.is_live()
 }
 
 /// What the run does next, given its workers (the state machine's core, pure).
@@ -411,7 +378,7 @@ pub fn dead_workers(workers: &[WorkerStatus]) -> Option<(&'static str, String)> 
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let reason = if dead.iter().any(|w| w.phase == worker_phase::LOST) {
+    let reason = if dead.iter().any(|w| w.phase == WorkerPhase::Lost) {
         "WorkerLost"
     } else {
         "WorkerFailed"
@@ -425,7 +392,7 @@ pub fn next_step(
     policy: crate::crd::FailurePolicy,
     started: bool,
 ) -> Next {
-    use worker_phase::*;
+    use WorkerPhase::*;
     let live: Vec<_> = workers.iter().filter(|w| is_live(w)).collect();
     if let Some((reason, message)) = dead_workers(workers) {
         if policy == crate::crd::FailurePolicy::Abort || live.is_empty() {
@@ -436,15 +403,15 @@ pub fn next_step(
         return Next::Wait;
     }
     if !started {
-        return if live.iter().all(|w| w.phase == READY) {
+        return if live.iter().all(|w| w.phase == Ready) {
             Next::Start
         } else {
             Next::Wait
         };
     }
-    if live.iter().all(|w| w.phase == COLLECTED) {
+    if live.iter().all(|w| w.phase == Collected) {
         Next::Complete
-    } else if live.iter().all(|w| w.phase == COLLECTED || w.phase == DONE) {
+    } else if live.iter().all(|w| w.phase == Collected || w.phase == Done) {
         Next::Collecting
     } else {
         Next::Wait
@@ -610,12 +577,12 @@ mod tests {
         assert_eq!(start_skew_ms(&[]), None);
     }
 
-    fn w(name: &str, phase: &str) -> WorkerStatus {
+    fn w(name: &str, phase: WorkerPhase) -> WorkerStatus {
         WorkerStatus {
             name: name.into(),
             pod: format!("run-{name}"),
             node: Some("vm".into()),
-            phase: phase.into(),
+            phase,
             ..Default::default()
         }
     }
@@ -625,30 +592,53 @@ mod tests {
         use crate::crd::FailurePolicy::{Abort, Continue};
         // Start only when every live worker is ready.
         assert_eq!(
-            next_step(&[w("w0", "Ready"), w("w1", "Preparing")], Abort, false),
+            next_step(
+                &[w("w0", WorkerPhase::Ready), w("w1", WorkerPhase::Preparing)],
+                Abort,
+                false
+            ),
             Next::Wait
         );
         assert_eq!(
-            next_step(&[w("w0", "Ready"), w("w1", "Ready")], Abort, false),
+            next_step(
+                &[w("w0", WorkerPhase::Ready), w("w1", WorkerPhase::Ready)],
+                Abort,
+                false
+            ),
             Next::Start
         );
         // Never a second start time.
         assert_eq!(
-            next_step(&[w("w0", "Ready"), w("w1", "Ready")], Abort, true),
+            next_step(
+                &[w("w0", WorkerPhase::Ready), w("w1", WorkerPhase::Ready)],
+                Abort,
+                true
+            ),
             Next::Wait
         );
         assert_eq!(
-            next_step(&[w("w0", "Done"), w("w1", "Collected")], Abort, true),
+            next_step(
+                &[w("w0", WorkerPhase::Done), w("w1", WorkerPhase::Collected)],
+                Abort,
+                true
+            ),
             Next::Collecting
         );
         assert_eq!(
-            next_step(&[w("w0", "Collected"), w("w1", "Collected")], Abort, true),
+            next_step(
+                &[
+                    w("w0", WorkerPhase::Collected),
+                    w("w1", WorkerPhase::Collected)
+                ],
+                Abort,
+                true
+            ),
             Next::Complete
         );
         // A lost worker: Abort fails and names it; Continue goes on without it.
-        let mut lost = w("w1", "Lost");
+        let mut lost = w("w1", WorkerPhase::Lost);
         lost.message = Some("its pod was deleted".into());
-        match next_step(&[w("w0", "Running"), lost.clone()], Abort, true) {
+        match next_step(&[w("w0", WorkerPhase::Running), lost.clone()], Abort, true) {
             Next::Fail { reason, message } => {
                 assert_eq!(reason, "WorkerLost");
                 assert!(
@@ -659,21 +649,33 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            next_step(&[w("w0", "Running"), lost.clone()], Continue, true),
+            next_step(
+                &[w("w0", WorkerPhase::Running), lost.clone()],
+                Continue,
+                true
+            ),
             Next::Wait
         );
         assert_eq!(
-            next_step(&[w("w0", "Collected"), lost.clone()], Continue, true),
+            next_step(
+                &[w("w0", WorkerPhase::Collected), lost.clone()],
+                Continue,
+                true
+            ),
             Next::Complete
         );
         // A worker failing before the start under Continue: the others start without it.
         assert_eq!(
-            next_step(&[w("w0", "Ready"), w("w1", "Failed")], Continue, false),
+            next_step(
+                &[w("w0", WorkerPhase::Ready), w("w1", WorkerPhase::Failed)],
+                Continue,
+                false
+            ),
             Next::Start
         );
         // Nobody left: fail whatever the policy.
         assert!(matches!(
-            next_step(&[w("w0", "Failed")], Continue, false),
+            next_step(&[w("w0", WorkerPhase::Failed)], Continue, false),
             Next::Fail {
                 reason: "WorkerFailed",
                 ..
@@ -683,13 +685,16 @@ mod tests {
 
     #[test]
     fn summaries_text() {
-        let ws = |p: &str| WorkerStatus {
-            phase: p.into(),
+        let ws = |phase: WorkerPhase| WorkerStatus {
+            phase,
             ..Default::default()
         };
-        assert_eq!(workers_summary(&[ws("Ready"), ws("Preparing")]), "1/2");
         assert_eq!(
-            workers_summary(&[ws("Collected"), ws("Lost")]),
+            workers_summary(&[ws(WorkerPhase::Ready), ws(WorkerPhase::Preparing)]),
+            "1/2"
+        );
+        assert_eq!(
+            workers_summary(&[ws(WorkerPhase::Collected), ws(WorkerPhase::Lost)]),
             "1/2 (1 lost)"
         );
         assert_eq!(throughput_text(1234.4, Some(5.55)), "1234 op/s, 5.5 MiB/s");
@@ -711,7 +716,11 @@ mod tests {
 
     #[test]
     fn phase_counts_by_phase() {
-        let ws = [w("a", "Running"), w("b", "Running"), w("c", "Lost")];
+        let ws = [
+            w("a", WorkerPhase::Running),
+            w("b", WorkerPhase::Running),
+            w("c", WorkerPhase::Lost),
+        ];
         assert_eq!(
             phase_counts(&ws),
             BTreeMap::from([("Lost".to_string(), 1), ("Running".to_string(), 2)])

@@ -1,5 +1,6 @@
-//! The status a pass builds, and what it publishes: status writes by server-side apply,
-//! conditions, phase changes and events (through the operator's one `Recorder`).
+//! The status a pass builds (a [`Draft`]: conditions, phase changes, worker transitions,
+//! events), and how it is published: status writes by server-side apply, events through the
+//! operator's one `Recorder`.
 
 use std::collections::BTreeMap;
 
@@ -10,9 +11,9 @@ use kube::{Api, Resource};
 use tracing::warn;
 
 use crate::context::Context;
-use crate::crd::{BenchmarkRun, BenchmarkRunStatus, Phase};
+use crate::crd::{BenchmarkRun, BenchmarkRunStatus, Phase, WorkerPhase};
 use crate::resources::MANAGER;
-use crate::state::{self, cond, worker_phase as wp};
+use crate::state::{self, cond};
 use crate::{results, Result};
 
 /// Events of one reason in one pass beyond which they are published as one event with a
@@ -44,25 +45,30 @@ pub(crate) async fn write_status(
     Ok(())
 }
 
-/// One pass over one run: the run, the status it builds, and the events it will publish. Its
-/// methods are spread over the modules of the pass (status, placement, workers, finish,
-/// reconcile); the status, conditions and events are here.
-pub(crate) struct Reconciler<'a> {
-    pub(crate) ctx: &'a Context,
-    pub(crate) ns: String,
-    pub(crate) name: String,
-    pub(crate) run: &'a BenchmarkRun,
+/// The status a pass builds and the events it will publish: pure (no API server, no network),
+/// so the pass's decisions ([`crate::reconcile::decide`]) are unit-tested on it.
+#[derive(Clone, Debug)]
+pub(crate) struct Draft {
     pub(crate) status: BenchmarkRunStatus,
+    /// The pass's one clock reading: every time it writes is this one.
     pub(crate) now: DateTime<Utc>,
+    /// The spec generation the pass read (conditions record it).
+    pub(crate) generation: Option<i64>,
     pub(crate) events: Vec<(EventType, String, String)>,
-    /// The status as last written in this pass, if it was: the final write is skipped when
-    /// nothing changed since.
-    pub(crate) written: Option<BenchmarkRunStatus>,
 }
 
-impl Reconciler<'_> {
-    pub(crate) fn generation(&self) -> Option<i64> {
-        self.run.metadata.generation
+impl Draft {
+    pub(crate) fn new(
+        status: BenchmarkRunStatus,
+        generation: Option<i64>,
+        now: DateTime<Utc>,
+    ) -> Draft {
+        Draft {
+            status,
+            now,
+            generation,
+            events: Vec::new(),
+        }
     }
 
     pub(crate) fn condition(
@@ -72,40 +78,19 @@ impl Reconciler<'_> {
         reason: &str,
         message: impl Into<String>,
     ) {
-        let g = self.generation();
         state::set_condition(
             &mut self.status.conditions,
             type_,
             ok,
             reason,
             message,
-            g,
+            self.generation,
             self.now,
         );
     }
 
     pub(crate) fn event(&mut self, t: EventType, reason: &str, note: impl Into<String>) {
         self.events.push((t, reason.into(), note.into()));
-    }
-
-    pub(crate) async fn publish_events(&self) {
-        if self.events.is_empty() {
-            return;
-        }
-        let recorder = &self.ctx.recorder;
-        let reference = self.run.object_ref(&());
-        for (t, reason, note) in &group_events(&self.events, EVENTS_PER_REASON) {
-            let ev = Event {
-                type_: *t,
-                reason: reason.clone(),
-                note: Some(note.chars().take(1000).collect()),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
-            if let Err(e) = recorder.publish(&ev, &reference).await {
-                warn!("event {reason} for {}/{}: {e}", self.ns, self.name);
-            }
-        }
     }
 
     pub(crate) fn set_phase(&mut self, phase: Phase, reason: &str, note: impl Into<String>) {
@@ -128,20 +113,12 @@ impl Reconciler<'_> {
         self.set_phase(Phase::Failed, reason, message);
     }
 
-    pub(crate) fn api<K>(&self) -> Api<K>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-        <K as Resource>::DynamicType: Default,
-    {
-        Api::namespaced(self.ctx.client.clone(), &self.ns)
-    }
-
     pub(crate) fn worker_failed(&mut self, i: usize, reason: &str, msg: String) {
         let w = &mut self.status.workers[i];
-        if w.phase == wp::FAILED {
+        if w.phase == WorkerPhase::Failed {
             return;
         }
-        w.phase = wp::FAILED.into();
+        w.phase = WorkerPhase::Failed;
         w.message = Some(msg.clone());
         let note = format!("worker {} (pod {}): {msg}", w.name, w.pod);
         self.event(EventType::Warning, reason, note);
@@ -149,10 +126,10 @@ impl Reconciler<'_> {
 
     pub(crate) fn lose(&mut self, i: usize, why: &str) {
         let w = &mut self.status.workers[i];
-        if w.phase == wp::LOST {
+        if w.phase == WorkerPhase::Lost {
             return;
         }
-        w.phase = wp::LOST.into();
+        w.phase = WorkerPhase::Lost;
         w.message = Some(why.into());
         let note = format!(
             "worker {} (pod {}, node {}): {why}",
@@ -163,11 +140,12 @@ impl Reconciler<'_> {
         self.event(EventType::Warning, "WorkerLost", note);
     }
 
-    pub(crate) fn mark_collected(&mut self, i: usize, json: Option<&str>) {
+    /// The worker's summary is persisted: it counts, with these figures when they are known.
+    pub(crate) fn mark_collected(&mut self, i: usize, figures: Option<&results::WorkerFigures>) {
         let w = &mut self.status.workers[i];
-        w.phase = wp::COLLECTED.into();
-        if let Some(s) = json.and_then(|j| serde_json::from_str::<benchrun_api::Summary>(j).ok()) {
-            results::fold_worker(w, &results::WorkerFigures::of(&s));
+        w.phase = WorkerPhase::Collected;
+        if let Some(f) = figures {
+            results::fold_worker(w, f);
         }
     }
 
@@ -176,12 +154,33 @@ impl Reconciler<'_> {
         self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
         self.status.worker_phases = state::phase_counts(&self.status.workers);
     }
+}
 
-    /// Write the status now, before an action a restart must find recorded (see the callers).
-    pub(crate) async fn persist(&mut self) -> Result<()> {
-        write_status(self.ctx, &self.ns, &self.name, &self.status).await?;
-        self.written = Some(self.status.clone());
-        Ok(())
+/// Publish a pass's events through the operator's one `Recorder`, grouped by reason.
+pub(crate) async fn publish_events(
+    ctx: &Context,
+    run: &BenchmarkRun,
+    events: &[(EventType, String, String)],
+) {
+    if events.is_empty() {
+        return;
+    }
+    let reference = run.object_ref(&());
+    for (t, reason, note) in &group_events(events, EVENTS_PER_REASON) {
+        let ev = Event {
+            type_: *t,
+            reason: reason.clone(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&ev, &reference).await {
+            warn!(
+                "event {reason} for {}/{}: {e}",
+                run.metadata.namespace.as_deref().unwrap_or_default(),
+                run.metadata.name.as_deref().unwrap_or_default()
+            );
+        }
     }
 }
 

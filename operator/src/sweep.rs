@@ -5,13 +5,16 @@
 //! shows "combination k of n" and, row by row, the table of the design reports: ops/s, MiB/s,
 //! p50, p99, errors, requests per op, client CPU per GiB and the change against the baseline
 //! combination.
+//!
+//! The planning here is pure (combinations, child specs and names, the median repeat, the
+//! table's rows); the matrix run's pass is `reconcile/sweep.rs`.
 
 use benchrun_api::matrix::{Matrix, Planned};
 use benchrun_api::units::HumanDuration;
 use benchrun_api::Summary;
 
 use crate::crd::matrix::CombinationRow;
-use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpResult};
+use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpReport};
 
 /// Label on a matrix run's children: the parent's name (`kubectl get br -l benchrun.dev/matrix=NAME`).
 pub const MATRIX_LABEL: &str = "benchrun.dev/matrix";
@@ -151,7 +154,7 @@ pub fn fill_row(row: &mut CombinationRow, child: &BenchmarkRun, merged: Option<&
     }
 }
 
-fn fill_from(row: &mut CombinationRow, r: &OpResult) {
+fn fill_from(row: &mut CombinationRow, r: &OpReport) {
     row.ops_per_sec = Some(r.ops_per_sec);
     row.mib_per_sec = Some(r.mib_per_sec);
     row.p50_ms = Some(r.p50_ms);

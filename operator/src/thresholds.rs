@@ -8,7 +8,9 @@
 use benchrun_api::{Summary, Workload};
 
 use crate::crd::thresholds::{Threshold, ThresholdCheck};
-use crate::crd::OpResult;
+use crate::crd::OpReport;
+use crate::state::cond;
+use crate::status::Draft;
 
 /// Check `thresholds` against the workload: each problem as "spec.thresholds[i]...: why".
 pub fn validate(thresholds: &[Threshold], workload: &Workload) -> Vec<String> {
@@ -119,8 +121,42 @@ pub fn evaluate(thresholds: &[Threshold], merged: &Summary) -> Vec<ThresholdChec
 }
 
 /// Operations that succeeded (only they have a latency).
-fn succeeded(r: &OpResult) -> u64 {
+fn succeeded(r: &OpReport) -> u64 {
     r.count.saturating_sub(r.errors)
+}
+
+/// Evaluate `thresholds` on the merged summary into the draft (`status.thresholds` and
+/// `ThresholdsMet`); the misses, if any.
+pub(crate) fn verdict(d: &mut Draft, thresholds: &[Threshold], merged: &Summary) -> Option<String> {
+    if thresholds.is_empty() {
+        return None;
+    }
+    let checks = evaluate(thresholds, merged);
+    let missed: Vec<String> = checks
+        .iter()
+        .filter(|c| !c.met)
+        .map(|c| c.describe())
+        .collect();
+    let n = checks.len();
+    d.status.thresholds = checks;
+    if missed.is_empty() {
+        d.condition(
+            cond::THRESHOLDS_MET,
+            true,
+            "ThresholdsMet",
+            format!("all {n} limits met"),
+        );
+        None
+    } else {
+        let text = missed.join("; ");
+        d.condition(
+            cond::THRESHOLDS_MET,
+            false,
+            "ThresholdsNotMet",
+            text.clone(),
+        );
+        Some(text)
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use benchrun_api::Summary;
+use benchrun_operator::crd::WorkerPhase;
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
 use benchrun_operator::resources;
 use benchrun_test_support::NODES;
@@ -57,7 +58,7 @@ async fn per_node_run_merges_exactly_and_cleans_up() {
         NODES.iter().map(|s| s.to_string()).collect::<Vec<_>>()
     );
     assert!(
-        st.workers.iter().all(|w| w.phase == "Collected"),
+        st.workers.iter().all(|w| w.phase == WorkerPhase::Collected),
         "{:#?}",
         st.workers
     );
@@ -65,7 +66,8 @@ async fn per_node_run_merges_exactly_and_cleans_up() {
     // Per-op counts are the sums of the workers'; p99 is that of the merged histograms.
     let data = result_data(&env, "pn").await;
     let parts: Vec<Summary> = worker_summaries(&env, &run).await;
-    let merged: Summary = serde_json::from_str(&data[resources::MERGED_KEY]).expect("merged");
+    let merged: Summary =
+        serde_json::from_str(&data[benchrun_operator::crd::MERGED_KEY]).expect("merged");
     let again = Summary::merge(&parts).expect("merge");
     for (op, stats) in &merged.ops {
         let sum: u64 = parts
@@ -350,7 +352,10 @@ async fn operator_crash_after_creating_pods_makes_no_duplicates() {
     let run = wait_for(&api, "cp", Duration::from_secs(120), "finished", finished).await;
     let st = run.status.clone().expect("status");
     assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
-    assert!(st.workers.iter().all(|w| w.phase == "Collected"), "{st:#?}");
+    assert!(
+        st.workers.iter().all(|w| w.phase == WorkerPhase::Collected),
+        "{st:#?}"
+    );
     // cleanup: Never keeps the pods (said in the same write as the phase), so the same two
     // pods must still be there.
     let kept = condition(&run, "CleanedUp").expect("CleanedUp condition");
@@ -382,7 +387,7 @@ async fn operator_crash_between_start_time_and_start_requests_starts_every_worke
         .clone()
         .expect("the start time is written before the crash");
     assert!(
-        st.workers.iter().all(|w| w.phase == "Ready"),
+        st.workers.iter().all(|w| w.phase == WorkerPhase::Ready),
         "no worker started before the crash: {:#?}",
         st.workers
     );
@@ -421,7 +426,7 @@ async fn operator_crash_between_persist_and_status_counts_each_worker_once() {
     let run = api.get("cr").await.expect("run");
     let workers = run.status.clone().unwrap_or_default().workers;
     assert!(
-        workers.iter().all(|w| w.phase != "Collected"),
+        workers.iter().all(|w| w.phase != WorkerPhase::Collected),
         "nothing counted before the crash: {workers:#?}"
     );
 
@@ -429,7 +434,10 @@ async fn operator_crash_between_persist_and_status_counts_each_worker_once() {
     let run = wait_for(&api, "cr", Duration::from_secs(120), "finished", finished).await;
     let st = run.status.clone().expect("status");
     assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
-    assert!(st.workers.iter().all(|w| w.phase == "Collected"), "{st:#?}");
+    assert!(
+        st.workers.iter().all(|w| w.phase == WorkerPhase::Collected),
+        "{st:#?}"
+    );
     assert_eq!(
         result_objects(&env, "cr", resources::RESULT_SUMMARY).await,
         ["cr-result-w0", "cr-result-w1"]
@@ -457,7 +465,7 @@ async fn delete_worker_mid_run(policy: &str) -> BenchmarkRun {
         "Running on both workers",
         |r| {
             r.status.as_ref().is_some_and(|s| {
-                s.workers.len() == 2 && s.workers.iter().all(|w| w.phase == "Running")
+                s.workers.len() == 2 && s.workers.iter().all(|w| w.phase == WorkerPhase::Running)
             })
         },
     )
@@ -488,7 +496,10 @@ async fn worker_deleted_mid_run_completes_under_continue() {
     let complete = condition(&run, "Complete").expect("Complete");
     assert!(complete.message.contains("w1"), "{complete:?}");
     assert_eq!(
-        st.workers.iter().filter(|w| w.phase == "Collected").count(),
+        st.workers
+            .iter()
+            .filter(|w| w.phase == WorkerPhase::Collected)
+            .count(),
         1
     );
 }

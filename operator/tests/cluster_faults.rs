@@ -15,6 +15,7 @@ mod common;
 
 use std::time::Duration;
 
+use benchrun_operator::crd::WorkerPhase;
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
 use benchrun_operator::resources;
 use benchrun_test_support::NODES;
@@ -63,7 +64,7 @@ async fn check_complete(env: &Env, run: &BenchmarkRun, why: &str) {
     let st = run.status.clone().expect("status");
     assert_eq!(st.phase, Phase::Succeeded, "{why}: {st:#?}");
     assert!(
-        st.workers.iter().all(|w| w.phase == "Collected"),
+        st.workers.iter().all(|w| w.phase == WorkerPhase::Collected),
         "{why}: {:#?}",
         st.workers
     );
@@ -149,7 +150,7 @@ async fn network_cut_to_one_worker_then_healed_loses_nothing() {
         "cut",
         Duration::from_secs(120),
         "the reachable worker collected",
-        |r| worker(r, &other).phase == "Collected",
+        |r| worker(r, &other).phase == WorkerPhase::Collected,
     )
     .await;
     assert!(
@@ -157,7 +158,7 @@ async fn network_cut_to_one_worker_then_healed_loses_nothing() {
         "the run finished without the cut-off worker: {:#?}",
         during.status
     );
-    assert_ne!(worker(&during, &cut.name).phase, "Collected");
+    assert_ne!(worker(&during, &cut.name).phase, WorkerPhase::Collected);
     fault(&["heal", &ip]);
     heal.disarm();
     let run = wait_for(&api, "cut", Duration::from_secs(120), "finished", finished).await;
@@ -377,7 +378,7 @@ async fn worker_evicted_for_emptydir_over_its_limit_fails_the_run() {
     // The operator's account of it: the worker Lost with the kubelet's reason and message,
     // then the worker's termination message when the kubelet still had it when the operator
     // looked (it is lost with the container when the kubelet removes it first).
-    assert_eq!(lost.phase, "Lost", "{:#?}", st.workers);
+    assert_eq!(lost.phase, WorkerPhase::Lost, "{:#?}", st.workers);
     let msg = lost.message.clone().unwrap_or_default();
     let rest = msg
         .strip_prefix(&format!("Evicted: {limit_msg}"))

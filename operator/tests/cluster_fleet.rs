@@ -285,7 +285,7 @@ async fn simulated_fleet_collects_and_merges_every_worker() {
             .keys()
             .cloned()
             .collect::<Vec<_>>(),
-        [resources::MERGED_KEY]
+        [benchrun_operator::crd::MERGED_KEY]
     );
     println!(
         "fleet of {FLEET}: start skew {:?} ms, {}",

@@ -10,7 +10,7 @@ use std::time::Duration;
 use benchrun_api::spec::OpKind;
 use benchrun_api::Summary;
 use benchrun_operator::crd::Phase;
-use benchrun_operator::{resources, sweep};
+use benchrun_operator::sweep;
 use kube::api::ListParams;
 use kube::ResourceExt;
 
@@ -107,8 +107,8 @@ matrix:
         assert_eq!(cst.phase, Phase::Succeeded);
         assert_eq!(row.phase, Phase::Succeeded);
         let data = result_data(&env, &row.run).await;
-        let merged: Summary =
-            serde_json::from_str(&data[resources::MERGED_KEY]).expect("merged summary");
+        let merged: Summary = serde_json::from_str(&data[benchrun_operator::crd::MERGED_KEY])
+            .expect("merged summary");
         let get = &merged.ops[&OpKind::Get];
         assert_eq!(get.count, 400);
         assert_eq!(get.bytes, 400 * size, "{}: GETs of {size} B", row.run);

@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use benchrun_operator::crd::WorkerPhase;
 use benchrun_operator::crd::{BenchmarkRun, Phase};
 use benchrun_test_support::{cluster, pods, NODES};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
@@ -254,7 +255,7 @@ async fn per_node_run_against_minio_on_the_host() {
         NODES.iter().map(|s| s.to_string()).collect::<Vec<_>>()
     );
     assert!(
-        st.workers.iter().all(|w| w.phase == "Collected"),
+        st.workers.iter().all(|w| w.phase == WorkerPhase::Collected),
         "{:#?}",
         st.workers
     );
@@ -300,7 +301,7 @@ async fn count_two_without_per_node_merges_both() {
     assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
     assert_eq!(st.workers.len(), 2, "{:#?}", st.workers);
     assert!(
-        st.workers.iter().all(|w| w.phase == "Collected"),
+        st.workers.iter().all(|w| w.phase == WorkerPhase::Collected),
         "{:#?}",
         st.workers
     );
@@ -536,7 +537,7 @@ async fn deleting_a_running_run_stops_its_workers_and_removes_its_data() {
             .finalizers
             .iter()
             .flatten()
-            .any(|f| f == benchrun_operator::deletion::FINALIZER),
+            .any(|f| f == benchrun_operator::reconcile::deletion::FINALIZER),
         "the operator's finalizer is on the run: {:?}",
         run.metadata.finalizers
     );
@@ -550,7 +551,7 @@ async fn deleting_a_running_run_stops_its_workers_and_removes_its_data() {
         .expect("delete");
     // Bounded by the operator's cleanup bound (120 s) plus a poll or two.
     let deadline = tokio::time::Instant::now()
-        + benchrun_operator::deletion::CLEANUP_BOUND
+        + benchrun_operator::reconcile::deletion::CLEANUP_BOUND
         + Duration::from_secs(30);
     while api.get_opt("del").await.expect("read run").is_some() {
         assert!(

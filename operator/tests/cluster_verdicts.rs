@@ -11,7 +11,6 @@ use std::time::Duration;
 use benchrun_api::Summary;
 use benchrun_operator::baseline;
 use benchrun_operator::crd::Phase;
-use benchrun_operator::resources;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::PostParams;
 use kube::Api;
@@ -42,7 +41,7 @@ timeout: 3m
 
 async fn merged(env: &Env, run: &str) -> Summary {
     let data = result_data(env, run).await;
-    serde_json::from_str(&data[resources::MERGED_KEY]).expect("merged summary")
+    serde_json::from_str(&data[benchrun_operator::crd::MERGED_KEY]).expect("merged summary")
 }
 
 #[tokio::test]

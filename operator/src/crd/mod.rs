@@ -34,7 +34,9 @@ pub mod status;
 pub mod thresholds;
 
 use baseline::BaselineRef;
-pub use status::{BenchmarkRunStatus, OpResult, Phase, Progress, WorkerStatus, MERGED_KEY};
+pub use status::{
+    BenchmarkRunStatus, OpReport, Phase, Progress, WorkerPhase, WorkerStatus, MERGED_KEY,
+};
 use thresholds::Threshold;
 
 /// A storage benchmark run on one or more worker pods, started at the same instant, with the

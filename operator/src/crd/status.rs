@@ -6,6 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use benchrun_api::stats::OpReport;
+
 use super::baseline::BaselineStatus;
 use super::matrix::MatrixStatus;
 use super::thresholds::ThresholdCheck;
@@ -91,7 +93,7 @@ pub struct BenchmarkRunStatus {
     pub progress: Option<Progress>,
     /// Per-operation results computed from the merged histograms of every collected worker.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub results: BTreeMap<String, OpResult>,
+    pub results: BTreeMap<String, OpReport>,
     /// Block workloads: the I/O engines the workers ran (and why `sync`, where io_uring was
     /// refused), the queue depth and how much of the dataset the page cache held, merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,6 +120,51 @@ pub struct BenchmarkRunStatus {
     pub result_config_map: Option<String>,
 }
 
+/// Where one worker is, in `status.workers[].phase`.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum WorkerPhase {
+    /// Its pod is not running yet.
+    #[default]
+    Pending,
+    /// Its agent prepares the dataset.
+    Preparing,
+    /// Prepared; waiting for the start time.
+    Ready,
+    /// In the measured stage.
+    Running,
+    /// Finished; its summary not collected yet.
+    Done,
+    /// Its summary is persisted and counted.
+    Collected,
+    /// Failed; it has no result.
+    Failed,
+    /// Its pod went away before its result was collected.
+    Lost,
+}
+
+impl WorkerPhase {
+    /// The phase's name, as in the status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerPhase::Pending => "Pending",
+            WorkerPhase::Preparing => "Preparing",
+            WorkerPhase::Ready => "Ready",
+            WorkerPhase::Running => "Running",
+            WorkerPhase::Done => "Done",
+            WorkerPhase::Collected => "Collected",
+            WorkerPhase::Failed => "Failed",
+            WorkerPhase::Lost => "Lost",
+        }
+    }
+
+    /// Whether a worker in this phase still counts for the run (neither failed nor lost).
+    pub fn is_live(self) -> bool {
+        !matches!(self, WorkerPhase::Failed | WorkerPhase::Lost)
+    }
+}
+
 /// One worker.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -129,8 +176,8 @@ pub struct WorkerStatus {
     /// The node it is pinned to (perNode) or scheduled on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    /// `Pending`, `Preparing`, `Ready`, `Running`, `Done`, `Collected`, `Failed`, `Lost`.
-    pub phase: String,
+    /// Where it is.
+    pub phase: WorkerPhase,
     /// Why it failed or was lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -163,45 +210,4 @@ pub struct Progress {
     pub errors: u64,
     /// Operations per second so far.
     pub ops_per_sec: f64,
-}
-
-/// Results of one operation (or `all`) from merged histograms.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OpResult {
-    /// Operations, successful or not.
-    pub count: u64,
-    /// Failed operations.
-    pub errors: u64,
-    /// Operations per second over the measured stage.
-    pub ops_per_sec: f64,
-    /// MiB per second moved by successful operations.
-    pub mib_per_sec: f64,
-    /// Median latency in milliseconds.
-    pub p50_ms: f64,
-    /// 90th percentile latency in milliseconds.
-    pub p90_ms: f64,
-    /// 95th percentile latency in milliseconds.
-    #[serde(default)]
-    pub p95_ms: f64,
-    /// 99th percentile latency in milliseconds.
-    pub p99_ms: f64,
-    /// 99.9th percentile latency in milliseconds.
-    pub p999_ms: f64,
-    /// 99.99th percentile latency in milliseconds.
-    #[serde(default)]
-    pub p9999_ms: f64,
-    /// Largest latency in milliseconds.
-    pub max_ms: f64,
-}
-
-impl OpResult {
-    /// Failed operations over all operations; 0 when none ran.
-    pub fn error_rate(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.errors as f64 / self.count as f64
-        }
-    }
 }

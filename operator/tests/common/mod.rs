@@ -250,7 +250,8 @@ pub async fn check_merged(
     let data = result_data(env, &name).await;
     let parts = worker_summaries(env, run).await;
     assert_eq!(parts.len(), workers, "one summary per worker");
-    let merged: Summary = serde_json::from_str(&data[resources::MERGED_KEY]).expect("merged");
+    let merged: Summary =
+        serde_json::from_str(&data[benchrun_operator::crd::MERGED_KEY]).expect("merged");
     let again = Summary::merge(&parts).expect("merge");
     assert!(!merged.ops.is_empty(), "merged summary has ops");
     for (op, stats) in &merged.ops {

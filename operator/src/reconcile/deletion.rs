@@ -19,10 +19,10 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use tracing::info;
 
+use super::Reconciler;
 use crate::client::fan_out;
 use crate::context::POLL;
 use crate::crd::BenchmarkRun;
-use crate::status::Reconciler;
 use crate::Result;
 
 /// The operator's finalizer on every run.
@@ -120,10 +120,10 @@ impl Reconciler<'_> {
             .deletion_timestamp
             .as_ref()
             .map(crate::state::from_time)
-            .unwrap_or(self.now);
-        let waited = (self.now - since).to_std().unwrap_or_default();
+            .unwrap_or(self.draft.now);
+        let waited = (self.draft.now - since).to_std().unwrap_or_default();
         // A finished run's workers were stopped when it finished.
-        let pods = if self.status.phase.is_finished() {
+        let pods = if self.draft.status.phase.is_finished() {
             Default::default()
         } else {
             self.pods()
@@ -135,7 +135,7 @@ impl Reconciler<'_> {
             if waited < CLEANUP_BOUND {
                 // Said on the first pass after the deletion (a pass a poll later is past it).
                 if waited < POLL {
-                    self.event(
+                    self.draft.event(
                         EventType::Normal,
                         "Stopping",
                         format!(
@@ -146,7 +146,7 @@ impl Reconciler<'_> {
                 }
                 return Ok(Action::requeue(POLL));
             }
-            self.event(
+            self.draft.event(
                 EventType::Warning,
                 "CleanupAbandoned",
                 format!(
@@ -157,7 +157,9 @@ impl Reconciler<'_> {
                 ),
             );
         }
-        self.ctx.metrics.forget(&self.ns, &self.name, &self.status);
+        self.ctx
+            .metrics
+            .forget(&self.ns, &self.name, &self.draft.status);
         self.ctx.forget(&format!("{}/{}", self.ns, self.name));
         remove_finalizer(&self.api(), self.run).await?;
         info!(

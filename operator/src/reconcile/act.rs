@@ -1,0 +1,281 @@
+//! What a pass does: create the run's objects, collect finished workers' summaries, send the
+//! start time, stop the workers, merge the results. Each step's outcome goes back to
+//! [`super::decide`] or into the pass's draft of the status.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::runtime::events::EventType;
+use tracing::warn;
+
+use super::decide::Collected;
+use super::Reconciler;
+use crate::children::{create_if_absent, create_unique};
+use crate::client::{fan_out, SummaryError, WorkerClient};
+use crate::crd::{Phase, WorkerPhase};
+use crate::state::{self, cond};
+use crate::{netpol, resources, results, Error, Result};
+
+impl Reconciler<'_> {
+    /// Create what the run needs and does not have yet: the token Secret, the workload and
+    /// result ConfigMaps, the NetworkPolicy, and each pending worker's claim and pod.
+    pub(crate) async fn ensure_objects(&mut self) -> Result<()> {
+        let run = self.run;
+        create_unique(
+            &self.api::<Secret>(),
+            &resources::token_secret(run, &self.token()?)?,
+        )
+        .await?;
+        let cms = self.api::<ConfigMap>();
+        create_if_absent(&cms, &resources::workload_config_map(run)?, run).await?;
+        create_if_absent(&cms, &resources::result_config_map(run)?, run).await?;
+        if let Some(ingress) = &self.ctx.config.worker_ingress {
+            create_unique(
+                &self.api::<NetworkPolicy>(),
+                &netpol::worker_policy(run, ingress)?,
+            )
+            .await?;
+        }
+        let pods = self.api::<Pod>();
+        for w in self.draft.status.workers.clone() {
+            if w.phase != WorkerPhase::Pending {
+                continue;
+            }
+            if let Some(pvc) = resources::worker_claim(run, &w.name)? {
+                create_if_absent(&self.api::<PersistentVolumeClaim>(), &pvc, run).await?;
+            }
+            let pod = resources::worker_pod(run, &w, &self.ctx.config.worker_image)?;
+            if create_if_absent(&pods, &pod, run).await? {
+                self.draft.event(
+                    EventType::Normal,
+                    "CreatedWorker",
+                    format!("created pod {} for worker {}", w.pod, w.name),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Collect the summaries of these finished workers, all at once (bounded): each is
+    /// fetched, persisted in its result object before anything counts it, and then its worker
+    /// may exit. Concurrent, so it touches no shared state: [`super::decide::collected`]
+    /// applies the outcomes.
+    pub(crate) async fn collect(
+        &self,
+        workers: Vec<usize>,
+        token: &str,
+        pods: &BTreeMap<String, Pod>,
+    ) -> Vec<(usize, Collected)> {
+        let jobs: Vec<_> = workers
+            .into_iter()
+            .filter_map(|i| {
+                let w = &self.draft.status.workers[i];
+                let ip = pods.get(&w.pod)?.status.as_ref()?.pod_ip.as_deref()?;
+                Some((i, w.name.clone(), self.worker_client(ip, token)))
+            })
+            .collect();
+        let cms = self.api::<ConfigMap>();
+        let run = self.run;
+        fan_out(jobs, self.parallelism(), |(i, name, client)| {
+            let cms = cms.clone();
+            async move { (i, collect_one(&client, &cms, run, &name).await) }
+        })
+        .await
+    }
+
+    /// Send the start time to every Ready worker at once (bounded), and say whether the last
+    /// answer came back before the start time.
+    pub(crate) async fn send_starts(
+        &mut self,
+        pods: &BTreeMap<String, Pod>,
+        at: DateTime<Utc>,
+        token: &str,
+    ) {
+        let mut jobs = Vec::new();
+        for (i, w) in self.draft.status.workers.iter().enumerate() {
+            if w.phase != WorkerPhase::Ready {
+                continue;
+            }
+            let Some(ip) = pods
+                .get(&w.pod)
+                .and_then(|p| p.status.as_ref())
+                .and_then(|s| s.pod_ip.clone())
+            else {
+                continue;
+            };
+            jobs.push((i, self.worker_client(&ip, token)));
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        let sent_at = Utc::now();
+        let answers = fan_out(jobs, self.parallelism(), |(i, client)| async move {
+            let r = client.start(at).await;
+            (i, r, Utc::now())
+        })
+        .await;
+        let mut last = None;
+        let mut sent = 0;
+        let d = &mut self.draft;
+        for (i, r, answered) in answers {
+            match r {
+                Ok(started) => {
+                    let w = &mut d.status.workers[i];
+                    w.clock_offset_ms = Some((started.clock_offset_ms * 1000.0).round() / 1000.0);
+                    w.phase = WorkerPhase::Running;
+                    sent += 1;
+                    last = last.max(Some(answered));
+                }
+                Err(e) => warn!("start {}: {e}", d.status.workers[i].name),
+            }
+        }
+        if let Some(last) = last {
+            let took = (last - sent_at).num_milliseconds();
+            let margin = (at - last).num_milliseconds();
+            // What was measured replaces the estimate made before sending (whose warning
+            // stays in the events); a late start measured on an earlier pass stays.
+            let late_before = state::condition(&d.status.conditions, cond::START_ON_TIME)
+                .is_some_and(|c| c.reason == "StartedLate");
+            if margin < 0 {
+                let msg = format!(
+                    "{sent} start requests took {took} ms; the last answer came {} ms after the start time {}: raise startDelay",
+                    -margin,
+                    at.to_rfc3339()
+                );
+                d.condition(cond::START_ON_TIME, false, "StartedLate", msg.clone());
+                d.event(EventType::Warning, "StartedLate", msg);
+            } else if !late_before {
+                d.condition(
+                    cond::START_ON_TIME,
+                    true,
+                    "OnTime",
+                    format!("{sent} start requests answered in {took} ms, {margin} ms before the start time"),
+                );
+            }
+        }
+        let running = d
+            .status
+            .workers
+            .iter()
+            .any(|w| w.phase == WorkerPhase::Running);
+        if running && state::condition(&d.status.conditions, cond::STARTED).is_none() {
+            d.condition(
+                cond::STARTED,
+                true,
+                "Started",
+                format!("start time {} sent to the workers", at.to_rfc3339()),
+            );
+        }
+    }
+
+    /// Ask every reachable worker to stop (the run failed); pods go per cleanup policy.
+    pub(crate) async fn stop_workers(&self) {
+        let Ok(token) = self.token() else { return };
+        let pods = self.pods();
+        let clients = self.agents(pods.values(), &token);
+        fan_out(clients, self.parallelism(), |(_, c)| async move {
+            let _ = c.shutdown().await;
+        })
+        .await;
+    }
+
+    /// Every live worker is collected: merge, persist, then the verdict (baseline,
+    /// thresholds) and the final phase.
+    pub(crate) async fn complete(&mut self) -> Result<()> {
+        let live: Vec<String> = self
+            .draft
+            .status
+            .workers
+            .iter()
+            .filter(|w| state::is_live(w))
+            .map(|w| w.name.clone())
+            .collect();
+        let names: Vec<&str> = live.iter().map(String::as_str).collect();
+        // A persisted summary that does not merge will not merge on the next pass either:
+        // fail now and say which, rather than retry until the timeout. The data stays.
+        let merged = match results::merge_persisted(&self.api(), self.run, &names).await {
+            Ok(m) => m,
+            Err(Error::Result(e)) => {
+                self.draft.fail("MergeFailed", e);
+                self.stop_workers().await;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let text = serde_json::to_string(&merged)?;
+        results::persist_merged(&self.api::<ConfigMap>(), &self.name, &text).await?;
+        let d = &mut self.draft;
+        results::fold_merged(&mut d.status, &merged);
+        d.status.progress = None;
+        d.status.finish_time = Some(d.now.to_rfc3339());
+        let lost: Vec<_> = d
+            .status
+            .workers
+            .iter()
+            .filter(|w| !state::is_live(w))
+            .map(|w| w.name.clone())
+            .collect();
+        let cm = resources::result_cm_name(&self.name);
+        let mut msg = format!(
+            "{} workers collected and merged into ConfigMap {cm}",
+            live.len()
+        );
+        if !lost.is_empty() {
+            msg.push_str(&format!("; without lost workers {}", lost.join(", ")));
+        }
+        self.compare_with_baseline(&merged).await;
+        let d = &mut self.draft;
+        if let Some(missed) = crate::thresholds::verdict(d, &self.run.spec.thresholds, &merged) {
+            // The result is kept (persisted above, in the status); only the verdict fails.
+            d.fail(
+                "ThresholdsNotMet",
+                format!("{msg}; thresholds not met: {missed}"),
+            );
+            return Ok(());
+        }
+        d.condition(cond::COMPLETE, true, "Succeeded", msg.clone());
+        let throughput = d.status.throughput.clone().unwrap_or_default();
+        d.set_phase(
+            Phase::Succeeded,
+            "Succeeded",
+            format!("{msg}; {throughput}"),
+        );
+        Ok(())
+    }
+}
+
+/// Fetch one finished worker's summary and persist it (or, when it is unusable, what the
+/// worker sent: kept for people, never counted); then let the worker exit.
+async fn collect_one(
+    client: &WorkerClient,
+    cms: &kube::Api<ConfigMap>,
+    run: &crate::crd::BenchmarkRun,
+    name: &str,
+) -> Collected {
+    let collected = match client.summary().await {
+        Ok((text, summary)) => match results::persist_worker(cms, run, name, &text).await {
+            Ok(()) => {
+                crate::failpoint::hit(crate::failpoint::AFTER_PERSIST);
+                Collected::Persisted(results::WorkerFigures::of(&summary))
+            }
+            Err(e) => Collected::PersistFailed(e),
+        },
+        Err(SummaryError::Unreachable(e)) => Collected::NotYet(e),
+        Err(SummaryError::Invalid { message, body }) => match body {
+            Some(body) => match results::persist_rejected(cms, run, name, &body).await {
+                Ok(()) => Collected::Invalid(message),
+                Err(e) => Collected::PersistFailed(e),
+            },
+            None => Collected::Invalid(message),
+        },
+    };
+    // Collected or given up on: the worker may exit.
+    if matches!(collected, Collected::Persisted(_) | Collected::Invalid(_)) {
+        if let Err(e) = client.shutdown().await {
+            tracing::debug!("shutdown {name}: {e}");
+        }
+    }
+    collected
+}

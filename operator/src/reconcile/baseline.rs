@@ -1,0 +1,66 @@
+//! The comparison of a finished run with `spec.baselineRef`, into its status (the comparison
+//! itself is in [`crate::baseline`]).
+
+use kube::runtime::events::EventType;
+
+use super::Reconciler;
+use crate::baseline;
+use crate::state::{self, cond};
+
+impl Reconciler<'_> {
+    /// Compare with `spec.baselineRef` into the status and `Regressed`. A baseline that cannot
+    /// be read leaves `Regressed=Unknown` with the reason; it never fails the run.
+    pub(crate) async fn compare_with_baseline(&mut self, merged: &benchrun_api::Summary) {
+        let Some(r) = self.run.spec.baseline_ref.clone() else {
+            return;
+        };
+        let g = self.generation();
+        match baseline::load(&r, &self.api(), &self.api()).await {
+            Ok(base) => {
+                let mut b = baseline::compare(merged, &base, r.tolerance());
+                b.source = r.source();
+                let regressed = !b.regressions.is_empty();
+                let msg = if regressed {
+                    format!(
+                        "against {} (tolerance {}%): {}",
+                        b.source,
+                        b.tolerance_percent,
+                        b.regressions.join("; ")
+                    )
+                } else {
+                    format!(
+                        "within {}% of {} on every op",
+                        b.tolerance_percent, b.source
+                    )
+                };
+                let reason = if regressed {
+                    "Regressed"
+                } else {
+                    "WithinTolerance"
+                };
+                self.draft
+                    .condition(cond::REGRESSED, regressed, reason, msg.clone());
+                if regressed {
+                    self.draft.event(EventType::Warning, "Regressed", msg);
+                }
+                self.draft.status.baseline = Some(b);
+            }
+            Err(e) => {
+                state::set_condition_status(
+                    &mut self.draft.status.conditions,
+                    cond::REGRESSED,
+                    "Unknown",
+                    "BaselineUnavailable",
+                    format!("cannot compare: {e}"),
+                    g,
+                    self.draft.now,
+                );
+                self.draft.event(
+                    EventType::Warning,
+                    "BaselineUnavailable",
+                    format!("cannot compare with the baseline: {e}"),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,706 @@
+//! The pass's decisions, pure: what the observations mean for each worker and for the run,
+//! written into the pass's [`Draft`] of the status. No API server and no network here, so
+//! every rule is unit-tested (below, and in [`crate::state`]).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use benchrun_api::agent::{AgentStage, AgentStatus};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+
+use crate::context::POLL;
+use crate::crd::{BenchmarkRun, BenchmarkRunSpec, Phase, Progress, WorkerPhase, WorkerStatus};
+use crate::results::WorkerFigures;
+use crate::state::{self, cond, PodView};
+use crate::status::Draft;
+use crate::Error;
+
+/// Whether the pass goes on.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Admission {
+    Go,
+    /// Invalid or forbidden: failed, nothing to stop.
+    Refused,
+    /// Past its deadline: failed; its workers are to be stopped.
+    TimedOut,
+}
+
+/// Admit the run: valid, within policy (`problems`: the reason and what is wrong), within its
+/// deadline.
+pub(crate) fn admit(
+    d: &mut Draft,
+    run: &BenchmarkRun,
+    problems: Option<(&'static str, Vec<String>)>,
+) -> Admission {
+    if let Some((reason, errs)) = problems {
+        let msg = errs.join("; ");
+        d.condition(cond::VALID, false, reason, msg.clone());
+        d.fail(reason, msg);
+        return Admission::Refused;
+    }
+    if state::condition(&d.status.conditions, cond::VALID).is_none() {
+        d.condition(cond::VALID, true, "Valid", "the workload is valid");
+    }
+    let created: DateTime<Utc> = run
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(state::from_time)
+        .unwrap_or(d.now);
+    let timeout = run.spec.deadline();
+    if (d.now - created).to_std().unwrap_or_default() > timeout {
+        let msg = format!(
+            "the run did not finish within its timeout of {}s",
+            timeout.as_secs()
+        );
+        d.fail("Timeout", msg);
+        return Admission::TimedOut;
+    }
+    Admission::Go
+}
+
+/// Record the placement (`false`: no node fits, the run failed).
+pub(crate) fn placed(d: &mut Draft, workers: Vec<WorkerStatus>, result_cm: String) -> bool {
+    if workers.is_empty() {
+        let msg = "no Ready, schedulable node matches workers.nodeSelector, workers.affinity and workers.tolerations".to_string();
+        d.condition(cond::SCHEDULED, false, "NoMatchingNodes", msg.clone());
+        d.fail("NoMatchingNodes", msg);
+        return false;
+    }
+    let note = workers
+        .iter()
+        .map(|w| format!("{} on {}", w.name, w.node.as_deref().unwrap_or("any node")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    d.status.workers = workers;
+    d.status.result_config_map = Some(result_cm);
+    d.set_phase(Phase::Preparing, "WorkersPlaced", note);
+    d.refresh_counts();
+    true
+}
+
+/// Whether the run's objects are still to be created (pods of pending workers included).
+pub(crate) fn creating(d: &Draft) -> bool {
+    matches!(d.status.phase, Phase::Pending | Phase::Preparing)
+}
+
+/// Apply what the workers' pods and the persisted results (`persisted`: the workers whose
+/// summaries earlier passes persisted without counting them, with their figures when they
+/// could be read) say; the workers whose agents are to be asked, with their pods' IPs.
+pub(crate) fn from_pods(
+    d: &mut Draft,
+    pods: &BTreeMap<String, Pod>,
+    persisted: BTreeMap<String, Option<WorkerFigures>>,
+) -> Vec<(usize, String)> {
+    let started = d.status.start_time.is_some();
+    let mut ask = Vec::new();
+    for i in 0..d.status.workers.len() {
+        let w = d.status.workers[i].clone();
+        let pod = pods.get(&w.pod);
+        // The node a scheduled worker's pod was placed on (perNode workers are pinned from
+        // the start), so that a lost worker is named with its node.
+        if let Some(node) = pod.and_then(|p| p.spec.as_ref()?.node_name.as_ref()) {
+            if w.node.as_ref() != Some(node) {
+                d.status.workers[i].node = Some(node.clone());
+            }
+        }
+        if let Some(figures) = persisted.get(&w.name) {
+            // Persisted by an earlier pass that did not get to write the status.
+            d.mark_collected(i, figures.as_ref());
+            continue;
+        }
+        if !w.phase.is_live() || w.phase == WorkerPhase::Collected {
+            continue;
+        }
+        let view = state::classify_pod(pod);
+        match view {
+            PodView::Missing | PodView::Terminating => {
+                if started {
+                    d.lose(i, "its pod was deleted before its result was collected");
+                } else if view == PodView::Missing && w.phase != WorkerPhase::Pending {
+                    // Lost before the start: nothing measured yet, so a new pod is as good.
+                    d.status.workers[i].phase = WorkerPhase::Pending;
+                }
+            }
+            PodView::ConfigError(msg) => d.worker_failed(i, "WorkerConfigError", msg),
+            PodView::Failed(msg) => d.worker_failed(i, "WorkerFailed", msg),
+            PodView::Lost(why) => d.lose(i, &why),
+            PodView::Succeeded => d.lose(i, "its pod exited before its result was collected"),
+            PodView::Pending {
+                unschedulable: Some((msg, since)),
+            } => {
+                let m = format!(
+                    "worker {} ({}) cannot be scheduled: {msg}",
+                    w.name,
+                    w.node.as_deref().unwrap_or("any node")
+                );
+                d.condition(cond::SCHEDULED, false, "Unschedulable", m.clone());
+                let since = since.unwrap_or(d.now);
+                if (d.now - since).to_std().unwrap_or_default() >= state::UNSCHEDULABLE_GRACE {
+                    d.worker_failed(i, "Unschedulable", m);
+                }
+            }
+            PodView::Pending {
+                unschedulable: None,
+            } => {}
+            PodView::Running { ip: Some(ip) } => ask.push((i, ip)),
+            PodView::Running { ip: None } => {}
+        }
+    }
+    let unschedulable = pods.values().any(|p| {
+        matches!(
+            state::classify_pod(Some(p)),
+            PodView::Pending {
+                unschedulable: Some(_)
+            }
+        )
+    });
+    if !unschedulable && !pods.is_empty() {
+        d.condition(
+            cond::SCHEDULED,
+            true,
+            "Scheduled",
+            "every worker pod is scheduled",
+        );
+    }
+    ask
+}
+
+/// A worker's agent's answer to a pass.
+pub(crate) enum Answer {
+    /// No answer (not listening yet, or a network blip): asked again next pass.
+    Unreachable(String),
+    /// Where its agent is.
+    Status(AgentStatus),
+}
+
+/// The ops and errors the agents reported, summed, when any answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Tally {
+    pub(crate) answered: bool,
+    pub(crate) ops: u64,
+    pub(crate) errors: u64,
+}
+
+/// Apply the agents' answers: each worker's phase from its agent's stage. The progress so
+/// far, and the workers whose summaries are to be collected (done, not collected yet).
+pub(crate) fn from_agents(d: &mut Draft, answers: Vec<(usize, Answer)>) -> (Tally, Vec<usize>) {
+    let mut tally = Tally::default();
+    let mut collect = Vec::new();
+    for (i, answer) in answers {
+        let status = match answer {
+            Answer::Unreachable(e) => {
+                tracing::debug!("worker {}: {e}", d.status.workers[i].name);
+                continue;
+            }
+            Answer::Status(status) => status,
+        };
+        tally.answered = true;
+        tally.ops += status.ops;
+        tally.errors += status.errors;
+        d.status.workers[i].phase = match status.stage {
+            AgentStage::Preparing => WorkerPhase::Preparing,
+            AgentStage::Ready => WorkerPhase::Ready,
+            AgentStage::Running => WorkerPhase::Running,
+            AgentStage::CleaningUp => WorkerPhase::Done,
+            AgentStage::Done => {
+                collect.push(i);
+                WorkerPhase::Done
+            }
+            AgentStage::Failed => {
+                let msg = status.error.clone().unwrap_or_else(|| "failed".into());
+                d.worker_failed(i, "WorkerFailed", msg);
+                continue;
+            }
+        };
+    }
+    (tally, collect)
+}
+
+/// What became of a worker's summary when the pass collected it.
+pub(crate) enum Collected {
+    /// Persisted in its result object (the summary itself dropped): count it.
+    Persisted(WorkerFigures),
+    /// Not to be had now (no answer): ask again; the worker keeps it meanwhile.
+    NotYet(String),
+    /// Unusable (what it sent is kept, never counted): the worker has no result.
+    Invalid(String),
+    /// Fetched but not persisted: not counted, asked for again.
+    PersistFailed(Error),
+}
+
+/// Apply what collecting gave; the first error persisting a summary (the pass reports it and
+/// the next asks again), after every other outcome is applied.
+pub(crate) fn collected(d: &mut Draft, outcomes: Vec<(usize, Collected)>) -> Option<Error> {
+    let mut error = None;
+    for (i, outcome) in outcomes {
+        let name = d.status.workers[i].name.clone();
+        match outcome {
+            Collected::Persisted(figures) => {
+                d.mark_collected(i, Some(&figures));
+                let note = format!(
+                    "collected worker {name}: {:.0} op/s, p99 {:.3}ms",
+                    figures.ops_per_sec, figures.p99_ms
+                );
+                d.event(EventType::Normal, "Collected", note);
+            }
+            Collected::NotYet(e) => tracing::debug!("summary of {name}: {e}"),
+            Collected::Invalid(message) => d.worker_failed(i, "InvalidSummary", message),
+            Collected::PersistFailed(e) => {
+                error.get_or_insert(e);
+            }
+        }
+    }
+    error
+}
+
+/// What the run does next (after [`run_step`] wrote its decision into the draft).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum RunStep {
+    /// Nothing to do this pass.
+    Wait,
+    /// The run failed: ask its workers to stop.
+    Stop,
+    /// Record this start time, then send it to every Ready worker.
+    Start(DateTime<Utc>),
+    /// Send the recorded start time to workers still waiting for it.
+    Resend(DateTime<Utc>),
+    /// Every live worker is collected: merge and finish.
+    Complete,
+}
+
+/// Decide the run's next step from its workers: fail, start, progress, collect, complete.
+pub(crate) fn run_step(
+    d: &mut Draft,
+    spec: &BenchmarkRunSpec,
+    parallelism: usize,
+    progress_interval: Duration,
+    tally: Tally,
+) -> RunStep {
+    if d.status.phase.is_finished() {
+        return RunStep::Stop;
+    }
+    if let Some((reason, which)) = state::dead_workers(&d.status.workers) {
+        d.condition(cond::LOST, true, reason, which);
+    }
+    let recorded = d
+        .status
+        .start_time
+        .as_deref()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc));
+    let step = match state::next_step(&d.status.workers, spec.failure_policy, recorded.is_some()) {
+        state::Next::Fail { reason, message } => {
+            d.fail(reason, message);
+            return RunStep::Stop;
+        }
+        state::Next::Start => match start_time(d, spec, parallelism) {
+            Some(at) => RunStep::Start(at),
+            None => return RunStep::Wait,
+        },
+        state::Next::Complete => RunStep::Complete,
+        state::Next::Collecting => {
+            d.set_phase(Phase::Collecting, "Collecting", "every worker has finished");
+            RunStep::Wait
+        }
+        state::Next::Wait => match recorded {
+            Some(at) => RunStep::Resend(at),
+            None => RunStep::Wait,
+        },
+    };
+    if let Some(start) = recorded {
+        progress(d, start, progress_interval, tally);
+    }
+    step
+}
+
+/// One start time for every live worker, recorded in the draft with the phase `Running`;
+/// `None` when the delay is out of range (the run failed).
+fn start_time(d: &mut Draft, spec: &BenchmarkRunSpec, parallelism: usize) -> Option<DateTime<Utc>> {
+    let live = d
+        .status
+        .workers
+        .iter()
+        .filter(|w| state::is_live(w))
+        .count();
+    let budget = state::start_budget(live, parallelism);
+    let delay = match spec.start_delay.map(|d| d.0) {
+        Some(delay) => {
+            if delay < budget {
+                let msg = format!(
+                    "startDelay {:.1}s is shorter than the {:.1}s that start requests to {live} workers need at {parallelism} in flight; the late workers start late (raise startDelay, or --worker-parallelism)",
+                    delay.as_secs_f64(),
+                    budget.as_secs_f64(),
+                );
+                d.condition(
+                    cond::START_ON_TIME,
+                    false,
+                    "StartDelayTooShort",
+                    msg.clone(),
+                );
+                d.event(EventType::Warning, "StartDelayTooShort", msg);
+            }
+            delay
+        }
+        None => state::default_start_delay(live, parallelism),
+    };
+    // Bounded by validation; checked anyway, since a panic here would crash-loop the operator
+    // on this run.
+    let Some(at) = chrono::Duration::from_std(delay)
+        .ok()
+        .and_then(|delay| d.now.checked_add_signed(delay))
+    else {
+        d.fail(
+            "InvalidWorkload",
+            format!("spec.startDelay: {delay:?} is out of range"),
+        );
+        return None;
+    };
+    d.status.start_time = Some(at.to_rfc3339());
+    d.condition(
+        cond::READY,
+        true,
+        "AllReady",
+        format!("{live} workers ready"),
+    );
+    d.set_phase(
+        Phase::Running,
+        "Starting",
+        format!("{live} workers start at {}", at.to_rfc3339()),
+    );
+    Some(at)
+}
+
+/// `status.progress`, rewritten once per progress interval, not on every pass: each write is
+/// a request to the API server of the cluster being measured.
+fn progress(d: &mut Draft, start: DateTime<Utc>, interval: Duration, tally: Tally) {
+    let elapsed = (d.now - start).num_milliseconds().max(0) as f64 / 1000.0;
+    let due = d
+        .status
+        .progress
+        .as_ref()
+        .is_none_or(|p| elapsed - p.elapsed_seconds >= interval.as_secs_f64());
+    if !tally.answered || elapsed <= 0.0 || !due {
+        return;
+    }
+    let ops_per_sec = ((tally.ops as f64 / elapsed) * 10.0).round() / 10.0;
+    d.status.throughput = Some(state::throughput_text(ops_per_sec, None));
+    d.status.progress = Some(Progress {
+        elapsed_seconds: elapsed,
+        ops: tally.ops,
+        errors: tally.errors,
+        ops_per_sec,
+    });
+}
+
+/// A pass's error that the run must show rather than retry in silence: written into the
+/// draft, with when to look again. `None` for errors that are retried (network, conflicts).
+pub(crate) fn refusal(d: &mut Draft, e: &Error) -> Option<Action> {
+    match e {
+        Error::Rejected { what, message } => {
+            // An object built from the run's spec is invalid: report it on the run, once.
+            let msg = format!("the API server rejected {what}: {message}");
+            d.condition(cond::VALID, false, "Rejected", msg.clone());
+            d.fail("Rejected", msg);
+        }
+        Error::NotOurs { earlier_run, .. } => {
+            // Never adopted. An earlier run's objects go with it (garbage collection): wait
+            // for them, within the run's timeout; anything else is for the user to remove.
+            let msg = format!("{e}");
+            if *earlier_run {
+                d.condition(cond::READY, false, "WaitingForEarlierRun", msg);
+            } else {
+                d.fail("NameTaken", format!("{msg}: delete or rename it"));
+            }
+        }
+        _ => return None,
+    }
+    Some(Action::requeue(POLL))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{BenchmarkRunStatus, FailurePolicy};
+    use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
+
+    const SPEC: &str = r#"
+workload:
+  target: file:///data/bench
+  duration: 5s
+  ops: [{op: get}]
+workers: {count: 2}
+"#;
+
+    fn spec() -> BenchmarkRunSpec {
+        serde_yaml::from_str(SPEC).expect("spec")
+    }
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-25T12:00:00Z")
+            .expect("time")
+            .with_timezone(&Utc)
+    }
+
+    /// A draft with workers `w0`, `w1`... in these phases (pods `bench-w0`...).
+    fn draft(phases: &[WorkerPhase]) -> Draft {
+        let workers = phases
+            .iter()
+            .enumerate()
+            .map(|(i, &phase)| WorkerStatus {
+                name: format!("w{i}"),
+                pod: format!("bench-w{i}"),
+                phase,
+                ..Default::default()
+            })
+            .collect();
+        let status = BenchmarkRunStatus {
+            phase: Phase::Preparing,
+            workers,
+            ..Default::default()
+        };
+        Draft::new(status, Some(1), now())
+    }
+
+    fn running_pod(name: &str, ip: &str, node: &str) -> (String, Pod) {
+        let pod = Pod {
+            spec: Some(PodSpec {
+                node_name: Some(node.into()),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                pod_ip: Some(ip.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        (name.to_string(), pod)
+    }
+
+    fn agent(stage: AgentStage, ops: u64) -> Answer {
+        Answer::Status(AgentStatus {
+            worker_id: "w".into(),
+            stage,
+            error: (stage == AgentStage::Failed).then(|| "disk full".to_string()),
+            start_at: None,
+            started_at: None,
+            ops,
+            bytes: 0,
+            errors: 1,
+            worker_time: now(),
+            summary_fetched: false,
+        })
+    }
+
+    fn figures() -> WorkerFigures {
+        WorkerFigures {
+            ops_per_sec: 10.0,
+            p99_ms: 2.5,
+            errors: 0,
+            started_at: now().to_rfc3339(),
+        }
+    }
+
+    #[test]
+    fn running_pods_are_asked_and_their_nodes_recorded() {
+        let mut d = draft(&[WorkerPhase::Pending, WorkerPhase::Pending]);
+        let pods = BTreeMap::from([running_pod("bench-w1", "10.0.0.7", "node-b")]);
+        let ask = from_pods(&mut d, &pods, BTreeMap::new());
+        assert_eq!(ask, vec![(1, "10.0.0.7".to_string())]);
+        assert_eq!(d.status.workers[1].node.as_deref(), Some("node-b"));
+        // w0 has no pod yet, before the start: it stays pending, to be created.
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
+    }
+
+    #[test]
+    fn a_pod_gone_before_the_start_is_recreated_and_after_it_is_lost() {
+        let mut d = draft(&[WorkerPhase::Ready]);
+        assert!(from_pods(&mut d, &BTreeMap::new(), BTreeMap::new()).is_empty());
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
+
+        let mut d = draft(&[WorkerPhase::Running]);
+        d.status.start_time = Some(now().to_rfc3339());
+        from_pods(&mut d, &BTreeMap::new(), BTreeMap::new());
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Lost);
+        assert_eq!(d.events.len(), 1, "{:?}", d.events);
+        assert_eq!(d.events[0].1, "WorkerLost");
+    }
+
+    #[test]
+    fn a_summary_persisted_by_an_earlier_pass_counts_without_asking() {
+        let mut d = draft(&[WorkerPhase::Done]);
+        d.status.start_time = Some(now().to_rfc3339());
+        let pods = BTreeMap::from([running_pod("bench-w0", "10.0.0.7", "node-a")]);
+        let persisted = BTreeMap::from([("w0".to_string(), Some(figures()))]);
+        assert!(from_pods(&mut d, &pods, persisted).is_empty());
+        let w = &d.status.workers[0];
+        assert_eq!(w.phase, WorkerPhase::Collected);
+        assert_eq!(w.p99_ms, Some(2.5));
+    }
+
+    #[test]
+    fn agents_set_phases_and_finished_ones_are_collected() {
+        let mut d = draft(&[
+            WorkerPhase::Ready,
+            WorkerPhase::Running,
+            WorkerPhase::Running,
+        ]);
+        let answers = vec![
+            (0, agent(AgentStage::Running, 5)),
+            (1, agent(AgentStage::Done, 7)),
+            (2, agent(AgentStage::Failed, 0)),
+        ];
+        let (tally, collect) = from_agents(&mut d, answers);
+        assert_eq!(collect, vec![1]);
+        assert_eq!(
+            tally,
+            Tally {
+                answered: true,
+                ops: 12,
+                errors: 3
+            }
+        );
+        let phases: Vec<_> = d.status.workers.iter().map(|w| w.phase).collect();
+        assert_eq!(
+            phases,
+            [WorkerPhase::Running, WorkerPhase::Done, WorkerPhase::Failed]
+        );
+        assert_eq!(d.status.workers[2].message.as_deref(), Some("disk full"));
+    }
+
+    #[test]
+    fn a_summary_that_could_not_be_persisted_does_not_count() {
+        let mut d = draft(&[WorkerPhase::Done, WorkerPhase::Done]);
+        let outcomes = vec![
+            (0, Collected::Persisted(figures())),
+            (
+                1,
+                Collected::PersistFailed(Error::Invalid("conflict".into())),
+            ),
+        ];
+        let err = collected(&mut d, outcomes);
+        assert!(matches!(err, Some(Error::Invalid(_))));
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Collected);
+        assert_eq!(d.status.workers[1].phase, WorkerPhase::Done);
+    }
+
+    #[test]
+    fn every_live_worker_ready_gives_one_start_time() {
+        let mut d = draft(&[WorkerPhase::Ready, WorkerPhase::Ready]);
+        let step = run_step(
+            &mut d,
+            &spec(),
+            64,
+            Duration::from_secs(5),
+            Tally::default(),
+        );
+        let at = now() + chrono::Duration::seconds(5);
+        assert_eq!(step, RunStep::Start(at));
+        assert_eq!(d.status.phase, Phase::Running);
+        assert_eq!(d.status.start_time, Some(at.to_rfc3339()));
+        // Recorded: the next pass resends it instead of choosing another.
+        let mut later = Draft::new(d.status.clone(), Some(1), now());
+        later.status.workers[1].phase = WorkerPhase::Running;
+        let step = run_step(
+            &mut later,
+            &spec(),
+            64,
+            Duration::from_secs(5),
+            Tally::default(),
+        );
+        assert_eq!(step, RunStep::Resend(at));
+    }
+
+    #[test]
+    fn a_lost_worker_fails_an_aborting_run_and_stops_the_rest() {
+        let mut d = draft(&[WorkerPhase::Running, WorkerPhase::Lost]);
+        d.status.start_time = Some(now().to_rfc3339());
+        let mut s = spec();
+        s.failure_policy = FailurePolicy::Abort;
+        assert_eq!(
+            run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default()),
+            RunStep::Stop
+        );
+        assert_eq!(d.status.phase, Phase::Failed);
+        assert!(state::condition(&d.status.conditions, cond::LOST).is_some());
+    }
+
+    #[test]
+    fn progress_is_written_once_per_interval() {
+        let start = now() - chrono::Duration::seconds(10);
+        let mut d = draft(&[WorkerPhase::Running]);
+        d.status.start_time = Some(start.to_rfc3339());
+        let tally = Tally {
+            answered: true,
+            ops: 1000,
+            errors: 0,
+        };
+        run_step(&mut d, &spec(), 64, Duration::from_secs(5), tally);
+        let p = d.status.progress.clone().expect("progress");
+        assert_eq!((p.elapsed_seconds, p.ops_per_sec), (10.0, 100.0));
+        // Two seconds later: within the interval, unchanged.
+        let mut d = Draft::new(d.status, Some(1), now() + chrono::Duration::seconds(2));
+        let more = Tally { ops: 5000, ..tally };
+        run_step(&mut d, &spec(), 64, Duration::from_secs(5), more);
+        assert_eq!(d.status.progress, Some(p));
+    }
+
+    #[test]
+    fn every_live_worker_collected_completes() {
+        let mut d = draft(&[WorkerPhase::Collected, WorkerPhase::Failed]);
+        d.status.start_time = Some(now().to_rfc3339());
+        let mut s = spec();
+        s.failure_policy = FailurePolicy::Continue;
+        let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
+        assert_eq!(step, RunStep::Complete);
+        assert!(state::condition(&d.status.conditions, cond::LOST).is_some());
+    }
+
+    #[test]
+    fn a_rejected_child_fails_the_run_and_an_earlier_runs_object_is_waited_for() {
+        let mut d = draft(&[WorkerPhase::Pending]);
+        let e = Error::Rejected {
+            what: "PersistentVolumeClaim bench-w0".into(),
+            message: "quantities must match".into(),
+        };
+        assert!(refusal(&mut d, &e).is_some());
+        assert_eq!(d.status.phase, Phase::Failed);
+        let valid = state::condition(&d.status.conditions, cond::VALID).expect("Valid");
+        assert!(valid.message.contains("quantities must match"), "{valid:?}");
+
+        let mut d = draft(&[WorkerPhase::Pending]);
+        let e = Error::NotOurs {
+            what: "ConfigMap bench-workload".into(),
+            owner: "the earlier run's".into(),
+            earlier_run: true,
+        };
+        assert!(refusal(&mut d, &e).is_some());
+        assert_eq!(d.status.phase, Phase::Preparing);
+        let ready = state::condition(&d.status.conditions, cond::READY).expect("WorkersReady");
+        assert_eq!(ready.reason, "WaitingForEarlierRun");
+        // Anything else is retried, not shown.
+        assert!(refusal(&mut d, &Error::Invalid("network".into())).is_none());
+    }
+
+    #[test]
+    fn a_run_past_its_deadline_fails_and_stops() {
+        let mut run = BenchmarkRun::new("bench", spec());
+        let created = now() - chrono::Duration::hours(48);
+        run.metadata.creation_timestamp = Some(state::to_time(created));
+        let mut d = draft(&[WorkerPhase::Running]);
+        assert_eq!(admit(&mut d, &run, None), Admission::TimedOut);
+        assert_eq!(d.status.phase, Phase::Failed);
+        let mut d = draft(&[WorkerPhase::Running]);
+        let problems = Some(("InvalidWorkload", vec!["spec.x: bad".to_string()]));
+        assert_eq!(admit(&mut d, &run, problems), Admission::Refused);
+        let valid = state::condition(&d.status.conditions, cond::VALID).expect("Valid");
+        assert_eq!(
+            (valid.status.as_str(), valid.message.as_str()),
+            ("False", "spec.x: bad")
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! One level-triggered reconcile pass over one `BenchmarkRun`.
+//!
+//! The pass reads as observe, decide, act, in stages, each stage's decisions pure
+//! ([`decide`], on a [`Draft`] of the status) and each stage's effects in [`act`]:
+//!
+//! 1. **admit**: the spec is valid, within policy and within its deadline;
+//! 2. **place** the workers, once, and record the placement before any pod exists;
+//! 3. **create** the run's objects (idempotent);
+//! 4. **observe** the pods (from the controller's store) and the results persisted by earlier
+//!    passes; **decide** what they mean for each worker and which agents to ask;
+//! 5. **observe** those agents (all at once, bounded); **decide** from their answers;
+//!    **act**: collect the finished workers' summaries (each persisted before it counts, then
+//!    its worker may exit); **decide** from what was collected;
+//! 6. **decide** the run's next step (fail, start, collect, complete) and **act** on it;
+//! 7. write the status (once, when it changed) and publish the pass's events.
+//!
+//! Decisions that must survive a restart are written to the status *before* acting on them
+//! (worker placement, the start time); summaries are written to result ConfigMaps before the
+//! status counts them. So a restart at any moment repeats only idempotent steps.
+//!
+//! # RBAC the operator needs
+//! - `benchmarkruns`: get, list, watch, create, delete, patch (create: a matrix run's
+//!   combinations, delete: TTL, patch: the finalizer); `benchmarkruns/status`: get, patch
+//! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: get, create, delete
+//!   (get: an existing claim is checked to be the run's)
+//! - `configmaps`: get, list, create, patch (list: the per-worker result objects of a run, by
+//!   label); `secrets`: **create only** (the per-run token; never
+//!   get/list, so credentials referenced by runs stay unreadable to the operator)
+//! - `nodes`: list (perNode); `events.k8s.io/events`: create, patch
+//! - `networkpolicies`: create (with `--worker-network-policy`: one per run, see `netpol.rs`)
+//!
+//! With `--leader-elect`, also get, create and update on Leases (coordination.k8s.io) in the
+//! lease's namespace only: a Role, not part of the cluster-wide list above (see `leader.rs`).
+//!
+//! The operator reaches each worker at `<pod IP>:8080`; the workers' `/v1/*` endpoints accept
+//! only the per-run token (HMAC-SHA256 of the run UID under the operator's key).
+
+mod act;
+mod baseline;
+pub(crate) mod decide;
+pub mod deletion;
+mod finish;
+mod observe;
+mod place;
+mod sweep;
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use kube::runtime::controller::Action;
+use kube::{Api, Resource, ResourceExt};
+use tracing::info;
+
+use crate::client::WorkerClient;
+use crate::context::{Context, POLL};
+use crate::crd::{BenchmarkRun, BenchmarkRunStatus};
+use crate::status::{publish_events, write_status, Draft};
+use crate::{resources, validate, Error, Result};
+use decide::{Admission, RunStep};
+
+/// One pass over one run: the run as read, the status it builds, and the operator's context.
+/// Its effects are in [`act`] and in the modules of the run's other stages: [`place`],
+/// [`finish`] (cleanup and TTL), [`deletion`] (the finalizer), [`sweep`] (a matrix run's
+/// pass), [`baseline`] (the comparison with `spec.baselineRef`).
+pub(crate) struct Reconciler<'a> {
+    pub(crate) ctx: &'a Context,
+    pub(crate) ns: String,
+    pub(crate) name: String,
+    pub(crate) run: &'a BenchmarkRun,
+    pub(crate) draft: Draft,
+    /// The status as last written in this pass, if it was: the final write is skipped when
+    /// nothing changed since.
+    written: Option<BenchmarkRunStatus>,
+}
+
+/// One pass over one run.
+pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile();
+    let ns = run
+        .namespace()
+        .ok_or_else(|| Error::Invalid("BenchmarkRun without namespace".into()))?;
+    let name = run.name_any();
+    let old = run.status.clone().unwrap_or_default();
+    let mut r = Reconciler {
+        ctx: &ctx,
+        ns: ns.clone(),
+        name: name.clone(),
+        run: &run,
+        draft: Draft::new(old.clone(), run.metadata.generation, Utc::now()),
+        written: None,
+    };
+    if run.metadata.deletion_timestamp.is_some() {
+        let action = r.finalize().await;
+        publish_events(&ctx, &run, &r.draft.events).await;
+        return action;
+    }
+    if !deletion::has_finalizer(&run) {
+        // Before anything is created: a run deleted from here on is cleaned up.
+        deletion::add_finalizer(&r.api(), &run).await?;
+    }
+    let mut action = r.pass().await;
+    if let Err(e) = &action {
+        if let Some(requeue) = decide::refusal(&mut r.draft, e) {
+            action = Ok(requeue);
+        }
+    }
+    // A run that finished in this pass is cleaned up in it, so the write that says it
+    // finished also says what became of its pods (idempotent where the pass did it already;
+    // no later pass is needed, as none comes from this pass's own write).
+    if action.is_ok() && r.draft.status.phase.is_finished() && !old.phase.is_finished() {
+        action = r.finished().await;
+    }
+    // The status is written even when the pass failed half-way: what was learnt stays learnt.
+    // One write per pass, unless one was needed earlier (placement, start time); then only
+    // when something changed since.
+    let status = &r.draft.status;
+    if status != r.written.as_ref().unwrap_or(&old) {
+        write_status(&ctx, &ns, &name, status).await?;
+    }
+    ctx.metrics.observe(&ns, &name, status);
+    if status.phase != old.phase {
+        info!(
+            "{ns}/{name}: {} -> {}",
+            old.phase.as_str(),
+            status.phase.as_str()
+        );
+    }
+    publish_events(&ctx, &run, &r.draft.events).await;
+    action
+}
+
+impl Reconciler<'_> {
+    /// The pass over a run that is not being deleted.
+    async fn pass(&mut self) -> Result<Action> {
+        self.draft.status.observed_generation = self.run.metadata.generation;
+        if self.draft.status.phase.is_finished() {
+            return self.finished().await;
+        }
+        // 1. Admit.
+        let problems = self.problems();
+        match decide::admit(&mut self.draft, self.run, problems) {
+            Admission::Go => {}
+            Admission::Refused => return Ok(Action::requeue(POLL)),
+            Admission::TimedOut => {
+                self.stop_workers().await;
+                return Ok(Action::requeue(POLL));
+            }
+        }
+        // A matrix run places no workers itself: its combinations are child runs.
+        if let Some(m) = self.run.spec.matrix.clone() {
+            return self.sweep(&m).await;
+        }
+        // 2. Place, once. Not left to the pass's one write at the end: the placement must be
+        // recorded before the pods that follow it exist, or a restart in between would place
+        // again (on nodes that may have changed) beside pods already created for the first.
+        if self.draft.status.workers.is_empty() {
+            let workers = self.place().await?;
+            let result_cm = resources::result_cm_name(&self.name);
+            if !decide::placed(&mut self.draft, workers, result_cm) {
+                return Ok(Action::requeue(POLL));
+            }
+            self.persist().await?;
+        }
+        // 3. Create.
+        if decide::creating(&self.draft) {
+            self.ensure_objects().await?;
+            crate::failpoint::hit(crate::failpoint::AFTER_PODS_CREATED);
+        }
+        // 4. The pods and the persisted results.
+        let pods = self.pods();
+        let persisted = self.persisted().await?;
+        let ask = decide::from_pods(&mut self.draft, &pods, persisted);
+        // 5. The agents.
+        let token = self.token()?;
+        let answers = self.ask_agents(ask, &token).await;
+        let (tally, collect) = decide::from_agents(&mut self.draft, answers);
+        let outcomes = self.collect(collect, &token, &pods).await;
+        // What was collected is applied; a summary that could not be persisted is asked for
+        // again on the next pass.
+        if let Some(e) = decide::collected(&mut self.draft, outcomes) {
+            self.draft.refresh_counts();
+            return Err(e);
+        }
+        // 6. The run.
+        let (parallelism, interval) = (self.parallelism(), self.ctx.config.progress_interval);
+        let step = decide::run_step(
+            &mut self.draft,
+            &self.run.spec,
+            parallelism,
+            interval,
+            tally,
+        );
+        match step {
+            RunStep::Wait => {}
+            RunStep::Stop => self.stop_workers().await,
+            RunStep::Start(at) => {
+                // Not left to the pass's one write at the end: the start time must be
+                // recorded before any worker receives it, so a restart resends the same
+                // instant instead of choosing another for the workers that did not get it.
+                self.persist().await?;
+                crate::failpoint::hit(crate::failpoint::AFTER_START_WRITTEN);
+                self.send_starts(&pods, at, &token).await;
+            }
+            // Anyone still waiting (an operator restarted between the two writes).
+            RunStep::Resend(at) => self.send_starts(&pods, at, &token).await,
+            RunStep::Complete => self.complete().await?,
+        }
+        // A run that finished here is cleaned up by `reconcile`, in this pass.
+        self.draft.refresh_counts();
+        Ok(Action::requeue(POLL))
+    }
+
+    /// What is wrong with the spec: invalid (the schema cannot say everything) or outside the
+    /// operator's policy. `Forbidden` only when the spec is otherwise valid.
+    fn problems(&self) -> Option<(&'static str, Vec<String>)> {
+        let mut errs = validate::run(&self.run.spec, &self.name);
+        let mut reason = "InvalidWorkload";
+        let policy = &self.ctx.config.policy;
+        if let Err(more) = policy.check(&self.run.spec, &self.ctx.config.worker_image) {
+            if errs.is_empty() {
+                reason = "Forbidden";
+            }
+            errs.extend(more);
+        }
+        (!errs.is_empty()).then_some((reason, errs))
+    }
+
+    pub(crate) fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.ctx.client.clone(), &self.ns)
+    }
+
+    pub(crate) fn generation(&self) -> Option<i64> {
+        self.run.metadata.generation
+    }
+
+    /// The workers' bearer token for this run.
+    pub(crate) fn token(&self) -> Result<String> {
+        let uid = self
+            .run
+            .uid()
+            .ok_or_else(|| Error::Invalid("the run has no uid".into()))?;
+        Ok(resources::worker_token(&self.ctx.config.key, &uid))
+    }
+
+    pub(crate) fn parallelism(&self) -> usize {
+        self.ctx.config.worker_parallelism.max(1)
+    }
+
+    pub(crate) fn worker_client(&self, ip: &str, token: &str) -> WorkerClient {
+        WorkerClient::new(
+            self.ctx.http.clone(),
+            &format!("{ip}:{}", self.ctx.config.agent_port),
+            token,
+        )
+    }
+
+    /// Write the status now, before an action a restart must find recorded (see the callers).
+    pub(crate) async fn persist(&mut self) -> Result<()> {
+        write_status(self.ctx, &self.ns, &self.name, &self.draft.status).await?;
+        self.written = Some(self.draft.status.clone());
+        Ok(())
+    }
+}

@@ -1,0 +1,97 @@
+//! What a pass reads: the run's pods (from the controller's store), the results earlier
+//! passes persisted, and its workers' agents (asked all at once, bounded). Nothing here
+//! writes; [`super::decide`] says what it means.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::ResourceExt;
+
+use super::decide::Answer;
+use super::Reconciler;
+use crate::client::{fan_out, WorkerClient};
+use crate::crd::WorkerPhase;
+use crate::resources::RUN_LABEL;
+use crate::results::{self, WorkerFigures};
+use crate::Result;
+
+impl Reconciler<'_> {
+    /// The run's pods, from the controller's pod store (a pod created in this pass shows up
+    /// in a later one).
+    pub(crate) fn pods(&self) -> BTreeMap<String, Pod> {
+        let uid = self.run.metadata.uid.as_ref();
+        self.ctx
+            .pods
+            .state()
+            .into_iter()
+            // Only pods this run controls (a re-created run of the same name must not adopt).
+            .filter(|p| {
+                p.namespace().as_deref() == Some(self.ns.as_str())
+                    && p.labels().get(RUN_LABEL) == Some(&self.name)
+                    && p.owner_references().iter().any(|o| Some(&o.uid) == uid)
+            })
+            .map(|p| (p.name_any(), Pod::clone(&p)))
+            .collect()
+    }
+
+    /// The workers whose summaries an earlier pass persisted but did not get to count (it
+    /// ended before its status write), with their figures when the summary parses.
+    pub(crate) async fn persisted(&self) -> Result<BTreeMap<String, Option<WorkerFigures>>> {
+        // Summaries exist only after the start; before, there is nothing to list.
+        if self.draft.status.start_time.is_none() {
+            return Ok(BTreeMap::new());
+        }
+        let cms = self.api::<ConfigMap>();
+        let names = results::persisted_workers(&cms, self.run).await?;
+        let mut out = BTreeMap::new();
+        for w in &self.draft.status.workers {
+            if w.phase == WorkerPhase::Collected || !names.contains(&w.name) {
+                continue;
+            }
+            let text = results::load_worker(&cms, self.run, &w.name).await?;
+            let figures = text
+                .and_then(|t| serde_json::from_str::<benchrun_api::Summary>(&t).ok())
+                .map(|s| WorkerFigures::of(&s));
+            out.insert(w.name.clone(), figures);
+        }
+        Ok(out)
+    }
+
+    /// Ask these workers' agents (by index, at their pods' IPs) where they are. Every worker is asked at once (bounded): one that does
+    /// not answer costs one timeout beside the others, not one before each of them.
+    pub(crate) async fn ask_agents(
+        &self,
+        ask: Vec<(usize, String)>,
+        token: &str,
+    ) -> Vec<(usize, Answer)> {
+        let clients: Vec<_> = ask
+            .into_iter()
+            .map(|(i, ip)| (i, self.worker_client(&ip, token)))
+            .collect();
+        fan_out(clients, self.parallelism(), |(i, client)| async move {
+            (i, ask_agent(&client).await)
+        })
+        .await
+    }
+
+    /// A client for the agent of each of these pods that has an IP, by pod name.
+    pub(crate) fn agents<'p>(
+        &self,
+        pods: impl Iterator<Item = &'p Pod>,
+        token: &str,
+    ) -> Vec<(String, WorkerClient)> {
+        pods.filter_map(|p| {
+            let ip = p.status.as_ref()?.pod_ip.as_deref()?;
+            Some((p.name_any(), self.worker_client(ip, token)))
+        })
+        .collect()
+    }
+}
+
+/// One agent's status.
+async fn ask_agent(client: &WorkerClient) -> Answer {
+    match client.status().await {
+        Ok(s) => Answer::Status(s),
+        Err(e) => Answer::Unreachable(e),
+    }
+}
