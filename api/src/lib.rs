@@ -11,12 +11,14 @@
 //! - [`latency`]: the latency histogram and its bounded serialization
 //! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
 //! - [`stats`]: histograms, the summary and its exact merge
+//! - [`change`]: relative changes and the median repeat, for every comparison table
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
 
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod change;
 pub mod latency;
 pub mod matrix;
 pub mod quote;

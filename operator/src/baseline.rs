@@ -126,16 +126,11 @@ pub fn compare(current: &Summary, baseline: &Summary, tolerance_percent: f64) ->
 /// `(now - then) / then` in percent, rounded to 0.1; 0 when both are 0, +100% per unit when
 /// only the baseline is 0 (something that was free now costs).
 fn percent(now: f64, then: f64) -> f64 {
-    let p = if then == 0.0 {
-        if now == 0.0 {
-            0.0
-        } else {
-            100.0
-        }
-    } else {
-        (now - then) / then * 100.0
-    };
-    (p * 10.0).round() / 10.0
+    match benchrun_api::change::percent(then, now) {
+        Some(p) => p,
+        None if now == 0.0 => 0.0,
+        None => 100.0,
+    }
 }
 
 fn round3(x: f64) -> f64 {

@@ -9,6 +9,7 @@
 //! The planning here is pure (combinations, child specs and names, the median repeat, the
 //! table's rows); the matrix run's pass is `reconcile/sweep.rs`.
 
+use benchrun_api::change;
 use benchrun_api::matrix::{Matrix, Planned};
 use benchrun_api::units::HumanDuration;
 use benchrun_api::Summary;
@@ -134,9 +135,7 @@ pub fn representative(repeats: &[BenchmarkRun]) -> Option<usize> {
             .and_then(|s| s.results.get("all"))
             .map_or(0.0, |a| a.ops_per_sec)
     };
-    let mut order: Vec<usize> = (0..repeats.len()).collect();
-    order.sort_by(|a, b| rate(&repeats[*a]).total_cmp(&rate(&repeats[*b])));
-    order.get(order.len().saturating_sub(1) / 2).copied()
+    change::median_by(repeats, rate)
 }
 
 /// Fill a row from its finished child and the child's merged summary (when it has one).
@@ -178,10 +177,7 @@ pub fn compare_rows(rows: &mut [CombinationRow], baseline: usize) {
 }
 
 fn change(now: Option<f64>, base: Option<f64>) -> Option<f64> {
-    match (now, base) {
-        (Some(n), Some(b)) if b != 0.0 => Some(round((n - b) / b * 100.0, 1)),
-        _ => None,
-    }
+    change::percent(base?, now?)
 }
 
 fn round(x: f64, digits: i32) -> f64 {

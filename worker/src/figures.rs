@@ -187,30 +187,5 @@ impl Figures {
     }
 }
 
-/// `(b - a) / a`, or `None` when `a` is 0 (no base to be relative to).
-pub fn relative(a: f64, b: f64) -> Option<f64> {
-    (a != 0.0).then(|| (b - a) / a)
-}
-
-/// A relative difference as the reports write it: `+39.0%`, `-26.1%`, `0.0%`.
-pub fn percent(rel: f64) -> String {
-    let p = rel * 100.0;
-    if p.abs() < 0.05 {
-        "0.0%".into()
-    } else {
-        format!("{p:+.1}%")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn relative_differences_are_written_like_the_reports() {
-        assert_eq!(relative(2635.0, 1947.0).map(percent).unwrap(), "-26.1%");
-        assert_eq!(relative(23.6, 32.9).map(percent).unwrap(), "+39.4%");
-        assert_eq!(relative(5.0, 5.0).map(percent).unwrap(), "0.0%");
-        assert_eq!(relative(0.0, 3.0), None);
-    }
-}
+// One definition for every table (the operator's too).
+pub use benchrun_api::change::{percent_text as percent, relative};

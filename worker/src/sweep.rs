@@ -13,6 +13,7 @@ use crate::matrix::Planned;
 use crate::stats::{OpReport, Summary};
 use crate::units::HumanDuration;
 use crate::{Engine, EngineError, Metrics};
+use benchrun_api::change::{median_by, percent_text, relative};
 
 /// Every combination's results, as `run --summary` writes them for a matrix.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,9 +41,7 @@ impl CombinationResult {
     /// The repeat that stands for the combination: the median by throughput (the lower one
     /// of the two middle repeats for an even count).
     pub fn representative(&self) -> Option<&Summary> {
-        let mut by_rate: Vec<&Summary> = self.runs.iter().collect();
-        by_rate.sort_by(|a, b| ops_per_sec(a).total_cmp(&ops_per_sec(b)));
-        by_rate.get(by_rate.len().saturating_sub(1) / 2).copied()
+        median_by(&self.runs, ops_per_sec).map(|i| &self.runs[i])
     }
 }
 
@@ -210,8 +209,5 @@ pub fn table(r: &SweepResult) -> String {
 
 /// Relative change in percent, signed, or `-` without a base.
 fn percent(now: f64, base: f64) -> String {
-    if base == 0.0 {
-        return "-".into();
-    }
-    format!("{:+.1}%", (now - base) / base * 100.0)
+    relative(base, now).map_or_else(|| "-".into(), percent_text)
 }
