@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use axum::routing::get;
 use clap::{Parser, Subcommand};
 
+use benchrun_api::units::HumanDuration;
 use benchrun_operator::context::{self, Config};
 use benchrun_operator::controller;
 use benchrun_operator::leader::{Elector, LeaderConfig};
@@ -297,19 +298,12 @@ fn parse_parallelism(s: &str) -> Result<usize, String> {
     }
 }
 
-/// A call timeout: a whole number with `ms` or `s`, between 100 ms and 10 minutes.
+/// A call timeout or an interval, written as every duration of benchrun's is (`10s`,
+/// `2500ms`, `1m`: [`HumanDuration`]), between 100 ms and 10 minutes.
 fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
-    let (n, unit) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1000)
-    } else {
-        return Err(format!("{s:?}: give a unit, e.g. 10s or 2500ms"));
-    };
-    let ms: u64 = n.trim().parse().map_err(|e| format!("{s:?}: {e}"))?;
-    let d = std::time::Duration::from_millis(ms.saturating_mul(unit));
+    let d = s.parse::<HumanDuration>()?.get();
     if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(600) {
-        return Err(format!("{s:?}: between 100ms and 600s"));
+        return Err(format!("{s:?}: between 100ms and 10m"));
     }
     Ok(d)
 }

@@ -39,7 +39,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::Context;
 use axum::http::HeaderMap;
@@ -51,6 +50,7 @@ pub use benchrun_api::agent::{AgentStage, AgentStatus, StartRequest, StartRespon
 
 use crate::metrics::Metrics;
 use crate::stats::Summary;
+use crate::units::HumanDuration;
 use crate::Workload;
 
 pub use drive::drive;
@@ -72,11 +72,11 @@ pub struct AgentArgs {
     #[arg(long, env = "BENCHRUN_WORKER_ID", default_value = "worker")]
     pub worker_id: String,
     /// After the run, serve the summary at most this long when nobody sends /v1/shutdown.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-    pub linger: Duration,
+    #[arg(long, default_value = "10m")]
+    pub linger: HumanDuration,
     /// After a failure, keep reporting it on /v1/status this long before exiting 1.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
-    pub error_linger: Duration,
+    #[arg(long, default_value = "30s")]
+    pub error_linger: HumanDuration,
     /// Where the kubelet picks up the failure message for the pod's status.
     #[arg(long, default_value = "/dev/termination-log")]
     pub termination_log: PathBuf,
@@ -269,11 +269,11 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
         };
         let signal_task = tokio::spawn(on_signal);
         let r = match workload {
-            Ok(w) => drive(&agent, w, args.linger, args.error_linger).await,
+            Ok(w) => drive(&agent, w, args.linger.get(), args.error_linger.get()).await,
             Err(e) => {
                 agent.fail(e.clone());
                 tokio::select! {
-                    _ = tokio::time::sleep(args.error_linger) => {}
+                    _ = tokio::time::sleep(args.error_linger.get()) => {}
                     _ = agent.wait_shutdown() => {}
                 }
                 Err(e)
@@ -298,6 +298,7 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn token_compare() {
