@@ -337,7 +337,9 @@ mod tests {
     fn timeouts_are_written_as_every_duration_and_bounded() {
         assert_eq!(parse_timeout("2500ms"), Ok(Duration::from_millis(2500)));
         assert_eq!(parse_timeout("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_timeout("1h").unwrap_err().contains("between 100ms and 10m"));
+        assert!(parse_timeout("1h")
+            .unwrap_err()
+            .contains("between 100ms and 10m"));
         assert!(parse_timeout("50ms").is_err());
         assert!(parse_timeout("10").unwrap_err().contains("not a duration"));
     }

@@ -281,12 +281,64 @@ fn pin_to_node(user: Option<Affinity>, node: &str) -> Affinity {
 
 /// One worker pod: non-root, read-only root filesystem, no capabilities, no API token.
 pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str) -> Result<Pod> {
-    let name = run.name_any();
     let spec = &run.spec;
-    let mut metadata = meta(run, pod_name(&name, &worker.name))?;
+    let mut metadata = meta(run, pod_name(&run.name_any(), &worker.name))?;
     if let Some(l) = metadata.labels.as_mut() {
         l.insert(WORKER_LABEL.into(), worker.name.clone());
     }
+    let mut storage = worker_storage(run, worker);
+    let volumes = std::mem::take(&mut storage.volumes);
+    let container = worker_container(run, worker, default_image, storage);
+    let affinity = match &worker.node {
+        Some(node) if spec.workers.per_node() => {
+            Some(pin_to_node(spec.workers.affinity.clone(), node))
+        }
+        _ => spec.workers.affinity.clone(),
+    };
+    Ok(Pod {
+        metadata,
+        spec: Some(PodSpec {
+            containers: vec![container],
+            restart_policy: Some("Never".into()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            affinity,
+            node_selector: spec.workers.node_selector.clone(),
+            tolerations: spec.workers.tolerations.clone(),
+            termination_grace_period_seconds: Some(10),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(WORKER_UID),
+                run_as_group: Some(WORKER_UID),
+                fs_group: Some(WORKER_UID),
+                // RuntimeDefault unless the run asks for another (held to the policy).
+                seccomp_profile: Some(spec.workers.seccomp_profile.clone().unwrap_or(
+                    SeccompProfile {
+                        type_: "RuntimeDefault".into(),
+                        localhost_profile: None,
+                    },
+                )),
+                ..Default::default()
+            }),
+            volumes: Some(volumes),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// What a worker's container mounts: its workload, token, a scratch /tmp, the run's
+/// credentials (as env and files) and the data volume (a mount, or a raw device).
+struct WorkerStorage {
+    volumes: Vec<Volume>,
+    mounts: Vec<VolumeMount>,
+    devices: Vec<VolumeDevice>,
+    env_from: Option<Vec<EnvFromSource>>,
+}
+
+fn worker_storage(run: &BenchmarkRun, worker: &WorkerStatus) -> WorkerStorage {
+    let name = run.name_any();
+    let spec = &run.spec;
     let mut volumes = vec![
         Volume {
             name: "config".into(),
@@ -395,10 +447,33 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
             });
         }
     }
+    WorkerStorage {
+        volumes,
+        mounts,
+        devices,
+        env_from,
+    }
+}
+
+/// The worker's one container: the agent, locked down (non-root, read-only root, no
+/// capabilities), ready when its agent answers.
+fn worker_container(
+    run: &BenchmarkRun,
+    worker: &WorkerStatus,
+    default_image: &str,
+    storage: WorkerStorage,
+) -> Container {
+    let spec = &run.spec;
+    let WorkerStorage {
+        mounts,
+        devices,
+        env_from,
+        ..
+    } = storage;
     // A finished worker keeps its summary until the operator collects it: for as long as the
     // run may last, so an operator outage shorter than the run's timeout loses no result.
     let linger = format!("{}s", spec.deadline().as_secs().max(600));
-    let container = Container {
+    Container {
         name: CONTAINER.into(),
         image: Some(
             spec.workers
@@ -465,43 +540,7 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
         volume_mounts: Some(mounts),
         volume_devices: (!devices.is_empty()).then_some(devices),
         ..Default::default()
-    };
-    let affinity = match &worker.node {
-        Some(node) if spec.workers.per_node() => {
-            Some(pin_to_node(spec.workers.affinity.clone(), node))
-        }
-        _ => spec.workers.affinity.clone(),
-    };
-    Ok(Pod {
-        metadata,
-        spec: Some(PodSpec {
-            containers: vec![container],
-            restart_policy: Some("Never".into()),
-            automount_service_account_token: Some(false),
-            enable_service_links: Some(false),
-            affinity,
-            node_selector: spec.workers.node_selector.clone(),
-            tolerations: spec.workers.tolerations.clone(),
-            termination_grace_period_seconds: Some(10),
-            security_context: Some(PodSecurityContext {
-                run_as_non_root: Some(true),
-                run_as_user: Some(WORKER_UID),
-                run_as_group: Some(WORKER_UID),
-                fs_group: Some(WORKER_UID),
-                // RuntimeDefault unless the run asks for another (held to the policy).
-                seccomp_profile: Some(spec.workers.seccomp_profile.clone().unwrap_or(
-                    SeccompProfile {
-                        type_: "RuntimeDefault".into(),
-                        localhost_profile: None,
-                    },
-                )),
-                ..Default::default()
-            }),
-            volumes: Some(volumes),
-            ..Default::default()
-        }),
-        status: None,
-    })
+    }
 }
 
 #[cfg(test)]
