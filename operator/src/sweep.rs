@@ -14,8 +14,10 @@ use benchrun_api::matrix::{Matrix, Planned};
 use benchrun_api::units::HumanDuration;
 use benchrun_api::Summary;
 
-use crate::crd::matrix::CombinationRow;
-use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpReport};
+use crate::crd::matrix::{CombinationRow, MatrixStatus};
+use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpReport, Phase};
+use crate::state::cond;
+use crate::status::Draft;
 
 /// Label on a matrix run's children: the parent's name (`kubectl get br -l benchrun.dev/matrix=NAME`).
 pub const MATRIX_LABEL: &str = "benchrun.dev/matrix";
@@ -176,6 +178,38 @@ pub fn compare_rows(rows: &mut [CombinationRow], baseline: usize) {
     }
 }
 
+/// The table's progress after a pass, and the run's end once no combination is current:
+/// `Succeeded` when every combination did, `Failed` naming those that did not.
+pub(crate) fn progress(d: &mut Draft, table: &mut MatrixStatus, current: Option<usize>) {
+    let n = table.combinations.len();
+    if let Some(k) = current {
+        table.progress = format!("combination {} of {n}", k + 1);
+        d.status.workers_summary = Some(format!("{k}/{n} combinations"));
+        return;
+    }
+    table.progress = format!("{n} combinations done");
+    d.status.workers_summary = Some(format!("{n}/{n} combinations"));
+    let failed: Vec<String> = table
+        .combinations
+        .iter()
+        .filter(|c| c.phase != Phase::Succeeded)
+        .map(|c| format!("{} ({})", c.run, c.name))
+        .collect();
+    if failed.is_empty() {
+        let msg = format!("{n} combinations finished; the table is in status.matrix");
+        d.condition(cond::COMPLETE, true, "Succeeded", msg.clone());
+        d.status.finish_time = Some(d.now.to_rfc3339());
+        d.set_phase(Phase::Succeeded, "Succeeded", msg);
+    } else {
+        let msg = format!(
+            "{} of {n} combinations did not succeed: {}",
+            failed.len(),
+            failed.join(", ")
+        );
+        d.fail("CombinationsFailed", msg);
+    }
+}
+
 fn change(now: Option<f64>, base: Option<f64>) -> Option<f64> {
     change::percent(base?, now?)
 }
@@ -290,6 +324,36 @@ mod tests {
         assert_eq!(
             rows[2].ops_per_sec_change_percent, None,
             "no figures, no change"
+        );
+    }
+
+    #[test]
+    fn the_sweep_ends_when_no_combination_is_current() {
+        let row = |run: &str, phase| CombinationRow {
+            name: format!("size={run}"),
+            run: run.into(),
+            phase,
+            ..Default::default()
+        };
+        let mut table = MatrixStatus {
+            progress: String::new(),
+            total: 2,
+            baseline: 1,
+            combinations: vec![row("m-1", Phase::Succeeded), row("m-2", Phase::Running)],
+        };
+        let now = chrono::Utc::now();
+        let mut d = Draft::new(Default::default(), Some(1), now);
+        progress(&mut d, &mut table, Some(1));
+        assert_eq!(table.progress, "combination 2 of 2");
+        assert_eq!(d.status.phase, Phase::Pending);
+        table.combinations[1].phase = Phase::Failed;
+        progress(&mut d, &mut table, None);
+        assert_eq!(d.status.phase, Phase::Failed);
+        let c = crate::state::condition(&d.status.conditions, cond::COMPLETE).expect("Complete");
+        assert!(
+            c.message
+                .contains("1 of 2 combinations did not succeed: m-2 (size=m-2)"),
+            "{c:?}"
         );
     }
 }

@@ -1,6 +1,7 @@
 //! The pass of a matrix run: its combinations run one at a time as child runs; the table
-//! fills as they finish (the planning is in [`crate::sweep`]).
+//! fills as they finish (the planning and the table's rules are in [`crate::sweep`]).
 
+use benchrun_api::matrix::{Matrix, Planned};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -12,24 +13,35 @@ use crate::context::POLL;
 use crate::crd::matrix::{CombinationRow, MatrixStatus};
 use crate::crd::{BenchmarkRun, Phase};
 use crate::state::cond;
-use crate::{resources, sweep, Result};
+use crate::sweep::{self, Slot};
+use crate::{resources, Result};
+
+/// Where one combination is.
+enum Combination {
+    /// Every child finished; its row is filled.
+    Finished,
+    /// A child was started, or is running: the sweep waits for it.
+    Current,
+    /// A run of the child's name exists and is not ours: the sweep failed.
+    NameTaken,
+}
 
 impl Reconciler<'_> {
     /// One pass of a matrix run: start the next combination's child run once the one before
     /// it finished, fill the table, and finish when every combination has.
-    pub(crate) async fn sweep(&mut self, m: &benchrun_api::matrix::Matrix) -> Result<Action> {
+    pub(crate) async fn sweep(&mut self, m: &Matrix) -> Result<Action> {
         let (planned, baseline) = match sweep::plan(&self.run.spec, m) {
             Ok(p) => p,
             Err(errs) => {
                 let msg = errs.join("; ");
-                self.draft
-                    .condition(cond::VALID, false, "InvalidWorkload", msg.clone());
-                self.draft.fail("InvalidWorkload", msg);
+                let d = &mut self.draft;
+                d.condition(cond::VALID, false, "InvalidWorkload", msg.clone());
+                d.fail("InvalidWorkload", msg);
                 return Ok(Action::requeue(POLL));
             }
         };
         let n = planned.len();
-        let mut ms = self
+        let mut table = self
             .draft
             .status
             .matrix
@@ -49,144 +61,138 @@ impl Reconciler<'_> {
                     .collect(),
             });
         if self.draft.status.phase == Phase::Pending {
-            self.draft.set_phase(
-                Phase::Running,
-                "Sweeping",
-                format!("{n} combinations, one at a time"),
-            );
+            let note = format!("{n} combinations, one at a time");
+            self.draft.set_phase(Phase::Running, "Sweeping", note);
         }
-        let uid = self.run.uid().unwrap_or_default();
-        let runs: Api<BenchmarkRun> = self.api();
         let mut current = None;
-        'combos: for (k, p) in planned.iter().enumerate() {
-            if ms.combinations[k].phase.is_finished() {
+        for (k, p) in planned.iter().enumerate() {
+            if table.combinations[k].phase.is_finished() {
                 continue;
             }
-            // The combination's children in order (warm-up, repeats): start the first that
-            // does not exist, wait for the first that has not finished.
-            let mut repeats = vec![];
-            for (name, slot) in sweep::slots(&self.name, k, m) {
-                let Some(child) = runs.get_opt(&name).await? else {
-                    let spec = match (slot, m.warmup) {
-                        (sweep::Slot::Warmup, Some(w)) => sweep::warmup_spec(&self.run.spec, p, w),
-                        _ => sweep::child_spec(&self.run.spec, p),
-                    };
-                    let mut child = BenchmarkRun::new(&name, spec);
-                    child.metadata.namespace = Some(self.ns.clone());
-                    child.metadata.owner_references =
-                        self.run.controller_owner_ref(&()).map(|o| vec![o]);
-                    child.metadata.labels =
-                        Some([(sweep::MATRIX_LABEL.to_string(), self.name.clone())].into());
-                    create_if_absent(&runs, &child, self.run).await?;
-                    let what = match slot {
-                        sweep::Slot::Warmup => "warm-up".to_string(),
-                        sweep::Slot::Repeat(j) => {
-                            format!("repeat {} of {}", j + 1, m.repeats.max(1))
-                        }
-                    };
-                    self.draft.event(
-                        EventType::Normal,
-                        "CombinationStarted",
-                        format!(
-                            "combination {} of {n} ({}), {what}, as run {name}",
-                            k + 1,
-                            ms.combinations[k].name
-                        ),
-                    );
+            match self.combination(m, k, p, &mut table).await? {
+                Combination::Finished => {}
+                Combination::Current => {
                     current = Some(k);
-                    break 'combos;
-                };
-                let ours = child
-                    .owner_references()
-                    .iter()
-                    .any(|o| o.uid == uid && o.controller == Some(true));
-                if !ours {
-                    let msg = format!(
-                        "run {name} exists and is not this run's combination {}: delete or rename it",
-                        k + 1
-                    );
-                    self.draft.fail("NameTaken", msg);
-                    return Ok(Action::requeue(POLL));
+                    break;
                 }
-                let phase = child.status.as_ref().map(|s| s.phase).unwrap_or_default();
-                if !phase.is_finished() {
-                    ms.combinations[k].phase = if phase == Phase::Pending {
-                        Phase::Preparing
-                    } else {
-                        phase
-                    };
-                    current = Some(k);
-                    break 'combos;
-                }
-                // A warm-up is not measured: how it ended does not count.
-                if let sweep::Slot::Repeat(_) = slot {
-                    repeats.push(child);
-                }
-            }
-            // Every child of the combination finished: the median repeat stands for it.
-            ms.combinations[k].runs = repeats.iter().map(|r| r.name_any()).collect();
-            let failed = repeats
-                .iter()
-                .find(|r| r.status.as_ref().map(|s| s.phase) != Some(Phase::Succeeded));
-            let Some(i) = sweep::representative(&repeats) else {
-                continue;
-            };
-            let child = failed.unwrap_or(&repeats[i]).clone();
-            let name = child.name_any();
-            ms.combinations[k].run = name.clone();
-            let phase = child.status.as_ref().map(|s| s.phase).unwrap_or_default();
-            let merged = self
-                .api::<ConfigMap>()
-                .get_opt(&resources::result_cm_name(&name))
-                .await?
-                .and_then(|cm| cm.data?.remove(crate::crd::MERGED_KEY))
-                .and_then(|t| serde_json::from_str::<benchrun_api::Summary>(&t).ok());
-            sweep::fill_row(&mut ms.combinations[k], &child, merged.as_ref());
-            self.draft.event(
-                EventType::Normal,
-                "CombinationFinished",
-                format!(
-                    "combination {} of {n} ({}): {}",
-                    k + 1,
-                    ms.combinations[k].name,
-                    phase.as_str()
-                ),
-            );
-        }
-        sweep::compare_rows(&mut ms.combinations, baseline);
-        match current {
-            Some(k) => {
-                ms.progress = format!("combination {} of {n}", k + 1);
-                self.draft.status.workers_summary = Some(format!("{k}/{n} combinations"));
-            }
-            None => {
-                ms.progress = format!("{n} combinations done");
-                self.draft.status.workers_summary = Some(format!("{n}/{n} combinations"));
-                let failed: Vec<String> = ms
-                    .combinations
-                    .iter()
-                    .filter(|c| c.phase != Phase::Succeeded)
-                    .map(|c| format!("{} ({})", c.run, c.name))
-                    .collect();
-                if failed.is_empty() {
-                    let msg = format!("{n} combinations finished; the table is in status.matrix");
-                    self.draft
-                        .condition(cond::COMPLETE, true, "Succeeded", msg.clone());
-                    self.draft.status.finish_time = Some(self.draft.now.to_rfc3339());
-                    self.draft.set_phase(Phase::Succeeded, "Succeeded", msg);
-                } else {
-                    self.draft.fail(
-                        "CombinationsFailed",
-                        format!(
-                            "{} of {n} combinations did not succeed: {}",
-                            failed.len(),
-                            failed.join(", ")
-                        ),
-                    );
-                }
+                Combination::NameTaken => return Ok(Action::requeue(POLL)),
             }
         }
-        self.draft.status.matrix = Some(ms);
+        sweep::compare_rows(&mut table.combinations, baseline);
+        sweep::progress(&mut self.draft, &mut table, current);
+        self.draft.status.matrix = Some(table);
         Ok(Action::requeue(POLL))
+    }
+
+    /// Combination `k`'s children in order (warm-up, repeats): start the first that does not
+    /// exist, wait for the first that has not finished; when all have, fill its row from the
+    /// median repeat.
+    async fn combination(
+        &mut self,
+        m: &Matrix,
+        k: usize,
+        p: &Planned,
+        table: &mut MatrixStatus,
+    ) -> Result<Combination> {
+        let n = table.combinations.len();
+        let runs: Api<BenchmarkRun> = self.api();
+        let uid = self.run.uid().unwrap_or_default();
+        let mut repeats = vec![];
+        for (name, slot) in sweep::slots(&self.name, k, m) {
+            let Some(child) = runs.get_opt(&name).await? else {
+                self.start_child(m, p, &name, slot).await?;
+                let what = match slot {
+                    Slot::Warmup => "warm-up".to_string(),
+                    Slot::Repeat(j) => format!("repeat {} of {}", j + 1, m.repeats.max(1)),
+                };
+                let row = &table.combinations[k].name;
+                let note = format!(
+                    "combination {} of {n} ({row}), {what}, as run {name}",
+                    k + 1
+                );
+                self.draft
+                    .event(EventType::Normal, "CombinationStarted", note);
+                return Ok(Combination::Current);
+            };
+            let ours = child
+                .owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true));
+            if !ours {
+                let msg = format!(
+                    "run {name} exists and is not this run's combination {}: delete or rename it",
+                    k + 1
+                );
+                self.draft.fail("NameTaken", msg);
+                return Ok(Combination::NameTaken);
+            }
+            let phase = child.status.as_ref().map(|s| s.phase).unwrap_or_default();
+            if !phase.is_finished() {
+                table.combinations[k].phase = match phase {
+                    Phase::Pending => Phase::Preparing,
+                    other => other,
+                };
+                return Ok(Combination::Current);
+            }
+            // A warm-up is not measured: how it ended does not count.
+            if let Slot::Repeat(_) = slot {
+                repeats.push(child);
+            }
+        }
+        self.fill_row(&mut table.combinations[k], &repeats, k, n)
+            .await?;
+        Ok(Combination::Finished)
+    }
+
+    /// Create the child run of this slot of a combination.
+    async fn start_child(&self, m: &Matrix, p: &Planned, name: &str, slot: Slot) -> Result<()> {
+        let spec = match (slot, m.warmup) {
+            (Slot::Warmup, Some(w)) => sweep::warmup_spec(&self.run.spec, p, w),
+            _ => sweep::child_spec(&self.run.spec, p),
+        };
+        let mut child = BenchmarkRun::new(name, spec);
+        child.metadata.namespace = Some(self.ns.clone());
+        child.metadata.owner_references = self.run.controller_owner_ref(&()).map(|o| vec![o]);
+        child.metadata.labels = Some([(sweep::MATRIX_LABEL.to_string(), self.name.clone())].into());
+        create_if_absent(&self.api(), &child, self.run).await?;
+        Ok(())
+    }
+
+    /// Every child of combination `k` finished: the median repeat stands for it (a failed
+    /// repeat, if any, makes the row fail).
+    async fn fill_row(
+        &mut self,
+        row: &mut CombinationRow,
+        repeats: &[BenchmarkRun],
+        k: usize,
+        n: usize,
+    ) -> Result<()> {
+        row.runs = repeats.iter().map(|r| r.name_any()).collect();
+        let failed = repeats
+            .iter()
+            .find(|r| r.status.as_ref().map(|s| s.phase) != Some(Phase::Succeeded));
+        let Some(i) = sweep::representative(repeats) else {
+            return Ok(());
+        };
+        let child = failed.unwrap_or(&repeats[i]);
+        let name = child.name_any();
+        row.run = name.clone();
+        let phase = child.status.as_ref().map(|s| s.phase).unwrap_or_default();
+        let merged = self
+            .api::<ConfigMap>()
+            .get_opt(&resources::result_cm_name(&name))
+            .await?
+            .and_then(|cm| cm.data?.remove(crate::crd::MERGED_KEY))
+            .and_then(|t| serde_json::from_str::<benchrun_api::Summary>(&t).ok());
+        sweep::fill_row(row, child, merged.as_ref());
+        let note = format!(
+            "combination {} of {n} ({}): {}",
+            k + 1,
+            row.name,
+            phase.as_str()
+        );
+        self.draft
+            .event(EventType::Normal, "CombinationFinished", note);
+        Ok(())
     }
 }
