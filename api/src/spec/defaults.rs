@@ -53,6 +53,17 @@ pub fn max_ranges() -> u32 {
 pub fn range_timeout() -> HumanDuration {
     HumanDuration(std::time::Duration::from_secs(30))
 }
+/// YCSB's Zipf constant.
+pub fn zipf_exponent() -> f64 {
+    0.99
+}
+/// YCSB's hotspot: 80% of the operations on 20% of the data.
+pub fn hot_reads_percent() -> f64 {
+    80.0
+}
+pub fn hot_objects_percent() -> f64 {
+    20.0
+}
 pub fn seed() -> u64 {
     1
 }
@@ -65,7 +76,9 @@ impl Default for DatasetSpec {
             size: None,
             prepare: true,
             cleanup: true,
-            access: Access::Random,
+            access: DatasetAccess::Random,
+            zipf: None,
+            hotspot: None,
         }
     }
 }

@@ -200,11 +200,122 @@ pub struct DatasetSpec {
     /// `<prefix><worker>/`.
     #[serde(default = "defaults::yes")]
     pub cleanup: bool,
-    /// Which object each `get` and `stat` reads: `random` (uniform) or `sequential` (one
+    /// Which object each `get` and `stat` reads: `random` (uniform), `sequential` (one
     /// pass after another over the dataset in key order, shared by all tasks, as a file
-    /// reader such as fio walks its files).
+    /// reader such as fio walks its files), or skewed as real workloads read: `zipf` (see
+    /// `zipf`) or `hotspot` (see `hotspot`).
     #[serde(default)]
-    pub access: Access,
+    pub access: DatasetAccess,
+    /// With `access: zipf`: the skew (default exponent 0.99, as YCSB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zipf: Option<ZipfSpec>,
+    /// With `access: hotspot`: which share of the reads goes to which share of the objects
+    /// (default 80% of the reads on 20% of the objects, as YCSB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hotspot: Option<HotspotSpec>,
+}
+
+/// Order in which reads visit a dataset's objects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum DatasetAccess {
+    /// Each read picks an object uniformly at random.
+    #[default]
+    Random,
+    /// Reads walk the dataset in key order, wrapping around.
+    Sequential,
+    /// The object of popularity rank k is read with probability proportional to
+    /// 1/k^exponent.
+    Zipf,
+    /// A share of the reads on a share of the objects, uniformly within each part.
+    Hotspot,
+}
+
+/// The skew of `access: zipf`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ZipfSpec {
+    /// Above 0 and at most 10; YCSB uses 0.99, larger is more skewed.
+    #[serde(default = "defaults::zipf_exponent")]
+    pub exponent: f64,
+}
+
+/// The shares of `access: hotspot`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HotspotSpec {
+    /// Share of the reads on the hot objects, in percent (0 to 100, exclusive).
+    #[serde(default = "defaults::hot_reads_percent")]
+    pub reads_percent: f64,
+    /// Share of the objects that are hot, in percent (0 to 100, exclusive).
+    #[serde(default = "defaults::hot_objects_percent")]
+    pub objects_percent: f64,
+}
+
+/// Which dataset object each read visits, with its parameters ([`DatasetSpec::object_access`]).
+/// The skewed forms rank the objects in an order drawn from the workload's `seed` (not key
+/// order, so hot objects are spread over the keyspace), and are reproducible with it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ObjectAccess {
+    /// Uniform.
+    Random,
+    /// In key order, wrapping around.
+    Sequential,
+    /// Rank k read with probability proportional to 1/k^exponent.
+    Zipf {
+        /// The skew.
+        exponent: f64,
+    },
+    /// `reads_percent` of the reads on `objects_percent` of the objects.
+    Hotspot {
+        /// Share of the reads on the hot objects, percent.
+        reads_percent: f64,
+        /// Share of the objects that are hot, percent.
+        objects_percent: f64,
+    },
+}
+
+impl DatasetSpec {
+    /// The read distribution, with its parameters (defaults where the workload gives none).
+    pub fn object_access(&self) -> ObjectAccess {
+        match self.access {
+            DatasetAccess::Random => ObjectAccess::Random,
+            DatasetAccess::Sequential => ObjectAccess::Sequential,
+            DatasetAccess::Zipf => ObjectAccess::Zipf {
+                exponent: self
+                    .zipf
+                    .as_ref()
+                    .map_or_else(defaults::zipf_exponent, |z| z.exponent),
+            },
+            DatasetAccess::Hotspot => {
+                let h = self.hotspot.clone().unwrap_or(HotspotSpec {
+                    reads_percent: defaults::hot_reads_percent(),
+                    objects_percent: defaults::hot_objects_percent(),
+                });
+                ObjectAccess::Hotspot {
+                    reads_percent: h.reads_percent,
+                    objects_percent: h.objects_percent,
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ObjectAccess::Random => write!(f, "random"),
+            ObjectAccess::Sequential => write!(f, "sequential"),
+            ObjectAccess::Zipf { exponent } => write!(f, "zipf (exponent {exponent})"),
+            ObjectAccess::Hotspot {
+                reads_percent,
+                objects_percent,
+            } => write!(
+                f,
+                "hotspot ({reads_percent}% of reads on {objects_percent}% of objects)"
+            ),
+        }
+    }
 }
 
 /// Order in which reads visit the dataset.

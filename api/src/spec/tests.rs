@@ -404,3 +404,52 @@ fn target_uris_parse() {
         }
     );
 }
+
+#[test]
+fn skewed_access_parses_and_its_parameters_are_bounded() {
+    let with = |access: &str| {
+        GOOD.replace(
+            "dataset: { objects: 10,",
+            &format!("dataset: {{ objects: 10, {access},"),
+        )
+    };
+    let access = |text: &str| {
+        Workload::from_yaml(&with(text))
+            .unwrap()
+            .dataset
+            .object_access()
+    };
+    assert_eq!(
+        access("access: zipf"),
+        ObjectAccess::Zipf { exponent: 0.99 }
+    );
+    assert_eq!(
+        access("access: zipf, zipf: { exponent: 1.1 }"),
+        ObjectAccess::Zipf { exponent: 1.1 }
+    );
+    assert_eq!(
+        access("access: hotspot, hotspot: { readsPercent: 90, objectsPercent: 30 }"),
+        ObjectAccess::Hotspot {
+            reads_percent: 90.0,
+            objects_percent: 30.0
+        }
+    );
+    assert_eq!(access("access: sequential"), ObjectAccess::Sequential);
+    let e = err(&with("access: zipf, zipf: { exponent: 0 }"));
+    assert!(
+        e.contains("dataset.zipf.exponent") && e.contains("above 0"),
+        "{e}"
+    );
+    let e = err(&with("access: hotspot, hotspot: { readsPercent: 100 }"));
+    assert!(e.contains("dataset.hotspot.readsPercent"), "{e}");
+    // 5% of 10 objects is no object at all.
+    let e = err(&with("access: hotspot, hotspot: { objectsPercent: 5 }"));
+    assert!(e.contains("leaves no hot or no cold object"), "{e}");
+    let e = err(&with("access: random, zipf: { exponent: 2 }"));
+    assert!(
+        e.contains("dataset.zipf") && e.contains("access: zipf only"),
+        "{e}"
+    );
+    let e = err(&with("access: zipf, zipf: { skew: 1 }"));
+    assert!(e.contains("skew"), "{e}");
+}

@@ -249,6 +249,7 @@ impl Workload {
             }
         }
         self.check_bounds(uri.as_ref(), &mut bad);
+        self.check_access(&mut bad);
         if errs.is_empty() {
             Ok(())
         } else {
@@ -550,6 +551,64 @@ fn check_size(bad: &mut impl FnMut(&str, String), path: &str, s: &SizeSpec) {
                     "must be greater than 0; use a fixed size instead".into(),
                 );
             }
+        }
+    }
+}
+
+impl Workload {
+    /// The skewed read distributions' parameters, and no parameters for another
+    /// distribution.
+    fn check_access(&self, bad: &mut impl FnMut(&str, String)) {
+        let d = &self.dataset;
+        if d.zipf.is_some() && d.access != DatasetAccess::Zipf {
+            bad("dataset.zipf", "applies with access: zipf only".into());
+        }
+        if d.hotspot.is_some() && d.access != DatasetAccess::Hotspot {
+            bad(
+                "dataset.hotspot",
+                "applies with access: hotspot only".into(),
+            );
+        }
+        let in_open = |v: f64, lo: f64, hi: f64| v.is_finite() && v > lo && v < hi;
+        match d.object_access() {
+            ObjectAccess::Zipf { exponent } => {
+                if !(exponent.is_finite() && exponent > 0.0 && exponent <= 10.0) {
+                    bad(
+                        "dataset.zipf.exponent",
+                        format!("must be above 0 and at most 10 (got {exponent})"),
+                    );
+                }
+            }
+            ObjectAccess::Hotspot {
+                reads_percent,
+                objects_percent,
+            } => {
+                for (field, v) in [
+                    ("readsPercent", reads_percent),
+                    ("objectsPercent", objects_percent),
+                ] {
+                    if !in_open(v, 0.0, 100.0) {
+                        bad(
+                            &format!("dataset.hotspot.{field}"),
+                            format!("must be between 0 and 100, exclusive (got {v})"),
+                        );
+                    }
+                }
+                let hot = (d.objects as f64 * objects_percent / 100.0).floor();
+                if in_open(objects_percent, 0.0, 100.0)
+                    && d.prepare
+                    && (hot < 1.0 || hot >= d.objects as f64)
+                {
+                    bad(
+                        "dataset.hotspot.objectsPercent",
+                        format!(
+                            "{objects_percent}% of {} objects leaves no hot or no cold object: raise dataset.objects or change the share",
+                            d.objects
+                        ),
+                    );
+                }
+            }
+            ObjectAccess::Random | ObjectAccess::Sequential => {}
         }
     }
 }

@@ -23,6 +23,7 @@
 //! - `block/`: block workloads' tasks (io_uring or sync) on a [`Volume`]
 
 mod block;
+mod keys;
 mod mix;
 mod ops;
 mod prepare;
@@ -42,7 +43,7 @@ use std::time::{Duration, SystemTime};
 
 use chrono::Utc;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use tokio::time::Instant;
 
 pub use mix::OpMix;
@@ -52,7 +53,7 @@ use sizes::SizeSampler;
 
 use crate::datagen::DataPattern;
 use crate::metrics::{Metrics, Stage};
-use crate::spec::{Access, OpKind, Workload};
+use crate::spec::{OpKind, Workload};
 use crate::stats::{OpenLoop, ProcessStats, StageStats, Summary, SUMMARY_VERSION};
 use crate::targets::{self, GetRequest, ObjectInfo, ReadCheck, Target, TargetError};
 use crate::volume::{Layout, Volume};
@@ -224,8 +225,8 @@ struct RunCtx {
     schedule: Arc<Schedule>,
     done: AtomicU64,
     failed: AtomicU64,
-    /// Next dataset index for `access: sequential`.
-    cursor: AtomicU64,
+    /// Which dataset object each read visits (`dataset.access`).
+    keys: keys::KeyPicker,
     stop_reason: Mutex<Option<String>>,
 }
 

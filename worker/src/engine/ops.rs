@@ -13,11 +13,7 @@ impl RunCtx {
         t: &Arc<dyn Target>,
     ) -> Result<Done, TargetError> {
         let pick = |rng: &mut SmallRng| {
-            let n = self.dataset.len().max(1) as u64;
-            let i = match self.engine_workload.dataset.access {
-                Access::Random => rng.random_range(0..n),
-                Access::Sequential => self.cursor.fetch_add(1, Ordering::Relaxed) % n,
-            };
+            let i = self.keys.pick(rng);
             self.dataset
                 .get(i as usize)
                 .ok_or_else(|| TargetError::Other("the dataset is empty".into()))

@@ -61,7 +61,11 @@ impl Engine {
             schedule: schedule.clone(),
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
-            cursor: AtomicU64::new(0),
+            keys: keys::KeyPicker::new(
+                w.dataset.object_access(),
+                dataset.objects.len() as u64,
+                w.seed,
+            ),
             stop_reason: Mutex::new(None),
         });
         // Tasks on threads of their own are not cancelled with the JoinSet: if this future is
