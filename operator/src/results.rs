@@ -341,6 +341,7 @@ mod tests {
                 bytes: 300_000_000 + rng.next() % 300_000_000,
                 errors: rng.next() % 3,
                 latency_sum_us: 40_000_000 + rng.next() % 40_000_000,
+                ..Default::default()
             })
             .collect();
         let s = Summary {
@@ -358,6 +359,7 @@ mod tests {
             prepare: None,
             pre_stat: None,
             setup: None,
+            warmup: None,
             cleanup: None,
             partial: false,
             open_loop: None,

@@ -134,17 +134,19 @@ pub fn significance(p: f64) -> &'static str {
     }
 }
 
-/// The timeline entries of the seconds that lie wholly inside the measured stage (the last
-/// one usually does not: it would look like a drop).
+/// The timeline entries of the measured stage that lie wholly inside it (the last one
+/// usually does not: it would look like a drop); warm-up entries are left out. Entries later
+/// in a long run span more than a second: read their rates with [`Second::per_second`].
 pub fn full_seconds(s: &Summary) -> impl Iterator<Item = &Second> {
-    s.timeline
-        .iter()
-        .filter(move |t| t.second.saturating_add(1) as f64 <= s.elapsed_seconds + 1e-9)
+    s.timeline.iter().filter(move |t| {
+        !t.warmup
+            && t.second.saturating_add(t.span.max(1)) as f64 <= s.elapsed_seconds + 1e-9
+    })
 }
 
-/// The ops of each full second.
+/// The ops per second of each full entry.
 fn ops_per_second(s: &Summary) -> Vec<f64> {
-    full_seconds(s).map(|t| t.ops as f64).collect()
+    full_seconds(s).map(|t| t.per_second(t.ops)).collect()
 }
 
 /// Compare `b` against `a`.
@@ -271,6 +273,7 @@ pub(crate) mod tests {
                     bytes: n << 20,
                     errors: 0,
                     latency_sum_us: n * 1000,
+                    ..Default::default()
                 })
                 .collect(),
             process: ProcessStats {
@@ -282,6 +285,7 @@ pub(crate) mod tests {
             prepare: None,
             pre_stat: None,
             setup: None,
+            warmup: None,
             cleanup: None,
             partial: false,
             open_loop: None,

@@ -122,7 +122,7 @@ fn warmup_bounds_name_the_field() {
         .unwrap();
     assert_eq!(ok.warmup.map(|w| w.0.as_secs()), Some(3));
     for (warmup, want) in [
-        ("10s", "warmup: must be shorter than duration (got warmup 10s, duration 10s)"),
+        ("11s", "warmup: must not be longer than duration (got warmup 11s, duration 10s)"),
         ("0s", "warmup: must be whole seconds from 1s to 1h (got 0s)"),
         ("1500ms", "warmup: must be whole seconds from 1s to 1h (got 1s 500ms)"),
         ("2h", "warmup: must be whole seconds from 1s to 1h (got 2h)"),

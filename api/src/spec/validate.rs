@@ -476,8 +476,9 @@ impl Workload {
 }
 
 /// `warmup`: whole seconds from 1s to 1h (its seconds are marked one by one in the
-/// timeline), with a `duration` it is shorter than (a warm-up is a preamble to a measured
-/// stage of a known length; with `totalOps` it would eat into the op count).
+/// timeline), with a `duration` at least as long (a warm-up is a preamble to a measured stage
+/// of a known length, and one longer than it is most likely a slip; with `totalOps` it would
+/// eat into the op count).
 fn check_warmup(
     bad: &mut impl FnMut(&str, String),
     w: crate::units::HumanDuration,
@@ -498,9 +499,9 @@ fn check_warmup(
             "warmup",
             "needs duration (the measured stage after the warm-up), not totalOps".into(),
         ),
-        Some(m) if d >= m.0 => bad(
+        Some(m) if d > m.0 => bad(
             "warmup",
-            format!("must be shorter than duration (got warmup {w}, duration {m})"),
+            format!("must not be longer than duration (got warmup {w}, duration {m})"),
         ),
         Some(_) => {}
     }

@@ -17,7 +17,8 @@ pub struct OpResult {
     pub op: OpKind,
     /// Latency (from the intended start in open loop).
     pub latency: Duration,
-    /// When it finished, relative to the start of the measured stage.
+    /// When it finished, relative to the start of the stage's tasks (of the warm-up, if the
+    /// workload has one).
     pub finished_at: Duration,
     /// Its figures, or why it failed.
     pub outcome: Result<Done, TargetError>,
@@ -48,8 +49,9 @@ pub struct Done {
 /// worker holds per task one read buffer of at most
 /// [`MAX_CHUNK_SIZE`](crate::spec::limits::MAX_CHUNK_SIZE) (or a whole object of at most
 /// [`MAX_WHOLE_OBJECT_BUFFER`](crate::spec::limits::MAX_WHOLE_OBJECT_BUFFER)), one PUT payload
-/// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (40 bytes
-/// per second of the run).
+/// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (56 bytes
+/// an entry: at most 5,700 for a 30-day run, see [`crate::stats::Second`]). With a warm-up, a
+/// task also keeps the warm-up's histograms (as many again, counted by validation).
 #[derive(Debug)]
 pub struct Recorder {
     /// Per op (by [`OpKind::index`]); `None` for an op the mix never picks.
@@ -58,6 +60,13 @@ pub struct Recorder {
     pub timeline: Vec<Second>,
     /// Open loop: when ops started against when they were due (`due` is set by the run).
     pub open_loop: OpenLoop,
+    /// The warm-up's ops (those finished before `warmup`), apart; allocated when the first
+    /// one is recorded, so a run without a warm-up costs nothing more.
+    pub warm_ops: [Option<OpStats>; OpKind::ALL.len()],
+    /// The warm-up's seconds, marked `warmup`.
+    pub warm_timeline: Vec<Second>,
+    /// Length of the warm-up (zero: none): ops finished before it are the warm-up's.
+    warmup: Duration,
     metrics: Arc<Metrics>,
 }
 
@@ -72,8 +81,17 @@ impl Recorder {
             ops: stats,
             timeline: Vec::new(),
             open_loop: OpenLoop::default(),
+            warm_ops: Default::default(),
+            warm_timeline: Vec::new(),
+            warmup: Duration::ZERO,
             metrics,
         }
+    }
+
+    /// The same recorder, putting ops that finish in the first `warmup` apart.
+    pub fn with_warmup(mut self, warmup: Duration) -> Self {
+        self.warmup = warmup;
+        self
     }
 
     /// The ops of `w`'s mix (weight above 0).
@@ -94,11 +112,21 @@ impl Recorder {
             .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
     }
 
-    /// Record one operation; returns the error kind if it failed.
+    /// Record one operation; returns the error kind if it failed. An op that finished in the
+    /// warm-up counts in the warm-up's figures, any other in the measured stage's (an op
+    /// in flight when the warm-up ends is measured, as fio's `ramp_time` counts it).
     pub fn record(&mut self, r: OpResult) -> Option<String> {
-        let s = self.ops[r.op.index()].get_or_insert_with(OpStats::default);
+        let (s, t) = match r.finished_at.checked_sub(self.warmup) {
+            Some(measured) => (
+                self.ops[r.op.index()].get_or_insert_with(OpStats::default),
+                Second::at(&mut self.timeline, measured.as_secs()),
+            ),
+            None => (
+                self.warm_ops[r.op.index()].get_or_insert_with(OpStats::default),
+                Second::at_stage(&mut self.warm_timeline, r.finished_at.as_secs(), true),
+            ),
+        };
         s.count += 1;
-        let t = Second::at(&mut self.timeline, r.finished_at.as_secs());
         t.ops += 1;
         match r.outcome {
             Ok(done) => {
@@ -135,6 +163,14 @@ impl Recorder {
         }
         for s in o.timeline {
             Second::at(&mut self.timeline, s.second).add(&s);
+        }
+        for (a, b) in self.warm_ops.iter_mut().zip(o.warm_ops.iter()) {
+            if let Some(b) = b {
+                a.get_or_insert_with(OpStats::default).merge(b);
+            }
+        }
+        for s in o.warm_timeline {
+            Second::at_stage(&mut self.warm_timeline, s.second, true).add(&s);
         }
         self.open_loop.merge(&o.open_loop);
     }
