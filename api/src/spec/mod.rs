@@ -48,7 +48,7 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<HumanDuration>,
     /// Run the workload this long before the measured stage (e.g. `10s`, whole seconds up
-    /// to 1h, at most `duration`): caches fill and connections open, and the operations
+    /// to 10m, at most `duration`): caches fill and connections open, and the operations
     /// that finish in it are left out of the results, reported apart in the summary's
     /// `warmup` and marked in its timeline (fio's `ramp_time`). `duration` is the measured
     /// stage's length, so the run takes `warmup` + `duration`. Needs `duration`.
