@@ -96,7 +96,15 @@ impl OpStats {
             } else {
                 l.0.max() as f64 / 1000.0
             },
+            ttfb_p50_ms: self.ttfb_ms(0.5),
+            ttfb_p99_ms: self.ttfb_ms(0.99),
         }
+    }
+
+    /// Time to first byte at quantile `q` in milliseconds, for an op that records it (GET).
+    pub fn ttfb_ms(&self, q: f64) -> Option<f64> {
+        let t = self.ttfb.as_ref().filter(|t| t.count() > 0)?;
+        Some(t.quantile_us(q) as f64 / 1000.0)
     }
 }
 
@@ -132,6 +140,13 @@ pub struct OpReport {
     pub p9999_ms: f64,
     /// Largest latency, in milliseconds.
     pub max_ms: f64,
+    /// GET: median time to first byte, in milliseconds, measured from the same instant as
+    /// the latency (the intended start in open loop). Absent for other ops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb_p50_ms: Option<f64>,
+    /// GET: 99th percentile time to first byte, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb_p99_ms: Option<f64>,
 }
 
 /// CPU time and page faults of the worker process during the measured stage.

@@ -108,6 +108,19 @@ pub fn table(s: &Summary) -> String {
         op_rows(&mut out, &w.report);
     }
     for (op, st) in &s.ops {
+        if let (Some(t), Some(p50)) = (&st.ttfb, st.ttfb_ms(0.5)) {
+            let q = |q: f64| t.quantile_us(q) as f64 / 1000.0;
+            let _ = writeln!(
+                out,
+                "time to first byte of {op} (ms, from the op's start as its latency): p50 {p50:.3}, p90 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3}",
+                q(0.9),
+                q(0.99),
+                q(0.999),
+                q(1.0)
+            );
+        }
+    }
+    for (op, st) in &s.ops {
         if !st.errors_by_kind.is_empty() {
             let kinds: Vec<String> = st
                 .errors_by_kind

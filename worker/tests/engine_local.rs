@@ -121,6 +121,13 @@ async fn open_loop_latency_includes_queueing_behind_a_stall() {
     );
     assert!(get.max_ms > 400.0, "the last ops waited most: {get:?}");
     assert!(get.p50_ms > 3.0 * 50.0, "{get:?}");
+    // Time to first byte runs from the same instant (the intended start): the backlog is in
+    // it too, and it never exceeds the latency of the same ops. (From when the target was
+    // called instead, it read well under 1 ms here.)
+    let ttfb = get.ttfb_p50_ms.expect("GET records TTFB");
+    assert!(ttfb > 150.0, "TTFB must include queueing delay: {get:?}");
+    assert!(ttfb <= get.p50_ms, "{get:?}");
+    assert!(get.ttfb_p99_ms.unwrap() <= get.p99_ms, "{get:?}");
     // The schedule's side, apart from latency: 100 ops offered, at most 1 s / 50 ms started,
     // every one after the first started behind the one before it, the last ones ~0.5 s late.
     let ol = s.open_loop.as_ref().expect("open-loop figures");

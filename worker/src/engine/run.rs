@@ -358,6 +358,17 @@ fn volume_stats(
     }
 }
 
+/// The target times a GET's first byte from when it was called (`issued`); the op's latency
+/// runs from `began`, its intended start in open loop. Both are measured from `began`, so the
+/// scheduling lag a late op waited is in its TTFB as it is in its latency (before, under a
+/// rate limit, TTFB left it out and could read far below a latency that included it).
+fn from_began(mut done: Done, began: Instant, issued: Instant) -> Done {
+    if let Some(t) = done.ttfb.as_mut() {
+        *t += issued.saturating_duration_since(began);
+    }
+    done
+}
+
 /// Stops a schedule when dropped.
 struct StopOnDrop(Arc<Schedule>);
 
@@ -422,9 +433,11 @@ impl RunCtx {
                 rec.started_late(ticket.due, Instant::now());
             }
             self.metrics.op_started();
+            let issued = Instant::now();
             let outcome = self
                 .run_op(op, id, &mut seq, delete_key, &mut rng, &target)
-                .await;
+                .await
+                .map(|done| from_began(done, began, issued));
             self.finished(&mut rec, op, began, Instant::now(), outcome);
         }
         rec
