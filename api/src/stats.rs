@@ -38,6 +38,14 @@ pub struct OpStats {
     /// Time to first byte of successful GETs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttfb: Option<Latency>,
+    /// GET with `read.headBeforeGet` (an experiment): HEADs sent before GETs, also counted in
+    /// `requests`. 0 (absent) otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub heads: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl OpStats {
@@ -49,6 +57,7 @@ impl OpStats {
         self.errors = self.errors.saturating_add(o.errors);
         self.bytes = self.bytes.saturating_add(o.bytes);
         self.requests = self.requests.saturating_add(o.requests);
+        self.heads = self.heads.saturating_add(o.heads);
         for (k, v) in &o.errors_by_kind {
             let e = self.errors_by_kind.entry(k.clone()).or_default();
             *e = e.saturating_add(*v);

@@ -121,6 +121,15 @@ pub fn table(s: &Summary) -> String {
         }
     }
     for (op, st) in &s.ops {
+        if st.heads > 0 {
+            let _ = writeln!(
+                out,
+                "experiment read.headBeforeGet: {} HEADs sent before the {op}s (in their latency, TTFB and req/op)",
+                st.heads
+            );
+        }
+    }
+    for (op, st) in &s.ops {
         if !st.errors_by_kind.is_empty() {
             let kinds: Vec<String> = st
                 .errors_by_kind

@@ -245,6 +245,12 @@ pub struct ReadSpec {
     /// Check every byte read against the data this tool wrote (costs CPU).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub verify: bool,
+    /// Experiment only (off by default, like `rangeEngine.preStat`): send a HEAD (stat) for
+    /// the object before each GET, inside the GET's latency and TTFB and counted in its
+    /// requests, as the regression of design report 001 did. The summary's get figures count
+    /// the HEADs (`heads`). Never needed: a GET learns the object's size without it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub head_before_get: bool,
 }
 
 /// Adaptive chunk growth within one object.

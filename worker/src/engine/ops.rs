@@ -31,11 +31,22 @@ impl RunCtx {
                 let obj = pick(rng)?;
                 let mut req = self.get.clone();
                 req.size_hint = Some(obj.size);
+                // The experiment `read.headBeforeGet`: report 001's regression, a HEAD before
+                // every GET, inside the GET's latency and its time to first byte.
+                let head = if self.engine_workload.read.head_before_get {
+                    let at = Instant::now();
+                    t.stat(&obj.key).await?;
+                    Some(at.elapsed())
+                } else {
+                    None
+                };
                 let out = t.get(&obj.key, &req).await?;
+                let heads = u32::from(head.is_some());
                 Ok(Done {
                     bytes: out.bytes,
-                    requests: out.requests,
-                    ttfb: Some(out.ttfb),
+                    requests: out.requests + heads,
+                    ttfb: Some(head.unwrap_or_default() + out.ttfb),
+                    heads,
                 })
             }
             OpKind::Put => {
@@ -57,6 +68,7 @@ impl RunCtx {
                     bytes: size,
                     requests,
                     ttfb: None,
+                    heads: 0,
                 })
             }
             OpKind::Stat => {
@@ -65,6 +77,7 @@ impl RunCtx {
                     bytes: 0,
                     requests: 1,
                     ttfb: None,
+                    heads: 0,
                 })
             }
             OpKind::List => {
@@ -73,6 +86,7 @@ impl RunCtx {
                     bytes: 0,
                     requests: l.requests,
                     ttfb: None,
+                    heads: 0,
                 })
             }
             OpKind::Delete => {
@@ -83,6 +97,7 @@ impl RunCtx {
                     bytes: 0,
                     requests: 1,
                     ttfb: None,
+                    heads: 0,
                 })
             }
         }

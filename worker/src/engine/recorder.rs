@@ -33,6 +33,8 @@ pub struct Done {
     pub requests: u32,
     /// Time to first byte, for a GET.
     pub ttfb: Option<Duration>,
+    /// HEADs sent before a GET (`read.headBeforeGet`), counted in `requests` too.
+    pub heads: u32,
 }
 
 /// One task's statistics.
@@ -132,6 +134,7 @@ impl Recorder {
             Ok(done) => {
                 s.bytes += done.bytes;
                 s.requests += done.requests as u64;
+                s.heads += done.heads as u64;
                 s.latency.record(r.latency);
                 if let Some(ttfb) = done.ttfb {
                     s.ttfb.get_or_insert_with(Default::default).record(ttfb);

@@ -67,7 +67,7 @@ pub(super) async fn slot(
             Ok(n) if n as u64 == bs => Ok(Done {
                 bytes: bs,
                 requests: 1,
-                ttfb: None,
+                ..Default::default()
             }),
             Ok(n) => Err(job.files.short(place, op, n, bs)),
             Err(e) => Err(job.files.error(place, op, e)),

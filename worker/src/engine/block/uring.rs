@@ -191,7 +191,7 @@ pub(super) async fn task(
                 Ok(Done {
                     bytes: s.len,
                     requests: 1,
-                    ttfb: None,
+                    ..Default::default()
                 })
             };
             ctx.finished(&mut rec, s.op, s.began, end, outcome);
