@@ -14,8 +14,8 @@ use crate::spec::OpKind;
 // The histogram is its own module, below `spec` (whose validation bounds histogram memory);
 // these stay reachable here, where they always were.
 pub use crate::latency::Latency;
-pub use crate::timeline::Second;
 pub use crate::spec::{histogram_bytes_per_task, mix_ops};
+pub use crate::timeline::Second;
 pub use crate::volume::{CacheResidency, VolumeStats};
 
 /// Everything measured for one operation.

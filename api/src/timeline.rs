@@ -280,12 +280,7 @@ mod tests {
         let shape: Vec<(bool, u64, u64)> = m.iter().map(|s| (s.warmup, s.second, s.ops)).collect();
         assert_eq!(
             shape,
-            [
-                (true, 0, 0),
-                (true, 1, 10),
-                (false, 0, 0),
-                (false, 1, 7)
-            ]
+            [(true, 0, 0), (true, 1, 10), (false, 0, 0), (false, 1, 7)]
         );
     }
 

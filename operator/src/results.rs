@@ -417,7 +417,10 @@ mod tests {
             let back: Summary = serde_json::from_str(&gunzip(&gz).unwrap()).unwrap();
             assert_eq!(back.timeline, parts[0].timeline);
             assert_eq!(back.ops, parts[0].ops);
-            assert_eq!(back.warmup.map(|w| w.ops), parts[0].warmup.clone().map(|w| w.ops));
+            assert_eq!(
+                back.warmup.map(|w| w.ops),
+                parts[0].warmup.clone().map(|w| w.ops)
+            );
             let merged = Summary::merge(&parts).unwrap();
             let merged_json = serde_json::to_string(&merged).unwrap();
             println!("{name}, 8 workers merged: {} bytes JSON", merged_json.len());
@@ -435,7 +438,11 @@ mod tests {
                         .map(f)
                         .sum()
                 };
-                for f in [|t: &Second| t.ops, |t: &Second| t.bytes, |t: &Second| t.errors] {
+                for f in [
+                    |t: &Second| t.ops,
+                    |t: &Second| t.bytes,
+                    |t: &Second| t.errors,
+                ] {
                     let want: u64 = parts.iter().map(|p| sum(p, f)).sum();
                     assert_eq!(sum(&merged, f), want, "{name}");
                 }

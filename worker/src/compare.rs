@@ -139,8 +139,7 @@ pub fn significance(p: f64) -> &'static str {
 /// in a long run span more than a second: read their rates with [`Second::per_second`].
 pub fn full_seconds(s: &Summary) -> impl Iterator<Item = &Second> {
     s.timeline.iter().filter(move |t| {
-        !t.warmup
-            && t.second.saturating_add(t.span.max(1)) as f64 <= s.elapsed_seconds + 1e-9
+        !t.warmup && t.second.saturating_add(t.span.max(1)) as f64 <= s.elapsed_seconds + 1e-9
     })
 }
 
@@ -401,7 +400,10 @@ pub(crate) mod tests {
         let c = compare("a", &a, "b", &b);
         let d = delta(&c, "get", Metric::TtfbP50Ms);
         // HDR's 3 significant digits: 4 ms reads 4.001.
-        assert!((d.a - 4.0).abs() < 0.01 && (d.b - 8.0).abs() < 0.01, "{d:?}");
+        assert!(
+            (d.a - 4.0).abs() < 0.01 && (d.b - 8.0).abs() < 0.01,
+            "{d:?}"
+        );
         assert!((d.relative.unwrap() - 1.0).abs() < 0.01, "{d:?}");
         assert!(delta(&c, "get", Metric::TtfbP99Ms).b >= 8.0);
         // Without it on one side (an older summary), there is nothing to compare.

@@ -496,11 +496,11 @@ async fn a_warmup_runs_before_the_measured_stage_and_is_counted_apart() {
     let took = before.elapsed().as_secs_f64();
 
     let warm = s.warmup.as_ref().expect("the warm-up is reported");
-    let (warm_ops, measured_ops) = (
-        warm.ops[&OpKind::Stat].count,
-        s.ops[&OpKind::Stat].count,
+    let (warm_ops, measured_ops) = (warm.ops[&OpKind::Stat].count, s.ops[&OpKind::Stat].count);
+    assert!(
+        warm_ops > 0 && measured_ops > 0,
+        "{warm_ops} / {measured_ops}"
     );
-    assert!(warm_ops > 0 && measured_ops > 0, "{warm_ops} / {measured_ops}");
     // The timeline's marked seconds hold exactly the warm-up's ops, the others exactly the
     // measured ones: no op is in both, none is lost.
     let sum = |warmup: bool| -> u64 {
@@ -520,7 +520,10 @@ async fn a_warmup_runs_before_the_measured_stage_and_is_counted_apart() {
         .map(|t| t.second)
         .collect();
     assert_eq!(marked, [0, 1], "the warm-up's two seconds, marked");
-    assert!(!s.timeline.last().unwrap().warmup, "measured seconds follow");
+    assert!(
+        !s.timeline.last().unwrap().warmup,
+        "measured seconds follow"
+    );
     // The measured stage: its 2 s, after the 2 s warm-up (ending with its last op, due at
     // 1.99 s); the rates are over it alone.
     assert!(
@@ -528,10 +531,17 @@ async fn a_warmup_runs_before_the_measured_stage_and_is_counted_apart() {
         "a 2 s stage measured {} s",
         s.elapsed_seconds
     );
-    assert!((warm.seconds - 2.0).abs() < 1e-3, "warm-up {} s", warm.seconds);
+    assert!(
+        (warm.seconds - 2.0).abs() < 1e-3,
+        "warm-up {} s",
+        warm.seconds
+    );
     assert!(took >= 3.99, "warm-up and measured stage took {took} s");
     let offset = (s.started_at - called_at).num_milliseconds();
-    assert!(offset >= 2_000, "the measured stage starts after the warm-up: {offset} ms");
+    assert!(
+        offset >= 2_000,
+        "the measured stage starts after the warm-up: {offset} ms"
+    );
     let ol = s.open_loop.as_ref().expect("open-loop figures");
     assert_eq!(ol.due, 200, "the measured stage's tickets only: {ol:?}");
     assert_eq!(ol.started + ol.not_started(), 200, "{ol:?}");

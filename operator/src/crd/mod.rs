@@ -193,10 +193,10 @@ impl BenchmarkRunSpec {
     pub fn deadline(&self) -> Duration {
         let one = match (self.timeout, self.workload.duration) {
             (Some(t), _) => return t.0,
-            (None, Some(d)) => d
-                .0
-                .saturating_add(self.workload.warmup.map_or(Duration::ZERO, |w| w.0))
-                .saturating_add(Duration::from_secs(600)),
+            (None, Some(d)) => {
+                d.0.saturating_add(self.workload.warmup.map_or(Duration::ZERO, |w| w.0))
+                    .saturating_add(Duration::from_secs(600))
+            }
             (None, None) => Duration::from_secs(3600),
         };
         // A matrix runs its child runs one after another (per combination: the warm-up, if any,

@@ -249,11 +249,7 @@ impl Engine {
                 .collect(),
             report: Default::default(),
             // The warm-up's seconds (marked) first, then the measured stage's.
-            timeline: all
-                .warm_timeline
-                .into_iter()
-                .chain(all.timeline)
-                .collect(),
+            timeline: all.warm_timeline.into_iter().chain(all.timeline).collect(),
             process,
             prepare: dataset.prepare.clone(),
             pre_stat: dataset.pre_stat.clone(),
