@@ -185,6 +185,56 @@ mod tests {
     use crate::stats::Latency;
 
     #[test]
+    fn ops_finished_in_the_warmup_are_recorded_apart() {
+        let mut r = Recorder::new(Arc::new(Metrics::new()), [OpKind::Get])
+            .with_warmup(Duration::from_secs(2));
+        for (ms, ok) in [
+            (500, true),
+            (1_500, false),
+            (1_999, true),
+            (2_000, true),
+            (3_200, true),
+        ] {
+            r.record(OpResult {
+                op: OpKind::Get,
+                latency: Duration::from_millis(3),
+                finished_at: Duration::from_millis(ms),
+                outcome: if ok {
+                    Ok(Done {
+                        bytes: 10,
+                        requests: 1,
+                        ..Default::default()
+                    })
+                } else {
+                    Err(TargetError::Other("x".into()))
+                },
+            });
+        }
+        let (warm, measured) = (
+            r.warm_ops[OpKind::Get.index()].as_ref().unwrap(),
+            r.ops[OpKind::Get.index()].as_ref().unwrap(),
+        );
+        assert_eq!((warm.count, warm.errors, warm.bytes), (3, 1, 20));
+        assert_eq!(
+            (measured.count, measured.errors, measured.bytes),
+            (2, 0, 20)
+        );
+        // Warm-up seconds from the warm-up's start, marked; measured ones from the measured
+        // stage's start (2.0 s is its second 0, 3.2 s its second 1).
+        let shape = |t: &[Second]| -> Vec<(u64, bool, u64)> {
+            t.iter().map(|s| (s.second, s.warmup, s.ops)).collect()
+        };
+        assert_eq!(shape(&r.warm_timeline), [(0, true, 1), (1, true, 2)]);
+        assert_eq!(shape(&r.timeline), [(0, false, 1), (1, false, 1)]);
+        // Folded into another recorder, both stay apart.
+        let mut all = Recorder::new(Arc::new(Metrics::new()), [OpKind::Get]);
+        all.absorb(r);
+        assert_eq!(all.warm_ops[OpKind::Get.index()].as_ref().unwrap().count, 3);
+        assert_eq!(all.ops[OpKind::Get.index()].as_ref().unwrap().count, 2);
+        assert_eq!(shape(&all.warm_timeline), [(0, true, 1), (1, true, 2)]);
+    }
+
+    #[test]
     fn histograms_only_for_the_ops_of_the_mix() {
         let w = Workload::from_yaml(
             "target: file:///tmp/x\nduration: 1s\nops: [{op: put}, {op: stat, weight: 0}]\n",
