@@ -10,6 +10,7 @@
 //! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
 //! - [`latency`]: the latency histogram and its bounded serialization
 //! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
+//! - [`timeline`]: the per-second timeline, coarser later in long runs, and its exact merge
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`change`]: relative changes and the median repeat, for every comparison table
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
@@ -24,6 +25,7 @@ pub mod matrix;
 pub mod quote;
 pub mod spec;
 pub mod stats;
+pub mod timeline;
 pub mod units;
 pub mod volume;
 

@@ -15,6 +15,7 @@ use crate::spec::OpKind;
 // these stay reachable here, where they always were.
 pub use crate::latency::Latency;
 pub use crate::spec::{histogram_bytes_per_task, mix_ops};
+pub use crate::timeline::Second;
 pub use crate::volume::{CacheResidency, VolumeStats};
 
 /// Everything measured for one operation.
@@ -37,6 +38,14 @@ pub struct OpStats {
     /// Time to first byte of successful GETs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttfb: Option<Latency>,
+    /// GET with `read.headBeforeGet` (an experiment): HEADs sent before GETs, also counted in
+    /// `requests`. 0 (absent) otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub heads: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl OpStats {
@@ -48,6 +57,7 @@ impl OpStats {
         self.errors = self.errors.saturating_add(o.errors);
         self.bytes = self.bytes.saturating_add(o.bytes);
         self.requests = self.requests.saturating_add(o.requests);
+        self.heads = self.heads.saturating_add(o.heads);
         for (k, v) in &o.errors_by_kind {
             let e = self.errors_by_kind.entry(k.clone()).or_default();
             *e = e.saturating_add(*v);
@@ -95,7 +105,15 @@ impl OpStats {
             } else {
                 l.0.max() as f64 / 1000.0
             },
+            ttfb_p50_ms: self.ttfb_ms(0.5),
+            ttfb_p99_ms: self.ttfb_ms(0.99),
         }
+    }
+
+    /// Time to first byte at quantile `q` in milliseconds, for an op that records it (GET).
+    pub fn ttfb_ms(&self, q: f64) -> Option<f64> {
+        let t = self.ttfb.as_ref().filter(|t| t.count() > 0)?;
+        Some(t.quantile_us(q) as f64 / 1000.0)
     }
 }
 
@@ -132,6 +150,13 @@ pub struct OpReport {
     pub p9999_ms: f64,
     /// Largest latency, in milliseconds.
     pub max_ms: f64,
+    /// GET: median time to first byte, in milliseconds, measured from the same instant as
+    /// the latency (the intended start in open loop). Absent for other ops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb_p50_ms: Option<f64>,
+    /// GET: 99th percentile time to first byte, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb_p99_ms: Option<f64>,
 }
 
 impl OpReport {
@@ -142,61 +167,6 @@ impl OpReport {
         } else {
             self.errors as f64 / self.count as f64
         }
-    }
-}
-
-/// One second of the measured stage.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Second {
-    /// Seconds since the start of the measured stage.
-    pub second: u64,
-    /// Operations completed in this second, successful or not.
-    pub ops: u64,
-    /// Payload bytes moved in this second.
-    pub bytes: u64,
-    /// Operations failed in this second.
-    pub errors: u64,
-    /// Sum of the latencies of this second's successful operations (`ops - errors` of
-    /// them), in microseconds: their mean latency, for latency over time. A sum merges
-    /// exactly across tasks and workers, where a per-second percentile would not (and a
-    /// per-second histogram would cost ~190 KiB a second). 0 in summaries of older versions.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub latency_sum_us: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-impl Second {
-    /// The entry for `sec` in a timeline, growing it with empty, correctly numbered seconds.
-    /// Public for the worker's recorder, which builds the timeline.
-    pub fn at(timeline: &mut Vec<Second>, sec: u64) -> &mut Second {
-        let from = timeline.len() as u64;
-        if from <= sec {
-            timeline.extend((from..=sec).map(|second| Second {
-                second,
-                ..Default::default()
-            }));
-        }
-        &mut timeline[sec as usize]
-    }
-
-    /// Add another task's or worker's counts for the same second.
-    /// Public for the worker's recorder, which merges tasks' timelines.
-    pub fn add(&mut self, o: &Second) {
-        self.ops = self.ops.saturating_add(o.ops);
-        self.bytes = self.bytes.saturating_add(o.bytes);
-        self.errors = self.errors.saturating_add(o.errors);
-        self.latency_sum_us = self.latency_sum_us.saturating_add(o.latency_sum_us);
-    }
-
-    /// Mean latency of this second's successful operations in milliseconds, if it had any
-    /// and the summary records latency per second.
-    pub fn mean_latency_ms(&self) -> Option<f64> {
-        let ok = self.ops.saturating_sub(self.errors);
-        (ok > 0 && self.latency_sum_us > 0).then(|| self.latency_sum_us as f64 / ok as f64 / 1000.0)
     }
 }
 
@@ -270,6 +240,44 @@ impl StageStats {
         self.bytes = self.bytes.saturating_add(o.bytes);
         self.requests = self.requests.saturating_add(o.requests);
         self.errors = self.errors.saturating_add(o.errors);
+    }
+}
+
+/// The warm-up (`warmup`): operations run against the target before the measured stage, to
+/// fill caches and open connections, and left out of `ops`, `report` and every rate. Their
+/// own figures are kept here, apart, so a cold start can be seen (and its cost compared
+/// with the measured figures); their seconds are marked in the timeline.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Warmup {
+    /// How long the warm-up ran (the longest, once merged).
+    pub seconds: f64,
+    /// Per-operation statistics of the warm-up (an op is the warm-up's when it finished
+    /// before the measured stage began, as fio's `ramp_time` counts).
+    pub ops: BTreeMap<OpKind, OpStats>,
+    /// Figures derived from `ops` over `seconds`, recomputed whenever the summary changes.
+    #[serde(default)]
+    pub report: BTreeMap<OpKind, OpReport>,
+    /// CPU and page faults during the warm-up (summed over workers).
+    #[serde(default)]
+    pub process: ProcessStats,
+}
+
+impl Warmup {
+    fn merge(&mut self, o: &Warmup) {
+        self.seconds = self.seconds.max(o.seconds);
+        for (k, v) in &o.ops {
+            self.ops.entry(*k).or_default().merge(v);
+        }
+        self.process.merge(&o.process);
+    }
+
+    fn refresh(&mut self) {
+        self.report = self
+            .ops
+            .iter()
+            .map(|(k, v)| (*k, v.report(self.seconds)))
+            .collect();
     }
 }
 
@@ -353,7 +361,9 @@ pub struct Summary {
     pub ops: BTreeMap<OpKind, OpStats>,
     /// Figures derived from `ops`, recomputed whenever the summary changes.
     pub report: BTreeMap<OpKind, OpReport>,
-    /// All operations together, per second of the measured stage.
+    /// All operations together over time: the warm-up's seconds first (marked `warmup`),
+    /// then the measured stage's, a second each for the first hour and coarser after (see
+    /// [`crate::timeline`]).
     pub timeline: Vec<Second>,
     /// CPU and page faults during the measured stage (summed over workers).
     pub process: ProcessStats,
@@ -368,6 +378,9 @@ pub struct Summary {
     /// how long it took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<StageStats>,
+    /// The warm-up (`warmup`), when the workload has one: its operations' figures, apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
     /// The cleanup stage, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleanup: Option<StageStats>,
@@ -406,8 +419,8 @@ pub enum MergeError {
 }
 
 /// The last timeline second a summary may have: the longest `duration` plus a day (a
-/// `totalOps` run has no duration, but one so long is refused too). Merging allocates one
-/// entry per second up to the last, so this bounds the merge's memory (about 80 MiB).
+/// `totalOps` run has no duration, but one so long is refused too). A forged second past it
+/// is refused rather than merged.
 pub const MAX_TIMELINE_SECONDS: u64 = crate::spec::limits::MAX_DURATION_SECS + 24 * 3600;
 
 impl Summary {
@@ -418,6 +431,9 @@ impl Summary {
             .iter()
             .map(|(k, v)| (*k, v.report(self.elapsed_seconds)))
             .collect();
+        if let Some(w) = &mut self.warmup {
+            w.refresh();
+        }
     }
 
     /// Client CPU seconds (user + system, all workers) per GiB moved by every op; `None`
@@ -458,6 +474,7 @@ impl Summary {
             prepare: None,
             pre_stat: None,
             setup: None,
+            warmup: None,
             cleanup: None,
             partial: false,
             open_loop: None,
@@ -483,8 +500,8 @@ impl Summary {
             for (k, v) in &p.ops {
                 out.ops.entry(*k).or_default().merge(v);
             }
-            for s in &p.timeline {
-                Second::at(&mut out.timeline, s.second).add(s);
+            if let Some(w) = &p.warmup {
+                out.warmup.get_or_insert_with(Warmup::default).merge(w);
             }
             out.process.merge(&p.process);
             if let Some(o) = &p.open_loop {
@@ -504,6 +521,9 @@ impl Summary {
                 }
             }
         }
+        // Entry by entry at the resolution of `timeline::TIERS`: bounded however long the
+        // run, and exact (counts add).
+        out.timeline = crate::timeline::merge(parts.iter().flat_map(|p| &p.timeline));
         out.refresh();
         Ok(out)
     }
@@ -558,13 +578,13 @@ mod tests {
                 second: 0,
                 ops: samples.len() as u64,
                 bytes: 1,
-                errors: 0,
-                latency_sum_us: 0,
+                ..Default::default()
             }],
             process: ProcessStats::default(),
             prepare: None,
             pre_stat: None,
             setup: None,
+            warmup: None,
             cleanup: None,
             partial: false,
             open_loop: None,

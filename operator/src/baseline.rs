@@ -169,6 +169,7 @@ mod tests {
             prepare: None,
             pre_stat: None,
             setup: None,
+            warmup: None,
             cleanup: None,
             partial: false,
             open_loop: None,

@@ -313,6 +313,12 @@ mod tests {
     /// bucket from 50 µs to 200 ms is hit) and a per-second timeline of 3,600 entries with
     /// varying counts, i.e. the largest summary a realistic run sends.
     fn hour_summary(id: &str, seed: u64) -> Summary {
+        long_summary(id, seed, 3600, 0)
+    }
+
+    /// A worker's summary of a run of `seconds` after a warm-up of `warmup` seconds, its
+    /// timeline built as a worker's recorder builds it (compacted past the first hour).
+    fn long_summary(id: &str, seed: u64, seconds: u64, warmup: u64) -> Summary {
         let mut rng = Rng(seed);
         let mut ops = BTreeMap::new();
         for op in OpKind::ALL.into_iter().filter(|o| !o.is_block()) {
@@ -329,29 +335,43 @@ mod tests {
                 s.requests += 2;
                 s.bytes += 16 << 10;
             }
+            if op == OpKind::Get {
+                s.ttfb = Some(lat.clone());
+            }
             s.latency = lat;
             ops.insert(op, s);
         }
-        let timeline = (0..3600)
-            .map(|second| Second {
-                second,
-                ops: 20_000 + rng.next() % 20_000,
-                bytes: 300_000_000 + rng.next() % 300_000_000,
-                errors: rng.next() % 3,
-                latency_sum_us: 40_000_000 + rng.next() % 40_000_000,
-            })
-            .collect();
+        let mut second = |second: u64| Second {
+            second,
+            ops: 20_000 + rng.next() % 20_000,
+            bytes: 300_000_000 + rng.next() % 300_000_000,
+            errors: rng.next() % 3,
+            latency_sum_us: 40_000_000 + rng.next() % 40_000_000,
+            ..Default::default()
+        };
+        let (mut warm, mut measured) = (vec![], vec![]);
+        for sec in 0..warmup {
+            Second::at_stage(&mut warm, sec, true).add(&second(sec));
+        }
+        for sec in 0..seconds {
+            Second::at(&mut measured, sec).add(&second(sec));
+        }
         let s = Summary {
             version: SUMMARY_VERSION,
             target: "s3://bucket/prefix".into(),
             workers: 1,
             worker_ids: vec![id.into()],
             started_at: chrono::Utc::now(),
-            elapsed_seconds: 3600.0,
+            elapsed_seconds: seconds as f64,
             stopped_by: "duration".into(),
+            warmup: (warmup > 0).then(|| benchrun_api::stats::Warmup {
+                seconds: warmup as f64,
+                ops: ops.clone(),
+                ..Default::default()
+            }),
             ops,
             report: BTreeMap::new(),
-            timeline,
+            timeline: warm.into_iter().chain(measured).collect(),
             process: ProcessStats::default(),
             prepare: None,
             pre_stat: None,
@@ -363,6 +383,72 @@ mod tests {
         };
         // Fills `report` as a worker's summary has it.
         Summary::merge(&[s]).expect("one summary merges")
+    }
+
+    /// Runs of any length: a 24-hour and a 30-day summary (the longest `duration`, after the
+    /// longest warm-up) stay below what the operator reads of a summary
+    /// ([`crate::client::MAX_SUMMARY_BYTES`], 1 MiB) and fit their result object; 8 workers'
+    /// merge (stored uncompressed as `merged.json`) stays below it too and adds every count
+    /// exactly.
+    #[test]
+    fn day_and_month_long_summaries_fit_and_merge_exactly() {
+        for (name, seconds) in [("24-hour", 24 * 3600), ("30-day", 30 * 24 * 3600)] {
+            let parts: Vec<Summary> = (0..8)
+                .map(|i| long_summary(&format!("w{i}"), 3 + i, seconds, 600))
+                .collect();
+            let json = serde_json::to_string(&parts[0]).unwrap();
+            let gz = gzip(&json);
+            println!(
+                "{name} summary: {} bytes JSON, {} bytes gzip, {} timeline entries",
+                json.len(),
+                gz.len(),
+                parts[0].timeline.len()
+            );
+            assert!(
+                json.len() < crate::client::MAX_SUMMARY_BYTES,
+                "{name}: {} bytes",
+                json.len()
+            );
+            assert!(gz.len() < 512 << 10, "{name}: {} bytes gzip", gz.len());
+            // Persisted and read back as the operator does (the counts and histograms; the
+            // derived floats may differ in their last digit through JSON).
+            let back: Summary = serde_json::from_str(&gunzip(&gz).unwrap()).unwrap();
+            assert_eq!(back.timeline, parts[0].timeline);
+            assert_eq!(back.ops, parts[0].ops);
+            assert_eq!(
+                back.warmup.map(|w| w.ops),
+                parts[0].warmup.clone().map(|w| w.ops)
+            );
+            let merged = Summary::merge(&parts).unwrap();
+            let merged_json = serde_json::to_string(&merged).unwrap();
+            println!("{name}, 8 workers merged: {} bytes JSON", merged_json.len());
+            assert!(
+                merged_json.len() < crate::client::MAX_SUMMARY_BYTES * 3 / 4,
+                "{name} merged: {} bytes",
+                merged_json.len()
+            );
+            assert_eq!(merged.timeline.len(), parts[0].timeline.len());
+            for warmup in [true, false] {
+                let sum = |s: &Summary, f: fn(&Second) -> u64| -> u64 {
+                    s.timeline
+                        .iter()
+                        .filter(|t| t.warmup == warmup)
+                        .map(f)
+                        .sum()
+                };
+                for f in [
+                    |t: &Second| t.ops,
+                    |t: &Second| t.bytes,
+                    |t: &Second| t.errors,
+                ] {
+                    let want: u64 = parts.iter().map(|p| sum(p, f)).sum();
+                    assert_eq!(sum(&merged, f), want, "{name}");
+                }
+            }
+            let get = &merged.ops[&OpKind::Get];
+            assert_eq!(get.count, 8 * 200_000);
+            assert_eq!(get.ttfb.as_ref().unwrap().count(), 8 * 200_000);
+        }
     }
 
     #[test]

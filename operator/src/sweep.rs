@@ -118,6 +118,8 @@ pub fn warmup_spec(
     spec.workload.duration = Some(warmup);
     spec.workload.total_ops = None;
     spec.workload.stop_when_stable = None;
+    // The child is all warm-up: the workload's own would have to fit in its duration.
+    spec.workload.warmup = None;
     spec.thresholds.clear();
     spec
 }

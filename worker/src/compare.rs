@@ -134,17 +134,18 @@ pub fn significance(p: f64) -> &'static str {
     }
 }
 
-/// The timeline entries of the seconds that lie wholly inside the measured stage (the last
-/// one usually does not: it would look like a drop).
+/// The timeline entries of the measured stage that lie wholly inside it (the last one
+/// usually does not: it would look like a drop); warm-up entries are left out. Entries later
+/// in a long run span more than a second: read their rates with [`Second::per_second`].
 pub fn full_seconds(s: &Summary) -> impl Iterator<Item = &Second> {
-    s.timeline
-        .iter()
-        .filter(move |t| t.second.saturating_add(1) as f64 <= s.elapsed_seconds + 1e-9)
+    s.timeline.iter().filter(move |t| {
+        !t.warmup && t.second.saturating_add(t.span.max(1)) as f64 <= s.elapsed_seconds + 1e-9
+    })
 }
 
-/// The ops of each full second.
+/// The ops per second of each full entry.
 fn ops_per_second(s: &Summary) -> Vec<f64> {
-    full_seconds(s).map(|t| t.ops as f64).collect()
+    full_seconds(s).map(|t| t.per_second(t.ops)).collect()
 }
 
 /// Compare `b` against `a`.
@@ -271,6 +272,7 @@ pub(crate) mod tests {
                     bytes: n << 20,
                     errors: 0,
                     latency_sum_us: n * 1000,
+                    ..Default::default()
                 })
                 .collect(),
             process: ProcessStats {
@@ -282,6 +284,7 @@ pub(crate) mod tests {
             prepare: None,
             pre_stat: None,
             setup: None,
+            warmup: None,
             cleanup: None,
             partial: false,
             open_loop: None,
@@ -373,9 +376,40 @@ pub(crate) mod tests {
         let c = compare("b", &b, "a", &a);
         let put = c.rows.iter().find(|r| r.op == "put").unwrap();
         assert_eq!(put.only_in.as_deref(), Some("a"));
-        // Two ops: the row of all ops has every figure and its own latency test.
+        // Two ops: the row of all ops has every figure but TTFB (GET's alone) and its own
+        // latency test.
         let all = c.rows.last().unwrap();
-        assert_eq!(all.deltas.len(), Metric::ALL.len());
+        let not_ttfb = Metric::ALL.iter().filter(|m| !m.is_ttfb()).count();
+        assert_eq!(all.deltas.len(), not_ttfb);
         assert!(all.latency_test.is_some());
+    }
+
+    #[test]
+    fn get_ttfb_is_compared_when_both_sides_have_it() {
+        let with_ttfb = |ms: &[u64]| {
+            let mut s = summary(&[10, 20], &[2], 1.0);
+            let mut t = crate::stats::Latency::default();
+            for &m in ms {
+                t.record(std::time::Duration::from_millis(m));
+            }
+            s.ops.get_mut(&OpKind::Get).unwrap().ttfb = Some(t);
+            s.refresh();
+            s
+        };
+        let (a, b) = (with_ttfb(&[4, 4, 4]), with_ttfb(&[8, 8, 8]));
+        let c = compare("a", &a, "b", &b);
+        let d = delta(&c, "get", Metric::TtfbP50Ms);
+        // HDR's 3 significant digits: 4 ms reads 4.001.
+        assert!(
+            (d.a - 4.0).abs() < 0.01 && (d.b - 8.0).abs() < 0.01,
+            "{d:?}"
+        );
+        assert!((d.relative.unwrap() - 1.0).abs() < 0.01, "{d:?}");
+        assert!(delta(&c, "get", Metric::TtfbP99Ms).b >= 8.0);
+        // Without it on one side (an older summary), there is nothing to compare.
+        let old = summary(&[10, 20], &[2], 1.0);
+        let c = compare("old", &old, "b", &b);
+        let get = c.rows.iter().find(|r| r.op == "get").unwrap();
+        assert!(get.deltas.iter().all(|d| !d.metric.is_ttfb()));
     }
 }

@@ -29,6 +29,10 @@ pub enum Metric {
     P9999Ms,
     /// Largest latency, ms.
     MaxMs,
+    /// GET: median time to first byte, ms (from the op's start, as its latency).
+    TtfbP50Ms,
+    /// GET: 99th percentile time to first byte, ms.
+    TtfbP99Ms,
     /// Failed operations.
     Errors,
     /// Requests (or syscalls) per operation.
@@ -43,7 +47,7 @@ pub enum Metric {
 
 impl Metric {
     /// Every figure, in table order.
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 15] = [
         Metric::OpsPerSec,
         Metric::MibPerSec,
         Metric::P50Ms,
@@ -53,6 +57,8 @@ impl Metric {
         Metric::P999Ms,
         Metric::P9999Ms,
         Metric::MaxMs,
+        Metric::TtfbP50Ms,
+        Metric::TtfbP99Ms,
         Metric::Errors,
         Metric::RequestsPerOp,
         Metric::CpuSecondsPerGib,
@@ -71,6 +77,8 @@ impl Metric {
             Metric::P999Ms => "p99.9 ms",
             Metric::P9999Ms => "p99.99 ms",
             Metric::MaxMs => "max ms",
+            Metric::TtfbP50Ms => "TTFB p50 ms",
+            Metric::TtfbP99Ms => "TTFB p99 ms",
             Metric::Errors => "errors",
             Metric::RequestsPerOp => "req/op",
             Metric::CpuSecondsPerGib => "CPU s/GiB",
@@ -94,7 +102,9 @@ impl Metric {
             | Metric::P99Ms
             | Metric::P999Ms
             | Metric::P9999Ms
-            | Metric::MaxMs => 3,
+            | Metric::MaxMs
+            | Metric::TtfbP50Ms
+            | Metric::TtfbP99Ms => 3,
             Metric::Errors | Metric::MinorFaults => 0,
             Metric::RequestsPerOp | Metric::CpuSecondsPerGib => 2,
         }
@@ -103,6 +113,11 @@ impl Metric {
     /// `value` with this metric's decimals.
     pub fn format(self, value: f64) -> String {
         format!("{value:.*}", self.decimals())
+    }
+
+    /// Whether the figure is time to first byte (GET's only).
+    pub fn is_ttfb(self) -> bool {
+        matches!(self, Metric::TtfbP50Ms | Metric::TtfbP99Ms)
     }
 
     /// Whether the figure belongs to the process (only on the row of all ops).
@@ -163,10 +178,14 @@ impl Figures {
         })
     }
 
-    /// One figure, `None` where it does not apply (a process figure on an op's row).
+    /// One figure, `None` where it does not apply (a process figure on an op's row, TTFB on
+    /// a row without GETs or on all ops, where it would be GET's alone).
     pub fn get(&self, m: Metric, scope: Scope) -> Option<f64> {
         let r = &self.report;
         if m.process_wide() && scope != Scope::All {
+            return None;
+        }
+        if m.is_ttfb() && scope == Scope::All {
             return None;
         }
         Some(match m {
@@ -179,6 +198,8 @@ impl Figures {
             Metric::P999Ms => r.p999_ms,
             Metric::P9999Ms => r.p9999_ms,
             Metric::MaxMs => r.max_ms,
+            Metric::TtfbP50Ms => return r.ttfb_p50_ms,
+            Metric::TtfbP99Ms => return r.ttfb_p99_ms,
             Metric::Errors => r.errors as f64,
             Metric::RequestsPerOp => r.requests_per_op,
             Metric::CpuSecondsPerGib => return self.cpu_seconds_per_gib,

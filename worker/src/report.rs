@@ -98,25 +98,36 @@ pub fn table(s: &Summary) -> String {
         "p99.99 ms",
         "max ms"
     );
-    for (op, r) in &s.report {
+    op_rows(&mut out, &s.report);
+    if let Some(w) = &s.warmup {
         let _ = writeln!(
             out,
-            "{:<7} {:>10} {:>7} {:>10.1} {:>9.1} {:>8.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.3} {:>9.3}",
-            op.as_str(),
-            r.count,
-            r.errors,
-            r.ops_per_sec,
-            r.mib_per_sec,
-            r.requests_per_op,
-            r.mean_ms,
-            r.p50_ms,
-            r.p90_ms,
-            r.p95_ms,
-            r.p99_ms,
-            r.p999_ms,
-            r.p9999_ms,
-            r.max_ms
+            "warm-up: {:.2}s before the measured stage, its ops not in the figures above:",
+            w.seconds
         );
+        op_rows(&mut out, &w.report);
+    }
+    for (op, st) in &s.ops {
+        if let (Some(t), Some(p50)) = (&st.ttfb, st.ttfb_ms(0.5)) {
+            let q = |q: f64| t.quantile_us(q) as f64 / 1000.0;
+            let _ = writeln!(
+                out,
+                "time to first byte of {op} (ms, from the op's start as its latency): p50 {p50:.3}, p90 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3}",
+                q(0.9),
+                q(0.99),
+                q(0.999),
+                q(1.0)
+            );
+        }
+    }
+    for (op, st) in &s.ops {
+        if st.heads > 0 {
+            let _ = writeln!(
+                out,
+                "experiment read.headBeforeGet: {} HEADs sent before the {op}s (in their latency, TTFB and req/op)",
+                st.heads
+            );
+        }
     }
     for (op, st) in &s.ops {
         if !st.errors_by_kind.is_empty() {
@@ -200,6 +211,30 @@ pub fn table(s: &Summary) -> String {
         );
     }
     out
+}
+
+/// One row per op of `report`, under the table's columns.
+fn op_rows(out: &mut String, report: &std::collections::BTreeMap<OpKind, crate::stats::OpReport>) {
+    for (op, r) in report {
+        let _ = writeln!(
+            out,
+            "{:<7} {:>10} {:>7} {:>10.1} {:>9.1} {:>8.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.3} {:>9.3}",
+            op.as_str(),
+            r.count,
+            r.errors,
+            r.ops_per_sec,
+            r.mib_per_sec,
+            r.requests_per_op,
+            r.mean_ms,
+            r.p50_ms,
+            r.p90_ms,
+            r.p95_ms,
+            r.p99_ms,
+            r.p999_ms,
+            r.p9999_ms,
+            r.max_ms
+        );
+    }
 }
 
 /// The engine that ran and the page cache: what a volume figure stands on.

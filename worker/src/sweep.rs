@@ -97,6 +97,8 @@ pub async fn run(
             let mut warm = p.workload.clone();
             warm.duration = Some(w);
             warm.total_ops = None;
+            // All of this run is warm-up: the workload's own would have to fit in it.
+            warm.warmup = None;
             let warm_engine = engine.with_workload(warm)?;
             warm_engine.run(&dataset, None, stopped()).await?;
         }

@@ -121,6 +121,13 @@ async fn open_loop_latency_includes_queueing_behind_a_stall() {
     );
     assert!(get.max_ms > 400.0, "the last ops waited most: {get:?}");
     assert!(get.p50_ms > 3.0 * 50.0, "{get:?}");
+    // Time to first byte runs from the same instant (the intended start): the backlog is in
+    // it too, and it never exceeds the latency of the same ops. (From when the target was
+    // called instead, it read well under 1 ms here.)
+    let ttfb = get.ttfb_p50_ms.expect("GET records TTFB");
+    assert!(ttfb > 150.0, "TTFB must include queueing delay: {get:?}");
+    assert!(ttfb <= get.p50_ms, "{get:?}");
+    assert!(get.ttfb_p99_ms.unwrap() <= get.p99_ms, "{get:?}");
     // The schedule's side, apart from latency: 100 ops offered, at most 1 s / 50 ms started,
     // every one after the first started behind the one before it, the last ones ~0.5 s late.
     let ol = s.open_loop.as_ref().expect("open-loop figures");
@@ -467,4 +474,84 @@ async fn the_measured_window_excludes_starting_1024_tasks() {
         s.elapsed_seconds
     );
     assert!(s.ops[&OpKind::Get].count > 0, "the tasks ran");
+}
+
+/// `warmup`: the ops that finish in the warm-up are counted apart, never in the results; the
+/// timeline marks its seconds; the measured stage lasts `duration` after it, and its
+/// offered load counts its own tickets only (at 100 ops/s: exactly 200 in 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warmup_runs_before_the_measured_stage_and_is_counted_apart() {
+    let dir = scratch();
+    let w = workload(
+        dir.path(),
+        "duration: 2s\nwarmup: 2s\nconcurrency: 4\nrateLimit: 100\nops: [{op: stat}]\ndataset: {objects: 4, size: 4KiB}\n",
+    );
+    let engine = Engine::open(w, Arc::new(Metrics::new()), "t")
+        .await
+        .unwrap();
+    let ds = engine.prepare().await.unwrap();
+    let before = std::time::Instant::now();
+    let called_at = chrono::Utc::now();
+    let s = engine.run(&ds, None, std::future::pending()).await.unwrap();
+    let took = before.elapsed().as_secs_f64();
+
+    let warm = s.warmup.as_ref().expect("the warm-up is reported");
+    let (warm_ops, measured_ops) = (warm.ops[&OpKind::Stat].count, s.ops[&OpKind::Stat].count);
+    assert!(
+        warm_ops > 0 && measured_ops > 0,
+        "{warm_ops} / {measured_ops}"
+    );
+    // The timeline's marked seconds hold exactly the warm-up's ops, the others exactly the
+    // measured ones: no op is in both, none is lost.
+    let sum = |warmup: bool| -> u64 {
+        s.timeline
+            .iter()
+            .filter(|t| t.warmup == warmup)
+            .map(|t| t.ops)
+            .sum()
+    };
+    assert_eq!(sum(true), warm_ops);
+    assert_eq!(sum(false), measured_ops);
+    assert_eq!(s.report[&OpKind::Stat].count, measured_ops);
+    let marked: Vec<u64> = s
+        .timeline
+        .iter()
+        .filter(|t| t.warmup)
+        .map(|t| t.second)
+        .collect();
+    assert_eq!(marked, [0, 1], "the warm-up's two seconds, marked");
+    assert!(
+        !s.timeline.last().unwrap().warmup,
+        "measured seconds follow"
+    );
+    // The measured stage: its 2 s, after the 2 s warm-up (ending with its last op, due at
+    // 1.99 s); the rates are over it alone.
+    assert!(
+        (1.99..2.5).contains(&s.elapsed_seconds),
+        "a 2 s stage measured {} s",
+        s.elapsed_seconds
+    );
+    assert!(
+        (warm.seconds - 2.0).abs() < 1e-3,
+        "warm-up {} s",
+        warm.seconds
+    );
+    assert!(took >= 3.99, "warm-up and measured stage took {took} s");
+    let offset = (s.started_at - called_at).num_milliseconds();
+    assert!(
+        offset >= 2_000,
+        "the measured stage starts after the warm-up: {offset} ms"
+    );
+    let ol = s.open_loop.as_ref().expect("open-loop figures");
+    assert_eq!(ol.due, 200, "the measured stage's tickets only: {ol:?}");
+    assert_eq!(ol.started + ol.not_started(), 200, "{ol:?}");
+    assert!(
+        (s.report[&OpKind::Stat].ops_per_sec - measured_ops as f64 / s.elapsed_seconds).abs()
+            < 1e-9
+    );
+    // And it reads back from JSON as it was written.
+    let back: benchrun_worker::Summary =
+        serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert_eq!(back.timeline, s.timeline);
+    assert_eq!(back.warmup.map(|w| w.ops), Some(warm.ops.clone()));
 }

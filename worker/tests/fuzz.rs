@@ -277,12 +277,14 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
                 bytes: 655360,
                 errors: 1,
                 latency_sum_us: 159 * 2000,
+                ..Default::default()
             })
             .collect(),
         process: ProcessStats::default(),
         prepare: None,
         pre_stat: None,
         setup: None,
+        warmup: None,
         cleanup: None,
         partial: false,
         open_loop: None,

@@ -96,6 +96,38 @@ async fn get_without_range_engine_is_one_request_and_no_head() {
     e.cleanup().await.expect("cleanup");
 }
 
+/// The experiment `read.headBeforeGet` (report 001's regression): exactly one HEAD before
+/// each GET, as the server's side sees it at the proxy, counted in the summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_before_get_sends_one_head_per_get_and_reports_it() {
+    let env = storage_env();
+    let creds = s3_creds(&env);
+    let proxy = Proxy::start(addr_of(&env["BENCHRUN_S3_ENDPOINT"])).await;
+    let prefix = unique("s3-head-get");
+    let w = workload(&s3_yaml(
+        &env,
+        &proxy.endpoint(""),
+        creds.path().to_str().unwrap(),
+        &prefix,
+        "totalOps: 40\nconcurrency: 4\nops: [{op: get}]\nobjectSize: 64KiB\ndataset: { objects: 5 }\nread: { headBeforeGet: true }",
+    ));
+    let e = engine(w).await;
+    let ds = e.prepare().await.expect("prepare");
+    proxy.reset();
+    let s = e.run(&ds, None, std::future::pending()).await.expect("run");
+    let g = &s.ops[&OpKind::Get];
+    assert_eq!((g.count, g.errors, g.heads, g.requests), (40, 0, 40, 80));
+    assert_eq!(proxy.count("HEAD"), 40, "{:?}", proxy.requests());
+    assert_eq!(proxy.count("GET"), 40, "{:?}", proxy.requests());
+    assert_eq!(s.report[&OpKind::Get].requests_per_op, 2.0);
+    let table = benchrun_worker::report::table(&s);
+    assert!(
+        table.contains("experiment read.headBeforeGet: 40 HEADs sent before the gets"),
+        "{table}"
+    );
+    e.cleanup().await.expect("cleanup");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn range_engine_fetches_exact_ranges_with_no_head_and_right_bytes() {
     let env = storage_env();

@@ -219,7 +219,8 @@ fn compare_and_report_describe_a_slower_second_run() {
         .lines()
         .filter(|l| l.starts_with("| get | ") && !l.contains("latency"))
         .collect();
-    assert_eq!(figure_rows.len(), 11, "{md}");
+    // 11 figures and GET's TTFB p50 and p99.
+    assert_eq!(figure_rows.len(), 13, "{md}");
     for l in &figure_rows {
         assert_eq!(l.matches('|').count(), 8, "{l}");
     }

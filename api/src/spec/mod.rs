@@ -47,6 +47,13 @@ pub struct Workload {
     /// How long the measured stage runs, e.g. `30s` or `5m`. Give this or `totalOps`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<HumanDuration>,
+    /// Run the workload this long before the measured stage (e.g. `10s`, whole seconds up
+    /// to 10m, at most `duration`): caches fill and connections open, and the operations
+    /// that finish in it are left out of the results, reported apart in the summary's
+    /// `warmup` and marked in its timeline (fio's `ramp_time`). `duration` is the measured
+    /// stage's length, so the run takes `warmup` + `duration`. Needs `duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<HumanDuration>,
     /// Stop after this many operations instead of after a duration. Give this or `duration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = limits::MAX_TOTAL_OPS))]
@@ -349,6 +356,12 @@ pub struct ReadSpec {
     /// Check every byte read against the data this tool wrote (costs CPU).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub verify: bool,
+    /// Experiment only (off by default, like `rangeEngine.preStat`): send a HEAD (stat) for
+    /// the object before each GET, inside the GET's latency and TTFB and counted in its
+    /// requests, as the regression of design report 001 did. The summary's get figures count
+    /// the HEADs (`heads`). Never needed: a GET learns the object's size without it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub head_before_get: bool,
 }
 
 /// Adaptive chunk growth within one object.

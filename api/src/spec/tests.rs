@@ -117,6 +117,36 @@ fn bad_values_name_field_and_value() {
 }
 
 #[test]
+fn warmup_bounds_name_the_field() {
+    let ok =
+        Workload::from_yaml(&GOOD.replace("duration: 10s", "duration: 10s\nwarmup: 3s")).unwrap();
+    assert_eq!(ok.warmup.map(|w| w.0.as_secs()), Some(3));
+    for (warmup, want) in [
+        (
+            "11s",
+            "warmup: must not be longer than duration (got warmup 11s, duration 10s)",
+        ),
+        (
+            "0s",
+            "warmup: must be whole seconds from 1s to 10m (got 0s)",
+        ),
+        (
+            "1500ms",
+            "warmup: must be whole seconds from 1s to 10m (got 1s 500ms)",
+        ),
+        (
+            "11m",
+            "warmup: must be whole seconds from 1s to 10m (got 11m)",
+        ),
+    ] {
+        let e = err(&GOOD.replace("duration: 10s", &format!("duration: 10s\nwarmup: {warmup}")));
+        assert!(e.contains(want), "{warmup}: {e}");
+    }
+    let e = err(&GOOD.replace("duration: 10s", "totalOps: 100\nwarmup: 2s"));
+    assert!(e.contains("warmup: needs duration"), "{e}");
+}
+
+#[test]
 fn cross_field_rules() {
     let e = err(&GOOD.replace("duration: 10s", "duration: 10s\ntotalOps: 5"));
     assert!(e.contains("either duration or totalOps"), "{e}");

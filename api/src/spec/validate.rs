@@ -185,6 +185,9 @@ impl Workload {
                 "runs only with the range engine: set rangeEngine.enabled".into(),
             );
         }
+        if let Some(w) = self.warmup {
+            check_warmup(&mut bad, w, self.duration);
+        }
         if let Some(st) = &self.stop_when_stable {
             let w = st.window.0;
             let (min, max) = (
@@ -473,6 +476,38 @@ impl Workload {
     }
 }
 
+/// `warmup`: whole seconds from 1s to 10m (each of its seconds has its own entry in the
+/// summary's timeline: 10 minutes of them are 54 KB of the 1 MiB a summary may take), with a `duration` at least as long (a warm-up is a preamble to a measured stage
+/// of a known length, and one longer than it is most likely a slip; with `totalOps` it would
+/// eat into the op count).
+fn check_warmup(
+    bad: &mut impl FnMut(&str, String),
+    w: crate::units::HumanDuration,
+    duration: Option<crate::units::HumanDuration>,
+) {
+    let d = w.0;
+    if d < std::time::Duration::from_secs(1)
+        || d > std::time::Duration::from_secs(600)
+        || d.subsec_nanos() != 0
+    {
+        bad(
+            "warmup",
+            format!("must be whole seconds from 1s to 10m (got {w})"),
+        );
+    }
+    match duration {
+        None => bad(
+            "warmup",
+            "needs duration (the measured stage after the warm-up), not totalOps".into(),
+        ),
+        Some(m) if d > m.0 => bad(
+            "warmup",
+            format!("must not be longer than duration (got warmup {w}, duration {m})"),
+        ),
+        Some(_) => {}
+    }
+}
+
 /// The ops of `w`'s mix (weight above 0): a task keeps a histogram for these only.
 pub fn mix_ops(w: &Workload) -> Vec<OpKind> {
     OpKind::ALL
@@ -481,13 +516,16 @@ pub fn mix_ops(w: &Workload) -> Vec<OpKind> {
         .collect()
 }
 
-/// Histogram memory of one task running `w`: one per op of the mix, plus GET's TTFB. Here, not
+/// Histogram memory of one task running `w`: one per op of the mix, plus GET's TTFB (twice
+/// with a warm-up). Here, not
 /// in `stats` or the worker's recorder, because [`Workload::validate`] bounds it (`concurrency`
 /// x this at most [`MAX_HISTOGRAM_BYTES`](limits::MAX_HISTOGRAM_BYTES)).
 pub fn histogram_bytes_per_task(w: &Workload) -> u64 {
     let ops = mix_ops(w);
     let n = ops.len() as u64 + ops.contains(&OpKind::Get) as u64;
-    n * crate::latency::Latency::bytes()
+    // With a warm-up a task keeps the warm-up's histograms apart, as many again.
+    let stages = 1 + w.warmup.is_some() as u64;
+    stages * n * crate::latency::Latency::bytes()
 }
 
 /// A key prefix stays under the target: relative, no `..` or `.` segment, no NUL or backslash.

@@ -190,11 +190,15 @@ pub const MAX_TTL_SECONDS: i64 = 31_536_000;
 
 impl BenchmarkRunSpec {
     /// The run's deadline, measured from its creation: `timeout`, or the workload's duration
-    /// plus 10 minutes (1 hour for an op-count run), once per child run of a matrix.
+    /// (and warm-up) plus 10 minutes (1 hour for an op-count run), once per child run of a
+    /// matrix.
     pub fn deadline(&self) -> Duration {
         let one = match (self.timeout, self.workload.duration) {
             (Some(t), _) => return t.0,
-            (None, Some(d)) => d.0.saturating_add(Duration::from_secs(600)),
+            (None, Some(d)) => {
+                d.0.saturating_add(self.workload.warmup.map_or(Duration::ZERO, |w| w.0))
+                    .saturating_add(Duration::from_secs(600))
+            }
             (None, None) => Duration::from_secs(3600),
         };
         // A matrix runs its child runs one after another (per combination: the warm-up, if any,

@@ -27,11 +27,22 @@ impl RunCtx {
                 let obj = pick(rng)?;
                 let mut req = self.get.clone();
                 req.size_hint = Some(obj.size);
+                // The experiment `read.headBeforeGet`: report 001's regression, a HEAD before
+                // every GET, inside the GET's latency and its time to first byte.
+                let head = if self.engine_workload.read.head_before_get {
+                    let at = Instant::now();
+                    t.stat(&obj.key).await?;
+                    Some(at.elapsed())
+                } else {
+                    None
+                };
                 let out = t.get(&obj.key, &req).await?;
+                let heads = u32::from(head.is_some());
                 Ok(Done {
                     bytes: out.bytes,
-                    requests: out.requests,
-                    ttfb: Some(out.ttfb),
+                    requests: out.requests + heads,
+                    ttfb: Some(head.unwrap_or_default() + out.ttfb),
+                    heads,
                 })
             }
             OpKind::Put => {
@@ -53,6 +64,7 @@ impl RunCtx {
                     bytes: size,
                     requests,
                     ttfb: None,
+                    heads: 0,
                 })
             }
             OpKind::Stat => {
@@ -61,6 +73,7 @@ impl RunCtx {
                     bytes: 0,
                     requests: 1,
                     ttfb: None,
+                    heads: 0,
                 })
             }
             OpKind::List => {
@@ -69,6 +82,7 @@ impl RunCtx {
                     bytes: 0,
                     requests: l.requests,
                     ttfb: None,
+                    heads: 0,
                 })
             }
             OpKind::Delete => {
@@ -79,6 +93,7 @@ impl RunCtx {
                     bytes: 0,
                     requests: 1,
                     ttfb: None,
+                    heads: 0,
                 })
             }
         }

@@ -17,7 +17,8 @@ pub struct OpResult {
     pub op: OpKind,
     /// Latency (from the intended start in open loop).
     pub latency: Duration,
-    /// When it finished, relative to the start of the measured stage.
+    /// When it finished, relative to the start of the stage's tasks (of the warm-up, if the
+    /// workload has one).
     pub finished_at: Duration,
     /// Its figures, or why it failed.
     pub outcome: Result<Done, TargetError>,
@@ -32,6 +33,8 @@ pub struct Done {
     pub requests: u32,
     /// Time to first byte, for a GET.
     pub ttfb: Option<Duration>,
+    /// HEADs sent before a GET (`read.headBeforeGet`), counted in `requests` too.
+    pub heads: u32,
 }
 
 /// One task's statistics.
@@ -48,8 +51,9 @@ pub struct Done {
 /// worker holds per task one read buffer of at most
 /// [`MAX_CHUNK_SIZE`](crate::spec::limits::MAX_CHUNK_SIZE) (or a whole object of at most
 /// [`MAX_WHOLE_OBJECT_BUFFER`](crate::spec::limits::MAX_WHOLE_OBJECT_BUFFER)), one PUT payload
-/// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (40 bytes
-/// per second of the run).
+/// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (56 bytes
+/// an entry: at most 5,700 for a 30-day run, see [`crate::stats::Second`]). With a warm-up, a
+/// task also keeps the warm-up's histograms (as many again, counted by validation).
 #[derive(Debug)]
 pub struct Recorder {
     /// Per op (by [`OpKind::index`]); `None` for an op the mix never picks.
@@ -58,6 +62,13 @@ pub struct Recorder {
     pub timeline: Vec<Second>,
     /// Open loop: when ops started against when they were due (`due` is set by the run).
     pub open_loop: OpenLoop,
+    /// The warm-up's ops (those finished before `warmup`), apart; allocated when the first
+    /// one is recorded, so a run without a warm-up costs nothing more.
+    pub warm_ops: [Option<OpStats>; OpKind::ALL.len()],
+    /// The warm-up's seconds, marked `warmup`.
+    pub warm_timeline: Vec<Second>,
+    /// Length of the warm-up (zero: none): ops finished before it are the warm-up's.
+    warmup: Duration,
     metrics: Arc<Metrics>,
 }
 
@@ -72,8 +83,17 @@ impl Recorder {
             ops: stats,
             timeline: Vec::new(),
             open_loop: OpenLoop::default(),
+            warm_ops: Default::default(),
+            warm_timeline: Vec::new(),
+            warmup: Duration::ZERO,
             metrics,
         }
+    }
+
+    /// The same recorder, putting ops that finish in the first `warmup` apart.
+    pub fn with_warmup(mut self, warmup: Duration) -> Self {
+        self.warmup = warmup;
+        self
     }
 
     /// The ops of `w`'s mix (weight above 0).
@@ -94,16 +114,27 @@ impl Recorder {
             .started(lag.as_micros().try_into().unwrap_or(u64::MAX));
     }
 
-    /// Record one operation; returns the error kind if it failed.
+    /// Record one operation; returns the error kind if it failed. An op that finished in the
+    /// warm-up counts in the warm-up's figures, any other in the measured stage's (an op
+    /// in flight when the warm-up ends is measured, as fio's `ramp_time` counts it).
     pub fn record(&mut self, r: OpResult) -> Option<String> {
-        let s = self.ops[r.op.index()].get_or_insert_with(OpStats::default);
+        let (s, t) = match r.finished_at.checked_sub(self.warmup) {
+            Some(measured) => (
+                self.ops[r.op.index()].get_or_insert_with(OpStats::default),
+                Second::at(&mut self.timeline, measured.as_secs()),
+            ),
+            None => (
+                self.warm_ops[r.op.index()].get_or_insert_with(OpStats::default),
+                Second::at_stage(&mut self.warm_timeline, r.finished_at.as_secs(), true),
+            ),
+        };
         s.count += 1;
-        let t = Second::at(&mut self.timeline, r.finished_at.as_secs());
         t.ops += 1;
         match r.outcome {
             Ok(done) => {
                 s.bytes += done.bytes;
                 s.requests += done.requests as u64;
+                s.heads += done.heads as u64;
                 s.latency.record(r.latency);
                 if let Some(ttfb) = done.ttfb {
                     s.ttfb.get_or_insert_with(Default::default).record(ttfb);
@@ -136,6 +167,14 @@ impl Recorder {
         for s in o.timeline {
             Second::at(&mut self.timeline, s.second).add(&s);
         }
+        for (a, b) in self.warm_ops.iter_mut().zip(o.warm_ops.iter()) {
+            if let Some(b) = b {
+                a.get_or_insert_with(OpStats::default).merge(b);
+            }
+        }
+        for s in o.warm_timeline {
+            Second::at_stage(&mut self.warm_timeline, s.second, true).add(&s);
+        }
         self.open_loop.merge(&o.open_loop);
     }
 }
@@ -144,6 +183,56 @@ impl Recorder {
 mod tests {
     use super::*;
     use crate::stats::Latency;
+
+    #[test]
+    fn ops_finished_in_the_warmup_are_recorded_apart() {
+        let mut r = Recorder::new(Arc::new(Metrics::new()), [OpKind::Get])
+            .with_warmup(Duration::from_secs(2));
+        for (ms, ok) in [
+            (500, true),
+            (1_500, false),
+            (1_999, true),
+            (2_000, true),
+            (3_200, true),
+        ] {
+            r.record(OpResult {
+                op: OpKind::Get,
+                latency: Duration::from_millis(3),
+                finished_at: Duration::from_millis(ms),
+                outcome: if ok {
+                    Ok(Done {
+                        bytes: 10,
+                        requests: 1,
+                        ..Default::default()
+                    })
+                } else {
+                    Err(TargetError::Other("x".into()))
+                },
+            });
+        }
+        let (warm, measured) = (
+            r.warm_ops[OpKind::Get.index()].as_ref().unwrap(),
+            r.ops[OpKind::Get.index()].as_ref().unwrap(),
+        );
+        assert_eq!((warm.count, warm.errors, warm.bytes), (3, 1, 20));
+        assert_eq!(
+            (measured.count, measured.errors, measured.bytes),
+            (2, 0, 20)
+        );
+        // Warm-up seconds from the warm-up's start, marked; measured ones from the measured
+        // stage's start (2.0 s is its second 0, 3.2 s its second 1).
+        let shape = |t: &[Second]| -> Vec<(u64, bool, u64)> {
+            t.iter().map(|s| (s.second, s.warmup, s.ops)).collect()
+        };
+        assert_eq!(shape(&r.warm_timeline), [(0, true, 1), (1, true, 2)]);
+        assert_eq!(shape(&r.timeline), [(0, false, 1), (1, false, 1)]);
+        // Folded into another recorder, both stay apart.
+        let mut all = Recorder::new(Arc::new(Metrics::new()), [OpKind::Get]);
+        all.absorb(r);
+        assert_eq!(all.warm_ops[OpKind::Get.index()].as_ref().unwrap().count, 3);
+        assert_eq!(all.ops[OpKind::Get.index()].as_ref().unwrap().count, 2);
+        assert_eq!(shape(&all.warm_timeline), [(0, true, 1), (1, true, 2)]);
+    }
 
     #[test]
     fn histograms_only_for_the_ops_of_the_mix() {

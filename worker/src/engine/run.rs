@@ -31,11 +31,10 @@ impl Engine {
         // started and parked at the gate, per-shard clients built. Done inside the stage, it
         // biased ops/s low and tails high (at concurrency 4,096, a 3 s run measured 4.26 s).
         let setup_started = Instant::now();
-        let schedule = Arc::new(Schedule::new(
-            w.duration.map(|d| d.0),
-            w.total_ops,
-            w.rate_limit,
-        ));
+        let schedule = Arc::new(
+            Schedule::new(w.duration.map(|d| d.0), w.total_ops, w.rate_limit)
+                .with_warmup(w.warmup.map(|d| d.0)),
+        );
         let ctx = Arc::new(RunCtx {
             engine_workload: self.workload.clone(),
             metrics: self.metrics.clone(),
@@ -117,15 +116,25 @@ impl Engine {
         };
         self.metrics.set_stage(Stage::Running);
         let cpu0 = ProcessStats::now();
-        let started_at = Utc::now();
+        let warmup = schedule.warmup();
+        // The measured stage's wall-clock start: after the warm-up, if any.
+        let started_at = Utc::now() + chrono::Duration::from_std(warmup).unwrap_or_default();
         let start = Instant::now();
         schedule.begin(start);
         gate.open();
+        let measured_start = schedule.measured_start();
+        // The process's usage when the measured stage begins, so the warm-up's CPU is its own.
+        let cpu_at_measured = (!warmup.is_zero()).then(|| {
+            tokio::spawn(async move {
+                tokio::time::sleep_until(measured_start).await;
+                ProcessStats::now()
+            })
+        });
         let _stable = w.stop_when_stable.clone().map(|spec| {
             let (count, stop) = (ctx.clone(), ctx.clone());
             stable::AbortOnDrop(tokio::spawn(stable::watch(
                 spec,
-                start,
+                measured_start,
                 Arc::new(move || count.done.load(Ordering::Relaxed)),
                 move |reason| stop.stop(reason),
             )))
@@ -159,12 +168,41 @@ impl Engine {
                 }
             }
         }
-        let elapsed = start.elapsed();
-        let open_loop = schedule.due_before(start + elapsed).map(|due| OpenLoop {
+        let end = Instant::now();
+        // The measured stage's length: zero if the run was stopped in its warm-up.
+        let elapsed = end.saturating_duration_since(measured_start);
+        let open_loop = schedule.due_before(end).map(|due| OpenLoop {
             due,
             ..all.open_loop.clone()
         });
-        let process = ProcessStats::now().since(&cpu0);
+        let cpu_end = ProcessStats::now();
+        let warm = match cpu_at_measured {
+            Some(h) => {
+                // Stopped in the warm-up: the sampler has not run, and all of it was warm-up.
+                let cpu_mid = if h.is_finished() {
+                    h.await.unwrap_or_else(|_| cpu_end.clone())
+                } else {
+                    h.abort();
+                    cpu_end.clone()
+                };
+                let ops = OpKind::ALL
+                    .iter()
+                    .zip(std::mem::take(&mut all.warm_ops))
+                    .filter_map(|(op, s)| s.map(|s| (*op, s)))
+                    .collect();
+                Some((
+                    Warmup {
+                        seconds: end.min(measured_start).duration_since(start).as_secs_f64(),
+                        ops,
+                        report: Default::default(),
+                        process: cpu_mid.since(&cpu0),
+                    },
+                    cpu_mid,
+                ))
+            }
+            None => None,
+        };
+        let process = cpu_end.since(warm.as_ref().map_or(&cpu0, |(_, mid)| mid));
         let volume = match block {
             Some((v, chosen, resident_at_start)) => {
                 let vol = v.clone();
@@ -214,11 +252,13 @@ impl Engine {
                 .filter(|(op, s)| s.count > 0 || w.weight_of(*op) > 0)
                 .collect(),
             report: Default::default(),
-            timeline: all.timeline,
+            // The warm-up's seconds (marked) first, then the measured stage's.
+            timeline: all.warm_timeline.into_iter().chain(all.timeline).collect(),
             process,
             prepare: dataset.prepare.clone(),
             pre_stat: dataset.pre_stat.clone(),
             setup: Some(setup),
+            warmup: warm.map(|(w, _)| w),
             cleanup: None,
             partial,
             open_loop,
@@ -318,6 +358,17 @@ fn volume_stats(
     }
 }
 
+/// The target times a GET's first byte from when it was called (`issued`); the op's latency
+/// runs from `began`, its intended start in open loop. Both are measured from `began`, so the
+/// scheduling lag a late op waited is in its TTFB as it is in its latency (before, under a
+/// rate limit, TTFB left it out and could read far below a latency that included it).
+fn from_began(mut done: Done, began: Instant, issued: Instant) -> Done {
+    if let Some(t) = done.ttfb.as_mut() {
+        *t += issued.saturating_duration_since(began);
+    }
+    done
+}
+
 /// Stops a schedule when dropped.
 struct StopOnDrop(Arc<Schedule>);
 
@@ -343,7 +394,8 @@ impl RunCtx {
         let mut rec = Recorder::new(
             self.metrics.clone(),
             Recorder::mix_ops(&self.engine_workload),
-        );
+        )
+        .with_warmup(self.schedule.warmup());
         let open_loop = self.schedule.is_open_loop();
         let mut seq = 0u64;
         while let Some(ticket) = self.schedule.next(Instant::now()) {
@@ -373,16 +425,19 @@ impl RunCtx {
                     }
                 }
             }
-            if open_loop {
-                // Kept apart from the op's latency (measured from `due`, lag included): how
-                // late the op starts, from busy tasks or the timer's granularity. Counted
-                // here, where an op surely runs (a delete with nothing to delete does not).
+            // Kept apart from the op's latency (measured from `due`, lag included): how late
+            // the op starts, from busy tasks or the timer's granularity. Counted here, where
+            // an op surely runs (a delete with nothing to delete does not), and only in the
+            // measured stage, whose offered load `due_before` counts.
+            if open_loop && !self.schedule.in_warmup(ticket.due) {
                 rec.started_late(ticket.due, Instant::now());
             }
             self.metrics.op_started();
+            let issued = Instant::now();
             let outcome = self
                 .run_op(op, id, &mut seq, delete_key, &mut rng, &target)
-                .await;
+                .await
+                .map(|done| from_began(done, began, issued));
             self.finished(&mut rec, op, began, Instant::now(), outcome);
         }
         rec

@@ -29,6 +29,9 @@ pub struct Schedule {
     /// Set once, by [`Schedule::begin`], when the tasks are let go: everything done before
     /// (threads, clients) is outside the measured stage.
     start: OnceLock<Instant>,
+    /// The warm-up before the measured stage (zero: none): tickets flow through it, but the
+    /// measured stage, its deadline and its offered load start after it.
+    warmup: Duration,
     duration: Option<Duration>,
     max_ops: Option<u64>,
     interval: Option<Duration>,
@@ -44,6 +47,7 @@ impl Schedule {
     pub fn new(duration: Option<Duration>, max_ops: Option<u64>, rate: Option<f64>) -> Self {
         Self {
             start: OnceLock::new(),
+            warmup: Duration::ZERO,
             duration,
             max_ops,
             // A rate too small to give an interval (validate refuses it) gives one ticket and
@@ -53,6 +57,12 @@ impl Schedule {
             stopped: AtomicBool::new(false),
             stop_signal: tokio::sync::watch::channel(false).0,
         }
+    }
+
+    /// The same schedule with a warm-up of `warmup` before its measured stage.
+    pub fn with_warmup(mut self, warmup: Option<Duration>) -> Self {
+        self.warmup = warmup.unwrap_or_default();
+        self
     }
 
     /// A schedule begun at `start` (tests, and callers with nothing to set up).
@@ -78,8 +88,24 @@ impl Schedule {
         self.start.get().copied().unwrap_or_else(Instant::now)
     }
 
+    /// The warm-up's length (zero without one).
+    pub fn warmup(&self) -> Duration {
+        self.warmup
+    }
+
+    /// Where the measured stage starts: after the warm-up.
+    pub fn measured_start(&self) -> Instant {
+        self.start() + self.warmup
+    }
+
+    /// Whether an op due (or finished) at `at` belongs to the warm-up.
+    pub fn in_warmup(&self, at: Instant) -> bool {
+        at < self.measured_start()
+    }
+
     fn deadline(&self) -> Option<Instant> {
-        self.duration.and_then(|d| self.start().checked_add(d))
+        self.duration
+            .and_then(|d| self.measured_start().checked_add(d))
     }
 
     /// Whether tickets come at a fixed rate (latency measured from when each was due).
@@ -109,18 +135,22 @@ impl Schedule {
         Some(Ticket { index, due })
     }
 
-    /// Open loop: how many tickets were due before `end` (or the deadline, if earlier), i.e.
-    /// the load offered until then; `None` in closed loop, where nothing is ever due.
+    /// Open loop: how many tickets of the measured stage (after any warm-up) were due before
+    /// `end` (or the deadline, if earlier), i.e. the load offered until then; `None` in
+    /// closed loop, where nothing is ever due.
     pub fn due_before(&self, end: Instant) -> Option<u64> {
         let iv = self.interval?;
         let end = self.deadline().map_or(end, |d| d.min(end));
-        let span = end.saturating_duration_since(self.start());
-        // Tickets 0..n are due at start + i * iv < end: n = ceil(span / iv), in integer ns.
-        let n = match iv.as_nanos() {
-            0 => u64::MAX,
-            iv => u64::try_from(span.as_nanos().div_ceil(iv)).unwrap_or(u64::MAX),
+        // Tickets 0..n are due at start + i * iv < at: n = ceil(span / iv), in integer ns.
+        let due = |at: Instant| {
+            let span = at.saturating_duration_since(self.start());
+            let n = match iv.as_nanos() {
+                0 => u64::MAX,
+                iv => u64::try_from(span.as_nanos().div_ceil(iv)).unwrap_or(u64::MAX),
+            };
+            self.max_ops.map_or(n, |m| n.min(m))
         };
-        Some(self.max_ops.map_or(n, |m| n.min(m)))
+        Some(due(end).saturating_sub(due(self.measured_start())))
     }
 
     /// End the stage: no more tickets.
@@ -167,6 +197,28 @@ mod tests {
         assert_eq!(capped.due_before(start + Duration::from_secs(1)), Some(10));
         let closed = Schedule::starting(start, Some(Duration::from_secs(2)), None, None);
         assert_eq!(closed.due_before(start + Duration::from_secs(1)), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_warmup_comes_before_the_measured_stage_and_its_deadline() {
+        let start = Instant::now();
+        let s = Schedule::new(Some(Duration::from_secs(2)), None, Some(100.0))
+            .with_warmup(Some(Duration::from_secs(1)));
+        s.begin(start);
+        assert_eq!(s.measured_start(), start + Duration::from_secs(1));
+        assert!(s.in_warmup(start + Duration::from_millis(999)));
+        assert!(!s.in_warmup(start + Duration::from_secs(1)));
+        let mut dues = vec![];
+        while let Some(t) = s.next(start) {
+            dues.push(t.due - start);
+        }
+        // 1 s of warm-up and 2 s measured at 100 ops/s.
+        assert_eq!(dues.len(), 300);
+        assert_eq!(dues[299], Duration::from_millis(2_990));
+        // The offered load counts the measured stage's tickets only.
+        assert_eq!(s.due_before(start + Duration::from_millis(500)), Some(0));
+        assert_eq!(s.due_before(start + Duration::from_millis(1_500)), Some(50));
+        assert_eq!(s.due_before(start + Duration::from_secs(60)), Some(200));
     }
 
     #[tokio::test(start_paused = true)]

@@ -55,7 +55,8 @@ impl Steady {
     }
 }
 
-/// Sample `done` each second from `start`; call `stop` with the reason once steady.
+/// Sample `done` each second from `start` (the measured stage's, after any warm-up); call
+/// `stop` with the reason once steady.
 pub async fn watch(
     spec: StableSpec,
     start: Instant,
@@ -63,9 +64,11 @@ pub async fn watch(
     stop: impl Fn(&str) + Send,
 ) {
     let mut steady = Steady::new(&spec);
-    let mut tick = tokio::time::interval_at(start + Duration::from_secs(1), Duration::from_secs(1));
+    let mut tick = tokio::time::interval_at(start, Duration::from_secs(1));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let (mut last_at, mut last) = (start, 0u64);
+    // The count at `start` is the baseline: after a warm-up, ops have run before it.
+    let mut last_at = tick.tick().await;
+    let mut last = done();
     loop {
         let now = tick.tick().await;
         let n = done();

@@ -121,7 +121,7 @@ pub fn charts(runs: &[Run]) -> Vec<Chart> {
             title: t.into(),
             x_label: "second of the measured stage".into(),
             y_label: "ops/s".into(),
-            series: over_time(runs, |s| Some(s.ops as f64)),
+            series: over_time(runs, |s| Some(s.per_second(s.ops))),
         }
         .svg(),
     );

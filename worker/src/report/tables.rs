@@ -28,6 +28,15 @@ fn metrics(runs: &[Run], scope: Scope) -> Vec<Metric> {
         .into_iter()
         .filter(|m| !m.process_wide() || scope == Scope::All)
         .filter(|m| {
+            // TTFB only where some run has GETs (and not on all ops: GET's alone).
+            !m.is_ttfb()
+                || (scope != Scope::All
+                    && runs.iter().any(|r| {
+                        Figures::of(&r.summary, scope)
+                            .is_some_and(|f| f.report.ttfb_p50_ms.is_some())
+                    }))
+        })
+        .filter(|m| {
             // CPU per GiB is absent without CPU time or bytes; leave out an empty column.
             *m != Metric::CpuSecondsPerGib
                 || runs.iter().any(|r| {

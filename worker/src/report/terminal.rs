@@ -149,7 +149,7 @@ pub fn render(runs: &[Run]) -> String {
         .map(|r| {
             (
                 r.label.clone(),
-                seconds(r).iter().map(|s| s.ops as f64).collect(),
+                seconds(r).iter().map(|s| s.per_second(s.ops)).collect(),
             )
         })
         .collect();

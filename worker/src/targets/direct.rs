@@ -1,8 +1,9 @@
 //! `direct://`: O_DIRECT I/O that bypasses the page cache.
 //!
 //! Buffers, offsets and lengths are aligned to [`DIRECT_ALIGN`]. Reads go in aligned chunks
-//! (4 MiB by default, the chunked-read report's best); a whole-object read fills one buffer of
-//! the rounded-up object size with the same aligned 4 MiB reads, never a series of tiny ones. Writes copy the payload
+//! (4 MiB by default, the chunked-read report's best); a whole-object read (`read.wholeObject`)
+//! is what it says: one aligned `pread` of the rounded-up object size into one aligned buffer
+//! of that size (more only if the kernel returns less), never a series of tiny ones. Writes copy the payload
 //! through an aligned buffer; an unaligned tail is written padded and the file truncated back
 //! to its exact size. Filesystems that would silently buffer (tmpfs, ramfs) are refused.
 
@@ -94,17 +95,15 @@ impl Direct {
             None => round_up(whole_object_buffer(key, size)?.max(1) as u64),
         } as usize;
         let mut buf = self.pool.take(buf_len);
-        // A whole-object read lands in one buffer of the object's size, filled by the same
-        // aligned DEFAULT_CHUNK preads as a chunked read, so the buffer is the only
-        // difference between the two and "whole object" never degrades the I/O pattern.
+        // A whole-object read is one request, as `read.wholeObject` promises: a single
+        // aligned pread of the buffer's (rounded-up) length, the pattern design report 003
+        // compared with chunked reads. (It used to be filled by 4 MiB preads, which made it
+        // the chunked read under another name.)
         let whole = req.plan == ChunkPlan::Whole;
+        let one_read = ChunkPlan::Fixed(buf_len as u64);
         let result = ReadPlan {
             size,
-            plan: if whole {
-                &ChunkPlan::Fixed(DEFAULT_CHUNK)
-            } else {
-                &req.plan
-            },
+            plan: if whole { &one_read } else { &req.plan },
             align: DIRECT_ALIGN as u64,
             fill: whole,
         }

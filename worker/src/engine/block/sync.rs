@@ -29,7 +29,8 @@ pub(super) async fn slot(
     job: Arc<Job>,
     mut rng: SmallRng,
 ) -> Recorder {
-    let mut rec = Recorder::new(ctx.metrics.clone(), Recorder::mix_ops(&ctx.engine_workload));
+    let mut rec = Recorder::new(ctx.metrics.clone(), Recorder::mix_ops(&ctx.engine_workload))
+        .with_warmup(ctx.schedule.warmup());
     let mut buf = AlignedBuf::new(volume.sizes.max() as usize);
     rng.fill_bytes(buf.as_mut_slice());
     let open_loop = ctx.schedule.is_open_loop();
@@ -39,7 +40,7 @@ pub(super) async fn slot(
             break;
         }
         let began = if open_loop { t.due } else { Instant::now() };
-        if open_loop {
+        if open_loop && !ctx.schedule.in_warmup(t.due) {
             rec.started_late(t.due, Instant::now());
         }
         let op = ctx.mix.pick(&mut rng);
@@ -66,7 +67,7 @@ pub(super) async fn slot(
             Ok(n) if n as u64 == bs => Ok(Done {
                 bytes: bs,
                 requests: 1,
-                ttfb: None,
+                ..Default::default()
             }),
             Ok(n) => Err(job.files.short(place, op, n, bs)),
             Err(e) => Err(job.files.error(place, op, e)),

@@ -52,7 +52,8 @@ pub(super) async fn task(
     mut ring: IoUring,
     mut rng: SmallRng,
 ) -> Recorder {
-    let mut rec = Recorder::new(ctx.metrics.clone(), Recorder::mix_ops(&ctx.engine_workload));
+    let mut rec = Recorder::new(ctx.metrics.clone(), Recorder::mix_ops(&ctx.engine_workload))
+        .with_warmup(ctx.schedule.warmup());
     if let Err(e) = enable(&ring) {
         ctx.stop(&format!("io_uring: enabling the ring: {e}"));
         return rec;
@@ -120,7 +121,7 @@ pub(super) async fn task(
                 _ => opcode::Read::new(fd, ptr, bs as u32).offset(at).build(),
             }
             .user_data(i as u64);
-            if open_loop {
+            if open_loop && !ctx.schedule.in_warmup(t.due) {
                 rec.started_late(t.due, now);
             }
             (s.op, s.place, s.len) = (op, place, bs);
@@ -190,7 +191,7 @@ pub(super) async fn task(
                 Ok(Done {
                     bytes: s.len,
                     requests: 1,
-                    ttfb: None,
+                    ..Default::default()
                 })
             };
             ctx.finished(&mut rec, s.op, s.began, end, outcome);
