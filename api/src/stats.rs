@@ -381,6 +381,10 @@ pub struct Summary {
     /// The warm-up (`warmup`), when the workload has one: its operations' figures, apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<Warmup>,
+    /// How reads picked the dataset's objects (`dataset.access`), e.g. `zipf (exponent
+    /// 0.99)`, when the workload reads objects (absent in older summaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<String>,
     /// The cleanup stage, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleanup: Option<StageStats>,
@@ -475,6 +479,7 @@ impl Summary {
             pre_stat: None,
             setup: None,
             warmup: None,
+            access: first.access.clone(),
             cleanup: None,
             partial: false,
             open_loop: None,
@@ -585,6 +590,7 @@ mod tests {
             pre_stat: None,
             setup: None,
             warmup: None,
+            access: None,
             cleanup: None,
             partial: false,
             open_loop: None,

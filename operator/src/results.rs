@@ -369,6 +369,7 @@ mod tests {
                 ops: ops.clone(),
                 ..Default::default()
             }),
+            access: None,
             ops,
             report: BTreeMap::new(),
             timeline: warm.into_iter().chain(measured).collect(),

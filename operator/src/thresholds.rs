@@ -185,6 +185,7 @@ mod tests {
             pre_stat: None,
             setup: None,
             warmup: None,
+            access: None,
             cleanup: None,
             partial: false,
             open_loop: None,

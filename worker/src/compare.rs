@@ -285,6 +285,7 @@ pub(crate) mod tests {
             pre_stat: None,
             setup: None,
             warmup: None,
+            access: None,
             cleanup: None,
             partial: false,
             open_loop: None,

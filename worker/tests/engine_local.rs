@@ -555,3 +555,43 @@ async fn a_warmup_runs_before_the_measured_stage_and_is_counted_apart() {
     assert_eq!(back.timeline, s.timeline);
     assert_eq!(back.warmup.map(|w| w.ops), Some(warm.ops.clone()));
 }
+
+/// Zipf access through the whole engine: the reads counted at the target follow the skew
+/// (the most read object takes its Zipf share, not the uniform 1/50), and the summary says
+/// how objects were picked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zipf_reads_concentrate_on_the_popular_objects() {
+    let dir = scratch();
+    let w = workload(
+        dir.path(),
+        "totalOps: 5000\nconcurrency: 4\nops: [{op: get}]\ndataset: {objects: 50, size: 1KiB, access: zipf, zipf: {exponent: 1.2}}\n",
+    );
+    let observed = Observed::new(targets::open(&w).await.unwrap(), Duration::ZERO);
+    let s = run_on(w, observed.clone()).await;
+    assert_eq!(s.access.as_deref(), Some("zipf (exponent 1.2)"));
+    let reads = observed.reads.lock().unwrap().clone();
+    assert_eq!(reads.len(), 5000);
+    let mut counts = std::collections::BTreeMap::<&str, u64>::new();
+    for k in &reads {
+        *counts.entry(k.as_str()).or_default() += 1;
+    }
+    let mut by_count: Vec<u64> = counts.values().copied().collect();
+    by_count.sort_unstable_by(|a, b| b.cmp(a));
+    // Rank 1's share under Zipf(50, 1.2) is 1 / sum(k^-1.2) = 0.305; its standard error over
+    // 5,000 reads is 0.0065, so the band is about 6 of them either side.
+    let h: f64 = (1..=50).map(|k| (k as f64).powf(-1.2)).sum();
+    let top = by_count[0] as f64 / 5000.0;
+    assert!(
+        (top - 1.0 / h).abs() < 0.04,
+        "top share {top:.3}, expected {:.3}",
+        1.0 / h
+    );
+    // The ten most read objects take about 70% of the reads (uniform: 20%).
+    let top10: u64 = by_count.iter().take(10).sum();
+    let expected: f64 = (1..=10).map(|k| (k as f64).powf(-1.2)).sum::<f64>() / h;
+    let got = top10 as f64 / 5000.0;
+    assert!(
+        (got - expected).abs() < 0.04,
+        "top-10 share {got:.3}, expected {expected:.3}"
+    );
+}

@@ -285,6 +285,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
         pre_stat: None,
         setup: None,
         warmup: None,
+        access: None,
         cleanup: None,
         partial: false,
         open_loop: None,

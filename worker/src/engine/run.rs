@@ -259,6 +259,10 @@ impl Engine {
             pre_stat: dataset.pre_stat.clone(),
             setup: Some(setup),
             warmup: warm.map(|(w, _)| w),
+            access: [OpKind::Get, OpKind::Stat]
+                .iter()
+                .any(|&op| w.weight_of(op) > 0)
+                .then(|| w.dataset.object_access().to_string()),
             cleanup: None,
             partial,
             open_loop,
