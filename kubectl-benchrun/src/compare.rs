@@ -32,7 +32,11 @@ pub async fn main(t: &Target, args: &CompareArgs) -> Result<u8> {
     if let Some(pct) = args.fail_if_slower {
         let slower = c.slower_than(pct);
         if !slower.is_empty() {
-            eprintln!("error: {} is slower than allowed ({pct}%): {}", args.b, slower.join("; "));
+            eprintln!(
+                "error: {} is slower than allowed ({pct}%): {}",
+                args.b,
+                slower.join("; ")
+            );
             return Ok(SLOWER);
         }
     }

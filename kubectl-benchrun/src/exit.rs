@@ -131,7 +131,10 @@ impl Verdict {
                 m.join("; ")
             )),
             Verdict::Failed(why) => Some(format!("run {name} failed: {why}")),
-            Verdict::Unfinished(p) => Some(format!("run {name} has not finished (phase {})", p.as_str())),
+            Verdict::Unfinished(p) => Some(format!(
+                "run {name} has not finished (phase {})",
+                p.as_str()
+            )),
         }
     }
 }
@@ -227,7 +230,15 @@ mod tests {
             ..Default::default()
         }));
         assert_eq!(Verdict::of(&running).code(), ERROR);
-        let codes = [OK, ERROR, BAD_INPUT, RUN_FAILED, THRESHOLDS_MISSED, SLOWER, INTERRUPTED];
+        let codes = [
+            OK,
+            ERROR,
+            BAD_INPUT,
+            RUN_FAILED,
+            THRESHOLDS_MISSED,
+            SLOWER,
+            INTERRUPTED,
+        ];
         let mut sorted = codes.to_vec();
         sorted.dedup();
         assert_eq!(sorted.len(), codes.len(), "codes are distinct");
@@ -237,7 +248,10 @@ mod tests {
     fn errors_are_one_line_and_classified() {
         let e = anyhow::Error::new(BadInput("x.yaml is not a workload:\n  line 2".into()))
             .context("reading x.yaml");
-        assert_eq!(one_line(&e), "reading x.yaml: x.yaml is not a workload: line 2");
+        assert_eq!(
+            one_line(&e),
+            "reading x.yaml: x.yaml is not a workload: line 2"
+        );
         assert_eq!(of_error(&e), BAD_INPUT);
         assert_eq!(of_error(&anyhow::anyhow!("connection refused")), ERROR);
     }

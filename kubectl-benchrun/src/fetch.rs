@@ -16,16 +16,10 @@ use crate::exit::bad_input;
 /// The run `name`; a missing run (or namespace) is bad input.
 pub async fn run(t: &Target, name: &str) -> Result<BenchmarkRun> {
     let api: Api<BenchmarkRun> = t.api();
+    // A 404 (no such run, namespace, or resource) reads as `None`.
     match api.get_opt(name).await {
         Ok(Some(r)) => Ok(r),
         Ok(None) => Err(not_found(t, &format!("benchmarkrun \"{name}\"")).await),
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            // The resource itself is unknown: the CRD is not installed.
-            Err(bad_input(format!(
-                "the API server does not serve benchmarkruns.benchrun.dev ({}): is benchrun installed?",
-                s.message
-            )))
-        }
         Err(e) => Err(e).with_context(|| format!("reading benchmarkrun {name}")),
     }
 }

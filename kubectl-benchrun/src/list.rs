@@ -126,7 +126,13 @@ pub fn render(rows: &[Row], wide: bool, namespaces: bool) -> String {
         table.push(cells);
     }
     let widths: Vec<usize> = (0..table[0].len())
-        .map(|i| table.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .map(|i| {
+            table
+                .iter()
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for r in &table {
@@ -157,7 +163,10 @@ pub async fn main(t: &Target, args: &ListArgs) -> Result<u8> {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
     });
     if runs.is_empty() && !args.all_namespaces && namespace_exists(t).await == Some(false) {
-        return Err(bad_input(format!("namespace \"{}\" not found", t.namespace)));
+        return Err(bad_input(format!(
+            "namespace \"{}\" not found",
+            t.namespace
+        )));
     }
     match args.output {
         Some(o @ (Output::Json | Output::Yaml)) => {
@@ -234,7 +243,11 @@ mod tests {
         );
         let rows = vec![row(&done, now), row(&live, now)];
         assert_eq!(
-            (rows[0].ops.as_str(), rows[0].mib.as_str(), rows[0].p99.as_str()),
+            (
+                rows[0].ops.as_str(),
+                rows[0].mib.as_str(),
+                rows[0].p99.as_str()
+            ),
             ("1234.6", "78.9", "1.500ms")
         );
         assert_eq!(rows[0].age, "5m30s");
@@ -247,7 +260,13 @@ mod tests {
         );
         let wide = render(&rows, true, true);
         assert!(wide.starts_with("NAMESPACE   NAME"), "{wide}");
-        assert!(wide.lines().next().unwrap().ends_with("THRESHOLDS   TARGET"), "{wide}");
+        assert!(
+            wide.lines()
+                .next()
+                .unwrap()
+                .ends_with("THRESHOLDS   TARGET"),
+            "{wide}"
+        );
     }
 
     #[test]

@@ -46,7 +46,11 @@ pub fn node_selector(pairs: &[String]) -> Result<BTreeMap<String, String>> {
             Some((k, v)) if !k.trim().is_empty() => {
                 out.insert(k.trim().to_string(), v.trim().to_string());
             }
-            _ => return Err(bad_input(format!("--node-selector {p:?}: expected KEY=VALUE"))),
+            _ => {
+                return Err(bad_input(format!(
+                    "--node-selector {p:?}: expected KEY=VALUE"
+                )))
+            }
         }
     }
     Ok(out)
@@ -74,8 +78,8 @@ pub fn name_prefix(source: &str) -> String {
 
 /// Parse `text` (read from `source`) as a BenchmarkRun manifest or a workload file.
 pub fn parse(text: &str, source: &str) -> Result<BenchmarkRun> {
-    let doc: serde_yaml::Value = serde_yaml::from_str(text)
-        .map_err(|e| bad_input(format!("{source} is not YAML: {e}")))?;
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(text).map_err(|e| bad_input(format!("{source} is not YAML: {e}")))?;
     let Some(map) = doc.as_mapping() else {
         return Err(bad_input(format!(
             "{source} is not a workload or a BenchmarkRun (not a YAML mapping)"
@@ -101,14 +105,15 @@ pub fn parse(text: &str, source: &str) -> Result<BenchmarkRun> {
             .map_err(|e| bad_input(format!("{source} is not a valid BenchmarkRun: {e}")))?;
         return Ok(run);
     }
-    let invalid = |e: benchrun_api::SpecError| bad_input(format!("{source} is not a valid workload: {e}"));
+    let invalid =
+        |e: benchrun_api::SpecError| bad_input(format!("{source} is not a valid workload: {e}"));
     let (workload, matrix) = match matrix::split(text).map_err(invalid)? {
         None => (Workload::from_yaml(text).map_err(invalid)?, None),
         Some((doc, m)) => {
             // The combinations are checked by the operator (and `validate` below); the
             // document without `matrix:` must be a workload on its own.
-            let base = serde_yaml::to_string(&doc)
-                .map_err(|e| bad_input(format!("{source}: {e}")))?;
+            let base =
+                serde_yaml::to_string(&doc).map_err(|e| bad_input(format!("{source}: {e}")))?;
             (Workload::from_yaml(&base).map_err(invalid)?, Some(m))
         }
     };
@@ -177,10 +182,13 @@ pub fn apply(run: &mut BenchmarkRun, p: &Placement) -> Result<()> {
     }
     if p.storage_class.is_some() || p.claim_size.is_some() {
         let old = run.spec.volume.take().unwrap_or_default();
-        let mut claim = old.claim_template.clone().unwrap_or_else(|| PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".into()]),
-            ..PersistentVolumeClaimSpec::default()
-        });
+        let mut claim = old
+            .claim_template
+            .clone()
+            .unwrap_or_else(|| PersistentVolumeClaimSpec {
+                access_modes: Some(vec!["ReadWriteOnce".into()]),
+                ..PersistentVolumeClaimSpec::default()
+            });
         if let Some(class) = &p.storage_class {
             claim.storage_class_name = Some(class.clone());
         }
@@ -196,7 +204,10 @@ pub fn apply(run: &mut BenchmarkRun, p: &Placement) -> Result<()> {
                     .map(|q| q.0.clone())
             })
             .unwrap_or_else(|| DEFAULT_CLAIM_SIZE.into());
-        let mut resources = claim.resources.take().unwrap_or_else(VolumeResourceRequirements::default);
+        let mut resources = claim
+            .resources
+            .take()
+            .unwrap_or_else(VolumeResourceRequirements::default);
         resources
             .requests
             .get_or_insert_with(BTreeMap::new)
@@ -235,10 +246,18 @@ mod tests {
     #[test]
     fn a_workload_is_wrapped_with_a_scratch_volume_and_a_generated_name() {
         let run = parse(WORKLOAD, "examples/My_Quick.start.yaml").expect("wraps");
-        assert_eq!(run.metadata.generate_name.as_deref(), Some("my-quick-start-"));
+        assert_eq!(
+            run.metadata.generate_name.as_deref(),
+            Some("my-quick-start-")
+        );
         assert_eq!(run.metadata.name, None);
         assert_eq!(run.spec.workload.target, "file:///data/bench");
-        assert!(run.spec.volume.as_ref().and_then(|v| v.empty_dir.as_ref()).is_some());
+        assert!(run
+            .spec
+            .volume
+            .as_ref()
+            .and_then(|v| v.empty_dir.as_ref())
+            .is_some());
         assert!(run.spec.matrix.is_none());
         validate(&run).expect("valid");
         let yaml = serde_yaml::to_string(&run).expect("yaml");
@@ -249,7 +268,7 @@ mod tests {
     #[test]
     fn an_object_store_workload_gets_no_volume_and_stdin_a_plain_prefix() {
         let run = parse(
-            "target: s3://b/p/\nduration: 2s\nops: [{op: get}]\nstorage: {endpoint: http://127.0.0.1:9000}\n",
+            "target: s3://b/p/\nduration: 2s\nops: [{op: get}]\nstorage: {endpoint: http://127.0.0.1:9000, allowHttp: true}\n",
             "-",
         )
         .expect("wraps");
@@ -263,7 +282,9 @@ mod tests {
         let run = parse(&text, "sweep.yaml").expect("wraps");
         let m = run.spec.matrix.as_ref().expect("matrix");
         assert_eq!(m.combinations(), 2);
-        assert!(!serde_yaml::to_string(&run.spec.workload).unwrap().contains("matrix"));
+        assert!(!serde_yaml::to_string(&run.spec.workload)
+            .unwrap()
+            .contains("matrix"));
     }
 
     #[test]
@@ -281,8 +302,14 @@ mod tests {
         for (text, want) in [
             ("just text", "not a YAML mapping"),
             ("apiVersion: v1\nkind: ConfigMap\n", "is a \"ConfigMap\""),
-            ("apiVersion: benchrun.dev/v2\nkind: BenchmarkRun\n", "expected benchrun.dev/v1alpha1"),
-            ("target: file:///x\nops: [{op: get}]\nduration: 1s\nbogus: 1\n", "not a valid workload"),
+            (
+                "apiVersion: benchrun.dev/v2\nkind: BenchmarkRun\n",
+                "expected benchrun.dev/v1alpha1",
+            ),
+            (
+                "target: file:///x\nops: [{op: get}]\nduration: 1s\nbogus: 1\n",
+                "not a valid workload",
+            ),
             ("[1, 2", "not YAML"),
         ] {
             let e = parse(text, "f.yaml").expect_err(text);
@@ -312,7 +339,10 @@ mod tests {
         assert_eq!(sel["disk"], "ssd");
         assert_eq!(sel["zone"], "a");
         let v = run.spec.volume.clone().unwrap();
-        assert!(v.empty_dir.is_none(), "the claim replaces the scratch volume");
+        assert!(
+            v.empty_dir.is_none(),
+            "the claim replaces the scratch volume"
+        );
         let claim = v.claim_template.unwrap();
         assert_eq!(claim.storage_class_name.as_deref(), Some("fast"));
         assert_eq!(
@@ -334,7 +364,10 @@ mod tests {
         assert_eq!(run.spec.workers.count, None);
         let claim = run.spec.volume.unwrap().claim_template.unwrap();
         assert_eq!(claim.storage_class_name.as_deref(), Some("fast"), "kept");
-        assert_eq!(claim.resources.unwrap().requests.unwrap()["storage"].0, "1Gi");
+        assert_eq!(
+            claim.resources.unwrap().requests.unwrap()["storage"].0,
+            "1Gi"
+        );
     }
 
     #[test]

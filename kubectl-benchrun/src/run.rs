@@ -23,7 +23,10 @@ fn read_input(file: &str) -> Result<String> {
     let limit = benchrun_api::spec::limits::MAX_FILE_BYTES as u64 * 2;
     let mut bytes = Vec::new();
     let read = if file == "-" {
-        std::io::stdin().lock().take(limit + 1).read_to_end(&mut bytes)
+        std::io::stdin()
+            .lock()
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
     } else {
         std::fs::File::open(file).and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
     };
@@ -58,7 +61,10 @@ pub async fn main(global: &crate::cli::Global, args: &RunArgs) -> Result<u8> {
         if let (Some(ns), None) = (&global.namespace, &run.metadata.namespace) {
             run.metadata.namespace = Some(ns.clone());
         }
-        print!("{}", show::encode(&run, args.output.unwrap_or(Output::Yaml))?);
+        print!(
+            "{}",
+            show::encode(&run, args.output.unwrap_or(Output::Yaml))?
+        );
         return Ok(crate::exit::OK);
     }
     let mut t = connect::connect(global).await?;
@@ -88,7 +94,10 @@ pub async fn main(global: &crate::cli::Global, args: &RunArgs) -> Result<u8> {
         Err(e) => return Err(e).context("creating the BenchmarkRun"),
     };
     let name = created.metadata.name.clone().unwrap_or_default();
-    eprintln!("benchmarkrun.benchrun.dev/{name} created in namespace {}", t.namespace);
+    eprintln!(
+        "benchmarkrun.benchrun.dev/{name} created in namespace {}",
+        t.namespace
+    );
     follow_and_show(&t, &name, args.output, Interrupt::from(args)).await
 }
 
@@ -114,7 +123,10 @@ impl Interrupt {
     fn from(args: &RunArgs) -> Interrupt {
         if args.delete_on_interrupt {
             Interrupt::Delete
-        } else if args.file != "-" && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        } else if args.file != "-"
+            && std::io::stdin().is_terminal()
+            && std::io::stderr().is_terminal()
+        {
             Interrupt::Ask
         } else {
             Interrupt::Leave
@@ -177,10 +189,8 @@ mod tests {
     use clap::Parser;
 
     fn args(line: &[&str]) -> RunArgs {
-        let cli = crate::cli::Cli::try_parse_from(
-            ["kubectl-benchrun", "run"].iter().chain(line),
-        )
-        .expect("parses");
+        let cli = crate::cli::Cli::try_parse_from(["kubectl-benchrun", "run"].iter().chain(line))
+            .expect("parses");
         match cli.command {
             crate::cli::Command::Run(a) => a,
             other => panic!("{other:?}"),
@@ -202,13 +212,23 @@ mod tests {
             "--name",
             "n1",
         ]);
-        let run = build(&a, "target: file:///data/x\nduration: 1s\nops: [{op: get}]\n").unwrap();
+        let run = build(
+            &a,
+            "target: file:///data/x\nduration: 1s\nops: [{op: get}]\n",
+        )
+        .unwrap();
         assert_eq!(run.metadata.name.as_deref(), Some("n1"));
         assert_eq!(run.spec.workers.count, Some(2));
         assert_eq!(run.spec.workers.node_selector.as_ref().unwrap().len(), 2);
         let claim = run.spec.volume.unwrap().claim_template.unwrap();
-        assert_eq!(claim.resources.unwrap().requests.unwrap()["storage"].0, "3Gi");
-        assert_eq!(Interrupt::from(&args(&["-", "--delete-on-interrupt"])), Interrupt::Delete);
+        assert_eq!(
+            claim.resources.unwrap().requests.unwrap()["storage"].0,
+            "3Gi"
+        );
+        assert_eq!(
+            Interrupt::from(&args(&["-", "--delete-on-interrupt"])),
+            Interrupt::Delete
+        );
         assert_eq!(Interrupt::from(&args(&["-"])), Interrupt::Leave);
     }
 
@@ -220,7 +240,9 @@ mod tests {
             &["run"],
             &["list", "-o", "xml"],
         ] {
-            let r = crate::cli::Cli::try_parse_from(std::iter::once("kubectl-benchrun").chain(line.iter().copied()));
+            let r = crate::cli::Cli::try_parse_from(
+                std::iter::once("kubectl-benchrun").chain(line.iter().copied()),
+            );
             let e = r.expect_err(&format!("{line:?}"));
             assert_eq!(e.exit_code(), crate::exit::BAD_INPUT as i32, "{line:?}");
         }

@@ -51,7 +51,10 @@ pub async fn result(
     let name = run.metadata.name.clone().unwrap_or_default();
     let verdict = Verdict::of(run);
     let has_result = run.status.as_ref().is_some_and(|s| {
-        !s.results.is_empty() || s.matrix.as_ref().is_some_and(|m| !m.combinations.is_empty())
+        !s.results.is_empty()
+            || s.matrix
+                .as_ref()
+                .is_some_and(|m| !m.combinations.is_empty())
     });
     if has_result {
         match output {

@@ -106,7 +106,11 @@ pub fn table(run: &BenchmarkRun) -> String {
     );
     let num = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
     for (i, r) in rows.iter().enumerate() {
-        let label = if same_shape { labels[i].clone() } else { r.name.clone() };
+        let label = if same_shape {
+            labels[i].clone()
+        } else {
+            r.name.clone()
+        };
         let _ = writeln!(
             out,
             "{:<40} {:<10} {:>10} {:>9} {:>9} {:>9} {:>7}",
@@ -137,7 +141,10 @@ pub async fn main(global: &Global, args: &StorageClassArgs) -> Result<u8> {
         .await
         .context("creating the BenchmarkRun")?;
     let name = created.metadata.name.clone().unwrap_or_default();
-    eprintln!("benchmarkrun.benchrun.dev/{name} created in namespace {}", t.namespace);
+    eprintln!(
+        "benchmarkrun.benchrun.dev/{name} created in namespace {}",
+        t.namespace
+    );
     let mut view = View::default();
     let ended = tokio::select! {
         r = watch::follow(&t, &name, &mut view) => Some(r),
@@ -157,7 +164,10 @@ pub async fn main(global: &Global, args: &StorageClassArgs) -> Result<u8> {
         None => INTERRUPTED,
     };
     if args.keep {
-        eprintln!("kept run {name}: kubectl benchrun report {name} -n {}", t.namespace);
+        eprintln!(
+            "kept run {name}: kubectl benchrun report {name} -n {}",
+            t.namespace
+        );
     } else {
         api.delete(&name, &DeleteParams::default())
             .await
@@ -191,8 +201,18 @@ mod tests {
         let run = build(&args()).expect("valid");
         assert_eq!(run.metadata.generate_name.as_deref(), Some("sc-fast-"));
         assert!(run.spec.workers.per_node());
-        assert_eq!(run.spec.workers.node_selector.as_ref().unwrap()["disk"], "ssd");
-        let claim = run.spec.volume.as_ref().unwrap().claim_template.clone().unwrap();
+        assert_eq!(
+            run.spec.workers.node_selector.as_ref().unwrap()["disk"],
+            "ssd"
+        );
+        let claim = run
+            .spec
+            .volume
+            .as_ref()
+            .unwrap()
+            .claim_template
+            .clone()
+            .unwrap();
         assert_eq!(claim.storage_class_name.as_deref(), Some("fast"));
         assert_eq!(run.spec.matrix.as_ref().unwrap().combinations(), 6);
         assert!(describe(&args()).contains("random 4KiB QD32 (IOPS)"));
