@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use benchrun_api::{matrix, Workload};
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, VolumeSpec, WorkersSpec};
-use k8s_openapi::api::core::v1::{
-    EmptyDirVolumeSource, PersistentVolumeClaimSpec, VolumeResourceRequirements,
-};
+use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, PersistentVolumeClaimSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 
@@ -204,10 +202,7 @@ pub fn apply(run: &mut BenchmarkRun, p: &Placement) -> Result<()> {
                     .map(|q| q.0.clone())
             })
             .unwrap_or_else(|| DEFAULT_CLAIM_SIZE.into());
-        let mut resources = claim
-            .resources
-            .take()
-            .unwrap_or_else(VolumeResourceRequirements::default);
+        let mut resources = claim.resources.take().unwrap_or_default();
         resources
             .requests
             .get_or_insert_with(BTreeMap::new)
@@ -289,10 +284,8 @@ mod tests {
 
     #[test]
     fn a_manifest_is_taken_as_it_is() {
-        let text = format!(
-            "apiVersion: benchrun.dev/v1alpha1\nkind: BenchmarkRun\nmetadata: {{name: m1}}\nspec:\n  workload: {{target: file:///data/x, duration: 1s, ops: [{{op: put}}]}}\n  volume: {{hostPath: {{path: /tmp/x}}}}\n"
-        );
-        let run = parse(&text, "m.yaml").expect("manifest");
+        let text = "apiVersion: benchrun.dev/v1alpha1\nkind: BenchmarkRun\nmetadata: {name: m1}\nspec:\n  workload: {target: file:///data/x, duration: 1s, ops: [{op: put}]}\n  volume: {hostPath: {path: /tmp/x}}\n";
+        let run = parse(text, "m.yaml").expect("manifest");
         assert_eq!(run.metadata.name.as_deref(), Some("m1"));
         assert!(run.spec.volume.as_ref().unwrap().host_path.is_some());
     }
