@@ -82,3 +82,14 @@ pub async fn not_found(t: &Target, what: &str) -> anyhow::Error {
         bad_input(format!("{what} not found in namespace \"{}\"", t.namespace))
     }
 }
+
+/// `e` explained when it means the CRD is not installed: a 404 that is not about an object
+/// (the API server answers `404 page not found` for a resource it does not serve).
+pub fn explain(e: kube::Error, doing: &str) -> anyhow::Error {
+    match &e {
+        kube::Error::Api(s) if s.code == 404 && s.reason != "NotFound" => bad_input(format!(
+            "{doing}: the API server does not serve benchmarkruns.benchrun.dev: is benchrun (its CRD) installed?"
+        )),
+        _ => anyhow::Error::new(e).context(doing.to_string()),
+    }
+}

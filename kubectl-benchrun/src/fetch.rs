@@ -10,7 +10,7 @@ use benchrun_worker::report::Run;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 
-use crate::connect::{not_found, Target};
+use crate::connect::{explain, not_found, Target};
 use crate::exit::bad_input;
 
 /// The run `name`; a missing run (or namespace) is bad input.
@@ -20,7 +20,7 @@ pub async fn run(t: &Target, name: &str) -> Result<BenchmarkRun> {
     match api.get_opt(name).await {
         Ok(Some(r)) => Ok(r),
         Ok(None) => Err(not_found(t, &format!("benchmarkrun \"{name}\"")).await),
-        Err(e) => Err(e).with_context(|| format!("reading benchmarkrun {name}")),
+        Err(e) => Err(explain(e, &format!("reading benchmarkrun {name}"))),
     }
 }
 

@@ -1,13 +1,13 @@
 //! `list`: the runs of a namespace as kubectl prints objects, with the figures a benchmark
 //! user looks for first (the merged result, or the live rate while running).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use benchrun_operator::crd::BenchmarkRun;
 use kube::api::ListParams;
 use kube::Api;
 
 use crate::cli::{ListArgs, Output};
-use crate::connect::{namespace_exists, Target};
+use crate::connect::{explain, namespace_exists, Target};
 use crate::exit::{bad_input, OK};
 use crate::show::encode;
 
@@ -157,7 +157,7 @@ pub async fn main(t: &Target, args: &ListArgs) -> Result<u8> {
     let mut runs = api
         .list(&ListParams::default())
         .await
-        .context("listing benchmarkruns")?
+        .map_err(|e| explain(e, "listing benchmarkruns"))?
         .items;
     runs.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))

@@ -81,17 +81,14 @@ pub async fn main(global: &crate::cli::Global, args: &RunArgs) -> Result<u8> {
     let api: Api<BenchmarkRun> = t.api();
     let created = match api.create(&PostParams::default(), &run).await {
         Ok(r) => r,
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            return Err(if connect::namespace_exists(&t).await == Some(false) {
-                bad_input(format!("namespace \"{}\" not found", t.namespace))
-            } else {
-                bad_input(format!(
-                    "the API server does not serve benchmarkruns.benchrun.dev ({}): is benchrun installed?",
-                    s.message
-                ))
-            })
+        // A create is refused with NotFound only for its namespace.
+        Err(kube::Error::Api(s)) if s.code == 404 && s.reason == "NotFound" => {
+            return Err(bad_input(format!(
+                "namespace \"{}\" not found",
+                t.namespace
+            )))
         }
-        Err(e) => return Err(e).context("creating the BenchmarkRun"),
+        Err(e) => return Err(connect::explain(e, "creating the BenchmarkRun")),
     };
     let name = created.metadata.name.clone().unwrap_or_default();
     eprintln!(

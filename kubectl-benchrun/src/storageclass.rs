@@ -139,7 +139,7 @@ pub async fn main(global: &Global, args: &StorageClassArgs) -> Result<u8> {
     let created = api
         .create(&PostParams::default(), &run)
         .await
-        .context("creating the BenchmarkRun")?;
+        .map_err(|e| connect::explain(e, "creating the BenchmarkRun"))?;
     let name = created.metadata.name.clone().unwrap_or_default();
     eprintln!(
         "benchmarkrun.benchrun.dev/{name} created in namespace {}",
