@@ -12,7 +12,7 @@ Exit codes:
   0    success (for run/watch/result: the run Succeeded and its thresholds were met)
   1    error talking to the cluster, or reading/writing files
   2    bad input: invalid flags, a file that is not a workload or BenchmarkRun, an unknown
-       run or namespace
+       run or namespace, a run name that is taken, a spec the API server refuses
   3    the run Failed (workers lost, timeout, invalid spec, ...)
   4    the run finished but missed its thresholds (spec.thresholds)
   5    compare --fail-if-slower: B is slower than allowed

@@ -43,7 +43,7 @@ pub fn of_error(e: &anyhow::Error) -> u8 {
     let bad = e.chain().any(|c| {
         c.is::<BadInput>()
             || c.is::<benchrun_api::SpecError>()
-            || matches!(c.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if s.code == 404 || s.code == 422)
+            || matches!(c.downcast_ref::<kube::Error>(), Some(kube::Error::Api(s)) if matches!(s.code, 404 | 409 | 422))
     });
     if bad {
         BAD_INPUT
