@@ -301,7 +301,8 @@ async fn run_result_list_compare_report_and_logs() {
     check_table_against_status(&a.stdout, &run_a);
 
     // A manifest on stdin, one worker per node.
-    let b = exec_stdin(&ns, &["run", "-"], &manifest("b", "")).await;
+    // Its pods are kept (`cleanup: Never`) for `logs` below.
+    let b = exec_stdin(&ns, &["run", "-"], &manifest("b", "  cleanup: Never\n")).await;
     assert_eq!(b.code, 0, "run b succeeds");
     let run_b = get_run(&env, "b").await;
     check_table_against_status(&b.stdout, &run_b);
@@ -426,9 +427,8 @@ async fn run_result_list_compare_report_and_logs() {
         r.stdout
     );
 
-    // logs: each line prefixed by its worker (pods cleaned up after the run: `Always`), or
-    // the note that there are none.
-    let r = exec(&ns, &["logs", "a"]).await;
+    // logs: each worker's log, every line prefixed by its worker.
+    let r = exec(&ns, &["logs", "b"]).await;
     assert_eq!(r.code, 0);
     assert!(
         r.stdout
@@ -437,11 +437,14 @@ async fn run_result_list_compare_report_and_logs() {
         "{}",
         r.stdout
     );
-    assert!(
-        !r.stdout.is_empty() || r.stderr.contains("has no worker pods"),
-        "{}",
-        r.stderr
-    );
+    for w in ["w0", "w1"] {
+        assert!(
+            r.stdout.lines().any(|l| l.starts_with(&format!("[{w}] "))
+                && l.contains(&format!("agent {w} listening"))),
+            "{}",
+            r.stdout
+        );
+    }
 }
 
 #[tokio::test]
