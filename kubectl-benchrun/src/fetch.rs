@@ -37,7 +37,7 @@ pub async fn merged(t: &Target, run: &BenchmarkRun) -> Result<Summary> {
                 "run {name} has no merged result (phase {}): ConfigMap {} has no {}",
                 phase.as_str(),
                 benchrun_operator::resources::result_cm_name(&name),
-                results::MERGED
+                benchrun_operator::crd::MERGED_KEY
             ))
         })
 }

@@ -191,7 +191,7 @@ pub async fn main(t: &Target, args: &ListArgs) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use benchrun_operator::crd::{BenchmarkRunStatus, OpResult, Phase, Progress};
+    use benchrun_operator::crd::{BenchmarkRunStatus, OpReport, Phase, Progress};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn run(name: &str, status: BenchmarkRunStatus, created: i64) -> BenchmarkRun {
@@ -217,7 +217,7 @@ mod tests {
                 workers_summary: Some("2/2".into()),
                 results: [(
                     "all".to_string(),
-                    OpResult {
+                    OpReport {
                         ops_per_sec: 1234.56,
                         mib_per_sec: 78.91,
                         p99_ms: 1.5,
