@@ -33,13 +33,22 @@ struct Env {
 }
 
 async fn env(prefix: &str) -> Env {
+    let (client, ns) = env_without_workers(prefix).await;
+    Env {
+        client,
+        ns,
+        images: Images::load(),
+    }
+}
+
+/// The cluster, the CRD and a namespace, for tests that start no workers (no images needed).
+async fn env_without_workers(prefix: &str) -> (Client, TestNamespace) {
     benchrun_operator::install_crypto_provider();
     let client = cluster::connect().await;
     cluster::require_ready_nodes(&client, &NODES).await;
-    let images = Images::load();
     install_crd(&client).await;
     let ns = TestNamespace::create(&client, prefix).await;
-    Env { client, ns, images }
+    (client, ns)
 }
 
 /// Apply the CRD (idempotent; other tests may apply it at the same time) and wait until served.
@@ -550,8 +559,8 @@ async fn ctrl_c_with_delete_on_interrupt_deletes_the_run() {
 
 #[tokio::test]
 async fn bad_input_is_one_line_and_exit_2() {
-    let env = env("plugin-bad").await;
-    let ns = env.ns.name().to_string();
+    let (client, ns_guard) = env_without_workers("plugin-bad").await;
+    let ns = ns_guard.name().to_string();
     let dir = tempfile::tempdir().expect("tempdir");
 
     let r = exec(&ns, &["result", "no-such-run"]).await;
@@ -604,7 +613,7 @@ async fn bad_input_is_one_line_and_exit_2() {
     assert_eq!(r.code, 2);
     one_line_error(&r, "no-such-context");
     // Nothing was created by any of these.
-    let api: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), &ns);
+    let api: Api<BenchmarkRun> = Api::namespaced(client, &ns);
     assert!(api
         .list(&Default::default())
         .await
