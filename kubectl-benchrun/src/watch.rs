@@ -109,7 +109,12 @@ pub fn status_line(run: &BenchmarkRun, rate: Option<f64>) -> String {
             None => parts.push(format!("{:.0} ops/s", p.ops_per_sec)),
         }
     }
-    if let Some(t) = &st.throughput {
+    // While running, the live throughput repeats the ops/s above unless it has MiB/s.
+    if let Some(t) = st
+        .throughput
+        .as_ref()
+        .filter(|t| st.progress.is_none() || t.contains("MiB/s"))
+    {
         parts.push(t.clone());
     }
     if !st.worker_phases.is_empty() {
@@ -198,6 +203,23 @@ mod tests {
         assert_eq!(
             status_line(&run, Some(250.0)),
             "r1: Running  [##########..........]  50% 5s/10s  1000 ops, 2 errors  250 ops/s now  200 op/s, 3.1 MiB/s  workers Running=2"
+        );
+        run.status = Some(BenchmarkRunStatus {
+            phase: Phase::Running,
+            progress: Some(Progress {
+                elapsed_seconds: 5.0,
+                ops: 1000,
+                errors: 2,
+                ops_per_sec: 200.0,
+            }),
+            throughput: Some("200 op/s".into()),
+            worker_phases: [("Running".to_string(), 2)].into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            status_line(&run, None),
+            "r1: Running  [##########..........]  50% 5s/10s  1000 ops, 2 errors  200 ops/s  workers Running=2",
+            "no repeated ops/s"
         );
         let mut v = View {
             tty: false,
