@@ -93,3 +93,28 @@ pub fn explain(e: kube::Error, doing: &str) -> anyhow::Error {
         _ => anyhow::Error::new(e).context(doing.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Status::failure("m", reason).with_code(code).boxed())
+    }
+
+    #[test]
+    fn a_bare_404_means_the_crd_is_missing_and_is_bad_input() {
+        let e = explain(
+            api(404, "Failed to parse error data"),
+            "listing benchmarkruns",
+        );
+        assert_eq!(crate::exit::of_error(&e), crate::exit::BAD_INPUT);
+        assert!(crate::exit::one_line(&e).contains("is benchrun (its CRD) installed?"));
+        // An object's NotFound and other errors keep their own message, with the context.
+        let e = explain(api(404, "NotFound"), "reading benchmarkrun x");
+        assert!(crate::exit::one_line(&e).starts_with("reading benchmarkrun x: "));
+        let e = explain(api(500, "InternalError"), "listing benchmarkruns");
+        assert_eq!(crate::exit::of_error(&e), crate::exit::ERROR);
+    }
+}
