@@ -9,7 +9,7 @@
 #   storage       MinIO, Azurite, fake-gcs-server on 127.0.0.1, then the object storage tests
 #   cluster       a real 2-node Kubernetes cluster (kube-proxy, CoreDNS, storage Services),
 #                 worker/operator images, kwok (simulated nodes for the fleet test), cluster
-#                 tests, then the chart installed as users do
+#                 tests, the kubectl plugin's cluster test, then the chart installed as users do
 #                 (tests/helm/e2e.sh: in-cluster operator, an example run, Prometheus, dashboard)
 # Slow builds (Kubernetes, etcd, storage servers, cargo target dirs) are cached under
 # ~/.cache/benchrun, outside the checkout.
@@ -27,7 +27,7 @@ test: lint chart unit local storage cluster
 
 lint:
 	$(CARGO) fmt --all --check
-	python3 tests/lint/module_cycles.py api/src worker/src operator/src
+	python3 tests/lint/module_cycles.py api/src worker/src operator/src kubectl-benchrun/src
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 chart:
@@ -50,6 +50,7 @@ cluster:
 	tests/cluster/kwok.sh up
 	$(CARGO) test -p benchrun-test-support --test cluster_smoke --test cluster_dns
 	$(CARGO) test -p benchrun-operator $(patsubst operator/tests/%.rs,--test %,$(wildcard operator/tests/cluster*.rs)) -- --test-threads=1
+	$(CARGO) test -p kubectl-benchrun --test cluster_plugin -- --test-threads=1
 	tests/helm/e2e.sh
 
 build:

@@ -1,0 +1,108 @@
+//! A finished run printed: the worker's own result table (`benchrun_worker::report::table`,
+//! the one implementation), the thresholds as evaluated, and a one-line verdict on stderr;
+//! or the merged summary as JSON/YAML. Returns the exit code of the verdict.
+
+use std::fmt::Write;
+
+use anyhow::Result;
+use benchrun_operator::crd::BenchmarkRun;
+use benchrun_worker::report;
+use serde::Serialize;
+
+use crate::cli::Output;
+use crate::connect::Target;
+use crate::exit::{bad_input, Verdict};
+use crate::fetch;
+
+/// `value` as JSON or YAML.
+pub fn encode<T: Serialize>(value: &T, output: Output) -> Result<String> {
+    Ok(match output {
+        Output::Json => serde_json::to_string_pretty(value)? + "\n",
+        Output::Yaml => serde_yaml::to_string(value)?,
+        Output::Wide => return Err(bad_input("-o wide applies to list only; use json or yaml")),
+    })
+}
+
+/// The thresholds of a run as evaluated, one line each.
+pub fn thresholds(run: &BenchmarkRun) -> String {
+    let mut out = String::new();
+    let checks = run.status.iter().flat_map(|s| &s.thresholds);
+    for c in checks {
+        let _ = writeln!(
+            out,
+            "threshold {} {} {}: got {} {}",
+            c.op,
+            c.limit,
+            c.want,
+            c.got,
+            if c.met { "met" } else { "MISSED" }
+        );
+    }
+    out
+}
+
+/// Print the result of a finished run; the exit code of its verdict.
+pub async fn result(
+    t: &Target,
+    run: &BenchmarkRun,
+    output: Option<Output>,
+    per_worker: bool,
+) -> Result<u8> {
+    let name = run.metadata.name.clone().unwrap_or_default();
+    let verdict = Verdict::of(run);
+    let has_result = run.status.as_ref().is_some_and(|s| {
+        !s.results.is_empty()
+            || s.matrix
+                .as_ref()
+                .is_some_and(|m| !m.combinations.is_empty())
+    });
+    if has_result {
+        match output {
+            Some(o) if run.status.as_ref().is_some_and(|s| s.matrix.is_some()) => {
+                let runs = fetch::report_runs(t, &name).await?;
+                let labelled: Vec<_> = runs
+                    .iter()
+                    .map(|r| serde_json::json!({"combination": r.label, "summary": r.summary}))
+                    .collect();
+                print!("{}", encode(&labelled, o)?);
+            }
+            Some(o) if per_worker => {
+                let parts = fetch::worker_summaries(t, run).await?;
+                let parts: Vec<_> = parts
+                    .iter()
+                    .map(|(w, s)| serde_json::json!({"worker": w, "summary": s}))
+                    .collect();
+                print!("{}", encode(&parts, o)?);
+            }
+            Some(o) => print!("{}", encode(&fetch::merged(t, run).await?, o)?),
+            None => print!("{}", tables(t, run, per_worker).await?),
+        }
+    }
+    if let Some(m) = verdict.message(&name) {
+        eprintln!("error: {m}");
+    }
+    Ok(verdict.code())
+}
+
+/// The text of a run's result: the table(s) and the thresholds.
+async fn tables(t: &Target, run: &BenchmarkRun, per_worker: bool) -> Result<String> {
+    let name = run.metadata.name.clone().unwrap_or_default();
+    let mut out = String::new();
+    if run.status.as_ref().is_some_and(|s| s.matrix.is_some()) {
+        for r in fetch::report_runs(t, &name).await? {
+            let _ = writeln!(out, "combination {}", r.label);
+            out.push_str(&report::table(&r.summary));
+            out.push('\n');
+        }
+    } else {
+        out.push_str(&report::table(&fetch::merged(t, run).await?));
+        if per_worker {
+            for (w, s) in fetch::worker_summaries(t, run).await? {
+                let _ = writeln!(out, "\nworker {w}:");
+                out.push_str(&report::table(&s));
+            }
+        }
+    }
+    out.push_str(&thresholds(run));
+    Ok(out)
+}
