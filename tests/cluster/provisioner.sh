@@ -29,7 +29,7 @@ build() {
   dir=$BENCHRUN_CACHE/provisioner/$key
   PROV_BIN=$dir/benchrun-hostpath-provisioner
   [ -x "$PROV_BIN" ] && return 0
-  log "building the hostpath provisioner from the Go module proxy (first time per source, ~2 min on 2 cores)"
+  log "building the hostpath provisioner from the Go module proxy (first time per source: 3 to 5 min on 2 busy cores)"
   mkdir -p "$dir" "$LOG_DIR"
   tmp=$(mktemp "$dir/.build.XXXXXX")
   if ! (cd "$SRC" && CGO_ENABLED=0 go build -mod=readonly -trimpath -o "$tmp" .) >> "$LOG_DIR/provisioner-build.log" 2>&1; then
@@ -56,7 +56,8 @@ up() {
   fi
   if ! alive provisioner; then
     mkdir -p "$LOG_DIR"
-    local from=$(( $(wc -l < "$LOG_DIR/provisioner.log" 2>/dev/null || echo 0) + 1 ))
+    local from=1
+    [ -f "$LOG_DIR/provisioner.log" ] && from=$(( $(wc -l < "$LOG_DIR/provisioner.log") + 1 ))
     start_daemon provisioner "$PROV_BIN" --kubeconfig="$ADMIN_KUBECONFIG" --root="$PROV_ROOT"
     # Started = its informers have synced and its workers run (the library logs it then).
     wait_for "provisioner started" 60 provisioner \

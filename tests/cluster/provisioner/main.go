@@ -57,7 +57,7 @@ func (p *hostPathProvisioner) Provision(ctx context.Context, o controller.Provis
 	}
 	// Writable by any pod user: fsGroup does not apply to hostPath volumes, and the test
 	// cluster's pods run as non-root users of their own choosing (restricted Pod Security).
-	if err := os.Chmod(dir, 0o1777); err != nil {
+	if err := os.Chmod(dir, 0o777); err != nil {
 		return nil, controller.ProvisioningInBackground, fmt.Errorf("chmod %s: %w", dir, err)
 	}
 	reclaim := v1.PersistentVolumeReclaimDelete
