@@ -174,6 +174,7 @@ while :; do
     [ "$claims" = "benchrun-hostpath/Bound benchrun-hostpath/Bound " ] ||
       fail "the run's claims are '$claims', want two Bound claims of the default StorageClass benchrun-hostpath"
     volumes=$(k -n "$qs_ns" get pvc -l benchrun.dev/run="$name" -o jsonpath='{.items[*].spec.volumeName}')
+    [ -n "$volumes" ] || fail "the run's Bound claims name no volume"
     # The workers would be refused in a namespace enforcing the restricted Pod Security
     # Standard (as a user's may): the API server's answer to a dry run of that label.
     pss=$(k label --dry-run=server --overwrite namespace "$qs_ns" pod-security.kubernetes.io/enforce=restricted 2>&1 >/dev/null | grep -F "$name" || true)
