@@ -9,9 +9,10 @@
 #   provisioner.sh down     stop it (down.sh calls this). The StorageClass stays, like everything
 #                           in etcd: claims of it wait (Pending) until the provisioner runs again.
 #   provisioner.sh status   exit 0 when it runs, else print its log's tail and exit 1
-# Each claim gets a directory $CLUSTER_DIR/hostpath/pvc-<uid> (both kubelets run on this machine,
+# Each claim gets a directory $CLUSTER_DIR/hostpath/pvc-<uid>, an ext4 of the claim's size on a
+# loop device (sparse image pvc-<uid>.img beside it; both kubelets run on this machine,
 # so either node reaches it) and a hostPath PersistentVolume pinned to the node of its first pod;
-# the directory is removed with the volume (reclaimPolicy Delete). Log: $LOG_DIR/provisioner.log.
+# unmounted and removed with the volume (reclaimPolicy Delete). Log: $LOG_DIR/provisioner.log.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/lib/cluster.sh

@@ -1,9 +1,10 @@
 // benchrun-hostpath-provisioner: the test cluster's dynamic provisioner (tests/cluster/provisioner.sh).
 //
 // It watches PersistentVolumeClaims of StorageClasses whose provisioner is benchrun.dev/hostpath
-// and, for each, creates a directory ROOT/<pv name> and a hostPath PersistentVolume on it;
-// when such a PersistentVolume is released and its reclaim policy is Delete, it removes the
-// directory (the library then deletes the PersistentVolume object).
+// and, for each, creates a directory ROOT/<pv name> with an ext4 file system of the claim's size
+// mounted on it (sparse image ROOT/<pv name>.img through a loop device) and a hostPath
+// PersistentVolume on it; when such a PersistentVolume is released and its reclaim policy is
+// Delete, it unmounts and removes both (the library then deletes the PersistentVolume object).
 //
 // Both kubelets of the test cluster run on this one machine and share its filesystem, so a
 // directory is reachable from either node. The volume is still pinned (node affinity) to the
@@ -19,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -54,6 +56,26 @@ func (p *hostPathProvisioner) Provision(ctx context.Context, o controller.Provis
 	dir := filepath.Join(p.root, o.PVName)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, controller.ProvisioningInBackground, fmt.Errorf("create %s: %w", dir, err)
+	}
+	// The claim's size is a real limit: the directory is an ext4 file system of that size, in a
+	// sparse image file mounted through a loop device. A bare directory would let one claim
+	// fill the machine's disk (and with it etcd's, which stops the cluster).
+	if !mounted(dir) {
+		img := dir + ".img"
+		f, err := os.OpenFile(img, os.O_CREATE|os.O_WRONLY, 0o600)
+		if err == nil {
+			err = f.Truncate(size.Value())
+			f.Close()
+		}
+		if err != nil {
+			return nil, controller.ProvisioningInBackground, fmt.Errorf("create %s: %w", img, err)
+		}
+		if err := run(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", img); err != nil {
+			return nil, controller.ProvisioningInBackground, err
+		}
+		if err := run(ctx, "mount", "-o", "loop", img, dir); err != nil {
+			return nil, controller.ProvisioningInBackground, err
+		}
 	}
 	// Writable by any pod user: fsGroup does not apply to hostPath volumes, and the test
 	// cluster's pods run as non-root users of their own choosing (restricted Pod Security).
@@ -98,10 +120,40 @@ func (p *hostPathProvisioner) Delete(ctx context.Context, pv *v1.PersistentVolum
 	if filepath.Dir(dir) != p.root || !strings.HasPrefix(filepath.Base(dir), "pvc-") {
 		return fmt.Errorf("refusing to remove %s: not a pvc-* directory directly under %s", dir, p.root)
 	}
+	if mounted(dir) {
+		if err := run(ctx, "umount", dir); err != nil { // a loop mount: its device goes with it
+			return err
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
+	if err := os.Remove(dir + ".img"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s.img: %w", dir, err)
+	}
 	klog.InfoS("deleted", "volume", pv.Name, "dir", dir)
+	return nil
+}
+
+// mounted: whether dir is a mount point (listed in /proc/self/mountinfo).
+func mounted(dir string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+func run(ctx context.Context, name string, args ...string) error {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
 	return nil
 }
 
@@ -136,6 +188,18 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// After tests/cluster/down.sh (which unmounts everything under the cluster's state) the
+	// volumes that still exist are mounted again, before any pod can use their directories.
+	imgs, _ := filepath.Glob(filepath.Join(absRoot, "pvc-*.img"))
+	for _, img := range imgs {
+		dir := strings.TrimSuffix(img, ".img")
+		if st, err := os.Stat(dir); err == nil && st.IsDir() && !mounted(dir) {
+			if err := run(ctx, "mount", "-o", "loop", img, dir); err != nil {
+				klog.Fatalf("remount: %v", err)
+			}
+			klog.InfoS("mounted again", "dir", dir)
+		}
+	}
 	pc := controller.NewProvisionController(ctx, client, *name, &hostPathProvisioner{root: filepath.Clean(absRoot)},
 		controller.LeaderElection(false), // one process per cluster, started by provisioner.sh
 	)
