@@ -59,7 +59,9 @@ func (p *hostPathProvisioner) Provision(ctx context.Context, o controller.Provis
 	}
 	// The claim's size is a real limit: the directory is an ext4 file system of that size, in a
 	// sparse image file mounted through a loop device. A bare directory would let one claim
-	// fill the machine's disk (and with it etcd's, which stops the cluster).
+	// fill the machine's disk (and with it etcd's, which stops the cluster). `discard`: blocks
+	// the file system frees are punched out of the image, else rewrites would grow the image
+	// to the claim's full size however little the volume holds.
 	if !mounted(dir) {
 		img := dir + ".img"
 		f, err := os.OpenFile(img, os.O_CREATE|os.O_WRONLY, 0o600)
@@ -73,7 +75,7 @@ func (p *hostPathProvisioner) Provision(ctx context.Context, o controller.Provis
 		if err := run(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", img); err != nil {
 			return nil, controller.ProvisioningInBackground, err
 		}
-		if err := run(ctx, "mount", "-o", "loop", img, dir); err != nil {
+		if err := run(ctx, "mount", "-o", "loop,discard", img, dir); err != nil {
 			return nil, controller.ProvisioningInBackground, err
 		}
 	}
@@ -194,7 +196,7 @@ func main() {
 	for _, img := range imgs {
 		dir := strings.TrimSuffix(img, ".img")
 		if st, err := os.Stat(dir); err == nil && st.IsDir() && !mounted(dir) {
-			if err := run(ctx, "mount", "-o", "loop", img, dir); err != nil {
+			if err := run(ctx, "mount", "-o", "loop,discard", img, dir); err != nil {
 				klog.Fatalf("remount: %v", err)
 			}
 			klog.InfoS("mounted again", "dir", dir)
