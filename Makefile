@@ -7,10 +7,12 @@
 #   unit          unit tests of every crate (no servers)
 #   local         the worker binary and engine on real files (file://, direct://, tmpfs refusal)
 #   storage       MinIO, Azurite, fake-gcs-server on 127.0.0.1, then the object storage tests
-#   cluster       a real 2-node Kubernetes cluster (kube-proxy, CoreDNS, storage Services),
-#                 worker/operator images, kwok (simulated nodes for the fleet test), cluster
-#                 tests, the kubectl plugin's cluster test, then the chart installed as users do
-#                 (tests/helm/e2e.sh: in-cluster operator, an example run, Prometheus, dashboard)
+#   cluster       a real 2-node Kubernetes cluster (kube-proxy, CoreDNS, storage Services, a
+#                 dynamic provisioner behind the default StorageClass), worker/operator images,
+#                 kwok (simulated nodes for the fleet test), cluster tests, the kubectl plugin's
+#                 cluster test, then the chart installed as users do (tests/helm/e2e.sh:
+#                 README.md's quick start command by command, in-cluster operator, Prometheus,
+#                 dashboard)
 # Slow builds (Kubernetes, etcd, storage servers, cargo target dirs) are cached under
 # ~/.cache/benchrun, outside the checkout.
 

@@ -2,7 +2,8 @@
 # Start the test cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (all on
 # 127.0.0.1) and two nodes, vm (host) and vm2 (network namespace), each with its own containerd,
 # kubelet and kube-proxy. Waits until both nodes are Ready with a heartbeat from the kubelet
-# running now, starts the add-ons (CoreDNS, the storage Services: addons.sh) and writes the admin
+# running now, starts the add-ons (CoreDNS, the storage Services: addons.sh), the dynamic
+# provisioner with the default StorageClass (provisioner.sh) and writes the admin
 # kubeconfig to tests/.state/kubeconfig.
 #
 # Idempotent: each daemon is started only if the one recorded in tests/.state/cluster/pids is not
@@ -418,6 +419,8 @@ for fwd in $STORAGE_FORWARDS; do
 done
 
 "$HERE/addons.sh" || die "addons.sh failed"
+# The dynamic provisioner on the host and the default StorageClass benchrun-hostpath.
+"$HERE/provisioner.sh" up || die "provisioner.sh up failed" provisioner
 
 cp "$ADMIN_KUBECONFIG" "$KUBECONFIG_OUT.tmp"; mv "$KUBECONFIG_OUT.tmp" "$KUBECONFIG_OUT"
 kubectl_ get nodes -o wide

@@ -99,7 +99,11 @@ else
 fi
 
 if command -v shellcheck >/dev/null; then
-  if shellcheck -x "$here"/*.sh; then ok "shellcheck tests/helm/*.sh"; else fail "shellcheck tests/helm/*.sh"; fi
+  if shellcheck -x "$here"/*.sh "$here/../cluster/provisioner.sh"; then
+    ok "shellcheck tests/helm/*.sh tests/cluster/provisioner.sh"
+  else
+    fail "shellcheck tests/helm/*.sh tests/cluster/provisioner.sh"
+  fi
 else
   fail "shellcheck not installed (apt-get install shellcheck; .ci/run installs it)"
 fi
