@@ -118,9 +118,10 @@ impl OpStats {
 }
 
 /// Derived figures for one op; recomputed from the histograms, never merged. Also a run's
-/// per-op results in the operator's status (`status.results`).
+/// per-op results in the operator's status (`status.results`): every field defaults, so a
+/// status written before a field existed still reads.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct OpReport {
     /// Operations completed, successful or not.
     pub count: u64,

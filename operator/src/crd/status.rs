@@ -211,3 +211,24 @@ pub struct Progress {
     /// Operations per second so far.
     pub ops_per_sec: f64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs whose status an earlier operator wrote (per-op results without `meanMs`,
+    /// `requestsPerOp`, p95, TTFB) are still read after an upgrade.
+    #[test]
+    fn a_status_from_before_the_op_report_fields_still_reads() {
+        let old = serde_json::json!({
+            "phase": "Succeeded",
+            "results": {"all": {"count": 10, "errors": 0, "opsPerSec": 5.0, "mibPerSec": 1.0,
+                "p50Ms": 1.0, "p90Ms": 2.0, "p99Ms": 3.0, "p999Ms": 4.0, "maxMs": 5.0}},
+            "workers": [{"name": "w0", "pod": "r-w0", "phase": "Collected"}]
+        });
+        let s: BenchmarkRunStatus = serde_json::from_value(old).expect("old status");
+        assert_eq!(s.results["all"].p99_ms, 3.0);
+        assert_eq!(s.results["all"].mean_ms, 0.0);
+        assert_eq!(s.workers[0].phase, WorkerPhase::Collected);
+    }
+}

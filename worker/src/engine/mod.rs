@@ -204,6 +204,10 @@ impl Engine {
     }
 }
 
+/// Keys of `put` kept for `delete` to remove: about 60 bytes each, so at most ~60 MiB however
+/// long a run whose puts outrun its deletes lasts.
+const MAX_TRACKED_WRITES: usize = 1 << 20;
+
 /// What the tasks of one measured stage share.
 #[derive(Debug)]
 struct RunCtx {
@@ -214,7 +218,8 @@ struct RunCtx {
     dataset: Vec<ObjectInfo>,
     mix: OpMix,
     mix_without_delete: Option<OpMix>,
-    /// Keys written by `put`, oldest first, for `delete` to remove.
+    /// Keys written by `put`, oldest first, for `delete` to remove; at most
+    /// [`MAX_TRACKED_WRITES`].
     written: Mutex<VecDeque<String>>,
     /// Whether the mix deletes, so `put` must remember its keys (decided once, not per op).
     track_written: bool,

@@ -55,10 +55,13 @@ impl RunCtx {
                 let size = self.object_sizes.sample(rng);
                 let requests = t.put(&key, self.pattern.payload(&key, size)).await?;
                 if self.track_written {
-                    self.written
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push_back(key);
+                    let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+                    // Bounded: when puts outrun deletes, the oldest keys leave the queue (the
+                    // objects stay; cleanup lists and removes them).
+                    if written.len() >= MAX_TRACKED_WRITES {
+                        written.pop_front();
+                    }
+                    written.push_back(key);
                 }
                 Ok(Done {
                     bytes: size,
