@@ -2,9 +2,9 @@
 //! worker's own `compare` and `report` (one implementation, the same output as
 //! `benchrun-worker compare`/`report` on the same summaries).
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use benchrun_worker::compare;
-use benchrun_worker::report::{files, terminal, Run};
+use benchrun_worker::report::{self, Run};
 
 use crate::cli::{CompareArgs, ReportArgs};
 use crate::connect::Target;
@@ -49,15 +49,6 @@ pub async fn report(t: &Target, args: &ReportArgs) -> Result<u8> {
     for name in &args.names {
         runs.extend(fetch::report_runs(t, name).await?);
     }
-    match &args.out {
-        Some(dir) => {
-            let written = files::write(&runs, dir)
-                .with_context(|| format!("writing the report into {}", dir.display()))?;
-            for p in written {
-                println!("{}", p.display());
-            }
-        }
-        None => print!("{}", terminal::render(&runs)),
-    }
+    report::write_or_print(&runs, args.out.as_deref())?;
     Ok(OK)
 }

@@ -16,8 +16,6 @@ use benchrun_operator::crd::{BenchmarkRun, Phase};
 use benchrun_operator::{controller, metrics::Metrics, resources, results};
 use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use tokio::io::AsyncWriteExt;
 
@@ -51,32 +49,9 @@ async fn env_without_workers(prefix: &str) -> (Client, TestNamespace) {
     (client, ns)
 }
 
-/// Apply the CRD (idempotent; other tests may apply it at the same time) and wait until served.
-async fn install_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = benchrun_operator::crd();
-    let name = crd.metadata.name.clone().unwrap_or_default();
-    crds.patch(
-        &name,
-        &PatchParams::apply("benchrun-tests").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("applying the CRD: {e}"));
-    for _ in 0..60 {
-        let c = crds.get(&name).await.expect("read CRD");
-        let established = c
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    panic!("CRD {name} not Established after 30 s");
+/// Apply the CRD and wait until it is served.
+pub async fn install_crd(client: &Client) {
+    cluster::install_crd(client, &benchrun_operator::crd()).await;
 }
 
 /// The controller, in this process, for the test's namespace only.

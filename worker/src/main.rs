@@ -112,7 +112,7 @@ fn compare(args: CompareArgs) -> Result<ExitCode> {
 }
 
 fn report_cmd(args: ReportArgs) -> Result<ExitCode> {
-    use benchrun_worker::report::{files, labels, terminal, Run};
+    use benchrun_worker::report::{labels, Run};
     if !args.labels.is_empty() && args.labels.len() != args.files.len() {
         anyhow::bail!(
             "{} labels for {} summaries: give one per summary",
@@ -152,16 +152,7 @@ fn report_cmd(args: ReportArgs) -> Result<ExitCode> {
             .with_context(|| format!("{} is not a benchrun summary", f.display()))?;
         runs.push(Run { label, summary });
     }
-    match &args.out {
-        Some(dir) => {
-            let written = files::write(&runs, dir)
-                .with_context(|| format!("writing the report into {}", dir.display()))?;
-            for p in written {
-                println!("{}", p.display());
-            }
-        }
-        None => print!("{}", terminal::render(&runs)),
-    }
+    report::write_or_print(&runs, args.out.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -276,3 +276,21 @@ fn volume_lines(out: &mut String, s: &Summary, v: &crate::stats::VolumeStats) {
         }
     }
 }
+
+/// Write the report of `runs` into `out` (Markdown and SVG charts), printing the paths
+/// written, or without `out` print it for the terminal: the `report` command of
+/// `benchrun-worker` and of the kubectl plugin.
+pub fn write_or_print(runs: &[Run], out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    match out {
+        Some(dir) => {
+            let written = files::write(runs, dir)
+                .with_context(|| format!("writing the report into {}", dir.display()))?;
+            for p in written {
+                println!("{}", p.display());
+            }
+        }
+        None => print!("{}", terminal::render(runs)),
+    }
+    Ok(())
+}

@@ -15,8 +15,7 @@ use benchrun_operator::metrics::Metrics;
 use benchrun_operator::{resources, results};
 use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
@@ -39,32 +38,9 @@ pub async fn env(prefix: &str) -> Env {
     Env { client, ns, images }
 }
 
-/// Apply the CRD (idempotent across concurrently running tests) and wait until it is served.
+/// Apply the CRD and wait until it is served.
 pub async fn install_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = benchrun_operator::crd();
-    let name = crd.metadata.name.clone().unwrap_or_default();
-    crds.patch(
-        &name,
-        &PatchParams::apply("benchrun-tests").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("applying the CRD: {e}"));
-    for _ in 0..60 {
-        let c = crds.get(&name).await.expect("read CRD");
-        let established = c
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    panic!("CRD {name} not Established after 30 s");
+    cluster::install_crd(client, &benchrun_operator::crd()).await;
 }
 
 pub fn spawn_operator(env: &Env) -> JoinHandle<()> {

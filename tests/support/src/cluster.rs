@@ -203,6 +203,39 @@ pub fn addon_image(key: &str) -> String {
         })
 }
 
+/// Apply `crd` by server-side apply (idempotent; tests running at once may apply it too) and
+/// wait until the API server serves it.
+pub async fn install_crd(
+    client: &Client,
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    crds.patch(
+        &name,
+        &PatchParams::apply("benchrun-tests").force(),
+        &Patch::Apply(crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying the CRD: {e}"));
+    for _ in 0..60 {
+        let c = crds.get(&name).await.expect("read CRD");
+        let established = c
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    panic!("CRD {name} not Established after 30 s");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
