@@ -69,17 +69,17 @@ def metric_names():
 
 
 def documented_rbac():
-    """{resource: verbs} from the '# RBAC the operator needs' block of reconcile.rs."""
-    text = (REPO / "operator/src/reconcile.rs").read_text()
+    """{resource: verbs} from the '# RBAC the operator needs' block of reconcile/mod.rs."""
+    text = (REPO / "operator/src/reconcile/mod.rs").read_text()
     m = re.search(r"//! # RBAC the operator needs\n((?://!.*\n)+?)//!\s*\n", text)
-    if not check(m, "reconcile.rs: no '# RBAC the operator needs' block to compare RBAC with"):
+    if not check(m, "reconcile/mod.rs: no '# RBAC the operator needs' block to compare RBAC with"):
         return {}
     block = " ".join(line[3:].strip() for line in m.group(1).splitlines())
     verbs_re = rf"(?:{RUST_VERBS})(?:\s*,\s*(?:{RUST_VERBS}))*"
     out = {}
     for res, verbs in re.findall(rf"`([\w./]+)`:\s*(?:\*\*)?({verbs_re})", block):
         out[res] = set(v.strip() for v in verbs.split(","))
-    check(out, "reconcile.rs: the RBAC block lists no resources")
+    check(out, "reconcile/mod.rs: the RBAC block lists no resources")
     return out
 
 
@@ -288,7 +288,7 @@ def check_rbac(docs, overlay, values, documented):
         check(r.get("apiGroups") == ["coordination.k8s.io"], f"{overlay}: {n}: leases not in coordination.k8s.io")
         check(set(r["verbs"]) <= {"get", "create", "update"}, f"{overlay}: {n}: lease verbs {r['verbs']}")
         check(not any(n == cr["metadata"]["name"] for cr in croles), f"{overlay}: leases granted cluster-wide")
-    # Exactly the RBAC documented in reconcile.rs (plus leases for leader election).
+    # Exactly the RBAC documented in reconcile/mod.rs (plus leases for leader election).
     granted = {}
     for _, r in all_rules:
         for res in r["resources"]:
@@ -301,10 +301,10 @@ def check_rbac(docs, overlay, values, documented):
         documented = {k: v for k, v in documented.items() if k != "networkpolicies"}
     for res, verbs in documented.items():
         check(verbs <= granted.get(res, set()),
-              f"{overlay}: reconcile.rs needs {sorted(verbs)} on {res}, the chart grants {sorted(granted.get(res, set()))}")
+              f"{overlay}: reconcile/mod.rs needs {sorted(verbs)} on {res}, the chart grants {sorted(granted.get(res, set()))}")
     for res, verbs in granted.items():
         extra = verbs - documented.get(res, set())
-        check(not extra, f"{overlay}: the chart grants {sorted(extra)} on {res}, which reconcile.rs does not list")
+        check(not extra, f"{overlay}: the chart grants {sorted(extra)} on {res}, which reconcile/mod.rs does not list")
 
 
 # ---------------------------------------------------------------- monitoring

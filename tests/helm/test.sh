@@ -2,7 +2,7 @@
 # Offline tests of the Helm chart charts/benchrun (no cluster):
 #   - helm lint --strict and helm template with each ci/*-values.yaml overlay
 #   - values.schema.json rejects unknown keys and bad types (helm template fails, with the message)
-#   - check.py: restricted Pod Security Standard, RBAC exactly as operator/src/reconcile.rs lists
+#   - check.py: restricted Pod Security Standard, RBAC exactly as operator/src/reconcile/mod.rs lists
 #     it (never get/list/watch on Secrets), monitors only when enabled, Role when watchNamespace
 #     is set, dashboard PromQL only on metric names registered in the Rust code
 #   - the chart's CRDs equal crds/
