@@ -11,9 +11,9 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use benchrun_api::Summary;
-use benchrun_operator::context::{self, Config};
+use benchrun_operator::context::Config;
 use benchrun_operator::crd::{BenchmarkRun, Phase};
-use benchrun_operator::{controller, metrics::Metrics, resources, results};
+use benchrun_operator::{controller, metrics::Metrics, results};
 use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
@@ -57,15 +57,8 @@ pub async fn install_crd(client: &Client) {
 /// The controller, in this process, for the test's namespace only.
 fn spawn_operator(env: &Env) -> tokio::task::JoinHandle<()> {
     let config = Config {
-        key: KEY.to_vec(),
-        worker_image: env.images.worker.clone(),
         namespace: Some(env.ns.name().to_string()),
-        agent_port: resources::AGENT_PORT,
-        policy: Default::default(),
-        worker_ingress: None,
-        worker_parallelism: context::DEFAULT_WORKER_PARALLELISM,
-        worker_timeout: context::DEFAULT_WORKER_TIMEOUT,
-        progress_interval: context::DEFAULT_PROGRESS_INTERVAL,
+        ..Config::new(KEY.to_vec(), env.images.worker.clone())
     };
     let run = controller::run(
         env.client.clone(),

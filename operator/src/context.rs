@@ -49,6 +49,25 @@ pub struct Config {
     pub progress_interval: Duration,
 }
 
+impl Config {
+    /// The operator's defaults, with this key and worker image: every namespace, the agent's
+    /// port, the default policy, no NetworkPolicy, the default parallelism, timeout and
+    /// progress interval (what `run` starts with when no flag says otherwise).
+    pub fn new(key: Vec<u8>, worker_image: String) -> Config {
+        Config {
+            key,
+            worker_image,
+            namespace: None,
+            agent_port: crate::resources::AGENT_PORT,
+            policy: Default::default(),
+            worker_ingress: None,
+            worker_parallelism: DEFAULT_WORKER_PARALLELISM,
+            worker_timeout: DEFAULT_WORKER_TIMEOUT,
+            progress_interval: DEFAULT_PROGRESS_INTERVAL,
+        }
+    }
+}
+
 /// Shared by every reconcile.
 pub struct Context {
     /// The API server client.

@@ -525,9 +525,10 @@ async fn a_warmup_runs_before_the_measured_stage_and_is_counted_apart() {
         "measured seconds follow"
     );
     // The measured stage: its 2 s, after the 2 s warm-up (ending with its last op, due at
-    // 1.99 s); the rates are over it alone.
+    // 1.99 s); the rates are over it alone. The upper bound leaves a loaded machine room for
+    // a late last op and still fails a stage that took the warm-up in (4 s).
     assert!(
-        (1.99..2.5).contains(&s.elapsed_seconds),
+        (1.99..3.5).contains(&s.elapsed_seconds),
         "a 2 s stage measured {} s",
         s.elapsed_seconds
     );

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use benchrun_api::Summary;
-use benchrun_operator::context::{self, Config};
+use benchrun_operator::context::Config;
 use benchrun_operator::controller;
 use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
 use benchrun_operator::metrics::Metrics;
@@ -51,15 +51,8 @@ pub fn spawn_operator(env: &Env) -> JoinHandle<()> {
 pub fn spawn_operator_with_metrics(env: &Env) -> (JoinHandle<()>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
     let config = Config {
-        key: KEY.to_vec(),
-        worker_image: env.images.worker.clone(),
         namespace: Some(env.ns.name().to_string()),
-        agent_port: resources::AGENT_PORT,
-        policy: Default::default(),
-        worker_ingress: None,
-        worker_parallelism: context::DEFAULT_WORKER_PARALLELISM,
-        worker_timeout: context::DEFAULT_WORKER_TIMEOUT,
-        progress_interval: context::DEFAULT_PROGRESS_INTERVAL,
+        ..Config::new(KEY.to_vec(), env.images.worker.clone())
     };
     let run = controller::run(
         env.client.clone(),
