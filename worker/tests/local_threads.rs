@@ -99,7 +99,7 @@ async fn above_the_blocking_pool_cap_every_get_is_in_the_storage_at_once() {
         .await
         .expect("open");
     let dataset = Dataset {
-        objects,
+        objects: objects.into(),
         ..Default::default()
     };
 

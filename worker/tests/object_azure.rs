@@ -45,7 +45,11 @@ async fn every_op_runs_and_objects_have_the_asked_sizes() {
     let e = engine(w).await;
     let ds = e.prepare().await.expect("prepare");
     let listed = e.target().list("benchrun/").await.expect("list");
-    let mut want: Vec<(String, u64)> = ds.objects.iter().map(|o| (o.key.clone(), o.size)).collect();
+    let mut want: Vec<(String, u64)> = ds
+        .objects
+        .iter()
+        .map(|o| (o.key.into_owned(), o.size))
+        .collect();
     let mut got: Vec<(String, u64)> = listed
         .objects
         .iter()
@@ -90,7 +94,7 @@ async fn blocks_upload_and_range_engine_requests_are_exact() {
     assert_eq!(proxy.count("PUT"), 3, "{:?}", proxy.requests());
     assert_eq!(
         e.target()
-            .stat(&ds.objects[0].key)
+            .stat(&ds.objects.get(0).expect("an object").key)
             .await
             .expect("stat")
             .size,

@@ -63,8 +63,11 @@ async fn reads_stat_list_on_listed_dataset_then_delete() {
     ));
     let e = engine(w).await;
     let ds = e.prepare().await.expect("list the seeded dataset");
-    let mut listed: Vec<(String, u64)> =
-        ds.objects.iter().map(|o| (o.key.clone(), o.size)).collect();
+    let mut listed: Vec<(String, u64)> = ds
+        .objects
+        .iter()
+        .map(|o| (o.key.into_owned(), o.size))
+        .collect();
     listed.sort();
     assert_eq!(
         listed,

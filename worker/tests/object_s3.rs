@@ -41,7 +41,11 @@ async fn every_op_runs_and_objects_have_the_asked_sizes() {
     let ds = e.prepare().await.expect("prepare");
     // The server's own listing has every dataset object at the size prepare asked for.
     let listed = e.target().list("benchrun/").await.expect("list");
-    let mut want: Vec<(String, u64)> = ds.objects.iter().map(|o| (o.key.clone(), o.size)).collect();
+    let mut want: Vec<(String, u64)> = ds
+        .objects
+        .iter()
+        .map(|o| (o.key.into_owned(), o.size))
+        .collect();
     let mut got: Vec<(String, u64)> = listed
         .objects
         .iter()
@@ -171,7 +175,7 @@ async fn range_engine_fetches_exact_ranges_with_no_head_and_right_bytes() {
 
     // Size unknown (no listing): learned from the first range's Content-Range, still no HEAD.
     proxy.reset();
-    let key = &ds.objects[0].key;
+    let key = &ds.objects.get(0).expect("an object").key;
     let out = e
         .target()
         .get(
@@ -263,7 +267,7 @@ async fn chunked_reads_and_multipart_puts() {
     assert_eq!(ds.prepare.as_ref().map(|p| p.requests), Some(10));
     assert_eq!(proxy.count("PUT"), 6, "{:?}", proxy.requests());
     assert_eq!(proxy.count("POST"), 4);
-    for o in &ds.objects {
+    for o in ds.objects.iter() {
         assert_eq!(e.target().stat(&o.key).await.expect("stat").size, 12 << 20);
     }
     proxy.reset();

@@ -14,6 +14,7 @@
 //! # Files
 //! - `mod.rs`: [`Engine`], [`Dataset`], [`EngineError`] and what the tasks of a run share
 //! - `prepare.rs`: the space check, the dataset written or listed (and pre-stat'd), cleanup
+//! - `objects.rs`: the dataset's objects, 8 bytes each when the prepare stage wrote them
 //! - `run.rs`: the measured stage: tasks on the schedule, the task loop, the summary
 //! - `ops.rs`: one op of the mix against the target
 //! - `mix.rs`, `schedule.rs`, `sizes.rs`, `recorder.rs`, `stable.rs`: the op choice, the
@@ -25,6 +26,7 @@
 mod block;
 mod keys;
 mod mix;
+mod objects;
 mod ops;
 mod prepare;
 mod recorder;
@@ -47,6 +49,7 @@ use rand::SeedableRng;
 use tokio::time::Instant;
 
 pub use mix::OpMix;
+pub use objects::{Object, Objects};
 pub use recorder::{Done, OpResult, Recorder};
 pub use schedule::{Schedule, Ticket};
 use sizes::SizeSampler;
@@ -94,7 +97,7 @@ pub enum EngineError {
 #[derive(Clone, Debug, Default)]
 pub struct Dataset {
     /// The objects, with their sizes.
-    pub objects: Vec<ObjectInfo>,
+    pub objects: Objects,
     /// The prepare stage, when it wrote or listed the dataset.
     pub prepare: Option<StageStats>,
     /// The pre-stat of the dataset, when it ran.
@@ -195,10 +198,6 @@ impl Engine {
         &self.target
     }
 
-    fn dataset_key(&self, i: u64) -> String {
-        format!("{}obj-{i:08}", self.workload.dataset.prefix)
-    }
-
     fn put_prefix(&self) -> String {
         format!("{}put/", self.workload.dataset.prefix)
     }
@@ -215,7 +214,8 @@ struct RunCtx {
     metrics: Arc<Metrics>,
     pattern: Arc<DataPattern>,
     object_sizes: SizeSampler,
-    dataset: Vec<ObjectInfo>,
+    /// The dataset, shared with the engine (never copied).
+    dataset: Objects,
     mix: OpMix,
     mix_without_delete: Option<OpMix>,
     /// Keys written by `put`, oldest first, for `delete` to remove; at most

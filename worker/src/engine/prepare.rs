@@ -1,6 +1,7 @@
 //! Before and after the measured stage: the space check, the dataset written (or listed) and
 //! pre-stat'd, and the cleanup of what the run created.
 
+use super::objects::Objects;
 use super::*;
 
 impl Engine {
@@ -68,110 +69,137 @@ impl Engine {
         let needs_dataset = w.weight_of(OpKind::Get) + w.weight_of(OpKind::Stat) > 0;
         let mut ds = Dataset::default();
         if w.dataset.prepare && w.dataset.objects > 0 {
-            let started = Instant::now();
-            let sizes: Vec<u64> = (0..w.dataset.objects)
-                .map(|i| {
-                    // Per-object seed: the same index always gets the same size, whoever writes it.
-                    let mut rng =
-                        SmallRng::seed_from_u64(w.seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                    self.dataset_sizes.sample(&mut rng)
-                })
-                .collect();
-            let keys: Vec<String> = (0..w.dataset.objects)
-                .map(|i| self.dataset_key(i))
-                .collect();
-            let results = self
-                .for_each_concurrent(
-                    keys.clone().into_iter().zip(sizes.iter().copied()),
-                    |t, (key, size)| {
-                        let pattern = self.pattern.clone();
-                        async move { t.put(&key, pattern.payload(&key, size)).await }
-                    },
-                )
-                .await;
-            let mut stats = StageStats {
-                objects: keys.len() as u64,
-                ..Default::default()
-            };
-            let mut first = None;
-            for (i, r) in results.into_iter().enumerate() {
-                match r {
-                    Ok(req) => {
-                        stats.requests += req as u64;
-                        stats.bytes += sizes[i];
-                    }
-                    Err(e) => {
-                        stats.errors += 1;
-                        first.get_or_insert(e);
-                    }
-                }
-            }
-            stats.seconds = started.elapsed().as_secs_f64();
-            if let Some(first) = first {
-                return Err(EngineError::Prepare {
-                    failed: stats.errors,
-                    total: stats.objects,
-                    first,
-                });
-            }
-            ds.objects = keys
-                .into_iter()
-                .zip(sizes)
-                .map(|(key, size)| ObjectInfo { key, size })
-                .collect();
+            let (objects, stats) = self.write_dataset().await?;
+            ds.objects = objects;
             ds.prepare = Some(stats);
         } else if needs_dataset {
             let listing = self.target.list(&w.dataset.prefix).await?;
             let put_prefix = self.put_prefix();
-            ds.objects = listing
+            let listed: Vec<ObjectInfo> = listing
                 .objects
                 .into_iter()
                 .filter(|o| !o.key.starts_with(&put_prefix))
                 .collect();
-            if ds.objects.is_empty() {
+            if listed.is_empty() {
                 return Err(EngineError::Dataset(format!(
                     "no objects under `{}` in {}; set dataset.prepare: true to create them",
                     w.dataset.prefix, w.target
                 )));
             }
+            ds.objects = listed.into();
         }
         let re = &w.range_engine;
         if re.enabled && re.pre_stat && !ds.objects.is_empty() {
-            let started = Instant::now();
-            let keys: Vec<String> = ds.objects.iter().map(|o| o.key.clone()).collect();
-            let results = self
-                .for_each_concurrent(keys, |t, key| async move { t.stat(&key).await })
-                .await;
-            let mut stats = StageStats {
-                objects: ds.objects.len() as u64,
-                ..Default::default()
-            };
-            for (o, r) in ds.objects.iter_mut().zip(results) {
-                stats.requests += 1;
-                match r {
-                    Ok(info) => o.size = info.size,
-                    Err(_) => stats.errors += 1,
-                }
-            }
-            stats.seconds = started.elapsed().as_secs_f64();
+            let (objects, stats) = self.pre_stat(&ds.objects).await;
+            ds.objects = objects;
             ds.pre_stat = Some(stats);
         }
         self.metrics.set_stage(Stage::Ready);
         Ok(ds)
     }
 
-    /// Run `f` over `items` with the workload's concurrency; results in input order.
-    async fn for_each_concurrent<I, T, F, Fut>(&self, items: I, f: F) -> Vec<Result<T, TargetError>>
+    /// Write the dataset: object `i` gets its key from its index and its size from a seed of
+    /// its own, so nothing per object is held but its size, and results are counted as they
+    /// come (a vector of 100 million results was gigabytes).
+    async fn write_dataset(&self) -> Result<(Objects, StageStats), EngineError> {
+        let w = &self.workload;
+        let started = Instant::now();
+        // Per-object seed: the same index always gets the same size, whoever writes it.
+        let sizes: Vec<u64> = (0..w.dataset.objects)
+            .map(|i| {
+                let mut rng =
+                    SmallRng::seed_from_u64(w.seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                self.dataset_sizes.sample(&mut rng)
+            })
+            .collect();
+        let prefix = w.dataset.prefix.as_str();
+        let mut stats = StageStats {
+            objects: w.dataset.objects,
+            ..Default::default()
+        };
+        let mut first = None;
+        self.for_each_concurrent(
+            sizes.iter().copied().enumerate(),
+            |t, (i, size)| {
+                let pattern = self.pattern.clone();
+                async move {
+                    let key = Objects::generated_key(prefix, i as u64);
+                    (size, t.put(&key, pattern.payload(&key, size)).await)
+                }
+            },
+            |(size, r)| match r {
+                Ok(req) => {
+                    stats.requests += req as u64;
+                    stats.bytes += size;
+                }
+                Err(e) => {
+                    stats.errors += 1;
+                    first.get_or_insert(e);
+                }
+            },
+        )
+        .await;
+        stats.seconds = started.elapsed().as_secs_f64();
+        if let Some(first) = first {
+            return Err(EngineError::Prepare {
+                failed: stats.errors,
+                total: stats.objects,
+                first,
+            });
+        }
+        let objects = Objects::Generated {
+            prefix: prefix.into(),
+            sizes: sizes.into(),
+        };
+        Ok((objects, stats))
+    }
+
+    /// Stat every object of the dataset (`rangeEngine.preStat`), keys made one at a time;
+    /// the objects come back with the sizes the target gave (a failed stat keeps the old).
+    async fn pre_stat(&self, objects: &Objects) -> (Objects, StageStats) {
+        let started = Instant::now();
+        let mut sizes = objects.sizes();
+        let mut stats = StageStats {
+            objects: objects.len() as u64,
+            ..Default::default()
+        };
+        self.for_each_concurrent(
+            0..objects.len(),
+            |t, i| {
+                let key = objects
+                    .get(i)
+                    .map(|o| o.key.into_owned())
+                    .unwrap_or_default();
+                async move { (i, t.stat(&key).await) }
+            },
+            |(i, r)| {
+                stats.requests += 1;
+                match r {
+                    Ok(info) => sizes[i] = info.size,
+                    Err(_) => stats.errors += 1,
+                }
+            },
+        )
+        .await;
+        stats.seconds = started.elapsed().as_secs_f64();
+        (objects.with_sizes(sizes), stats)
+    }
+
+    /// Run `f` over `items` with the workload's concurrency, handing each result to `each`
+    /// as it completes (in any order): memory is bounded by the concurrency, not the items.
+    async fn for_each_concurrent<I, T, F, Fut>(&self, items: I, f: F, mut each: impl FnMut(T))
     where
         I: IntoIterator,
         F: Fn(Arc<dyn Target>, I::Item) -> Fut,
-        Fut: Future<Output = Result<T, TargetError>>,
+        Fut: Future<Output = T>,
     {
         use futures::stream::StreamExt;
-        futures::stream::iter(items.into_iter().map(|item| f(self.target.clone(), item)))
-            .buffered(self.workload.concurrency as usize)
-            .collect()
-            .await
+        let mut results =
+            futures::stream::iter(items.into_iter().map(|item| f(self.target.clone(), item)))
+                .buffer_unordered(self.workload.concurrency as usize);
+        while let Some(r) = results.next().await {
+            each(r);
+        }
     }
 
     /// Delete what this run created: the dataset, if the prepare stage wrote it, and every
@@ -204,17 +232,19 @@ impl Engine {
             ..Default::default()
         };
         let keys = listing.objects.into_iter().map(|o| o.key);
-        for r in self
-            .for_each_concurrent(keys, |t, key| async move { t.delete(&key).await })
-            .await
-        {
-            stats.requests += 1;
-            match r {
-                // Another worker sharing the prefix may have deleted it first.
-                Ok(()) | Err(TargetError::NotFound { .. }) => {}
-                Err(_) => stats.errors += 1,
-            }
-        }
+        self.for_each_concurrent(
+            keys,
+            |t, key| async move { t.delete(&key).await },
+            |r| {
+                stats.requests += 1;
+                match r {
+                    // Another worker sharing the prefix may have deleted it first.
+                    Ok(()) | Err(TargetError::NotFound { .. }) => {}
+                    Err(_) => stats.errors += 1,
+                }
+            },
+        )
+        .await;
         stats.seconds = started.elapsed().as_secs_f64();
         self.metrics.set_stage(Stage::Done);
         Ok(stats)

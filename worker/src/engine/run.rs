@@ -40,7 +40,7 @@ impl Engine {
             metrics: self.metrics.clone(),
             pattern: self.pattern.clone(),
             object_sizes: self.object_sizes.clone(),
-            dataset: dataset.objects.clone(),
+            dataset: dataset.objects.clone(), // an Arc
             mix: OpMix::new(&w.ops, |_| false)
                 .ok_or_else(|| EngineError::Workload("no operation has a weight above 0".into()))?,
             mix_without_delete: OpMix::new(&w.ops, |op| op == OpKind::Delete),
