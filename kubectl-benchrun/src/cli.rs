@@ -183,6 +183,10 @@ pub struct LogsArgs {
     /// Only the last N lines of each worker.
     #[arg(long, value_name = "N")]
     pub tail: Option<i64>,
+    /// Stream the logs as they are written, every worker at once, until every worker's
+    /// container ends (as `kubectl logs -f`).
+    #[arg(short, long)]
+    pub follow: bool,
 }
 
 /// `storageclass`.

@@ -62,7 +62,7 @@ async fn dispatch(cli: &Cli) -> Result<u8> {
         Command::List(a) => list::main(&connect::connect(g).await?, a).await,
         Command::Compare(a) => compare::main(&connect::connect(g).await?, a).await,
         Command::Report(a) => compare::report(&connect::connect(g).await?, a).await,
-        Command::Logs(a) => logs::main(&connect::connect(g).await?, &a.name, a.tail).await,
+        Command::Logs(a) => logs::main(&connect::connect(g).await?, a).await,
     }
 }
 

@@ -13,9 +13,11 @@ use std::time::Duration;
 use benchrun_api::Summary;
 use benchrun_operator::context::Config;
 use benchrun_operator::crd::{BenchmarkRun, Phase};
+use benchrun_operator::resources::RUN_LABEL;
 use benchrun_operator::{controller, metrics::Metrics, results};
 use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use kube::api::ListParams;
 use kube::{Api, Client};
 use tokio::io::AsyncWriteExt;
 
@@ -595,4 +597,172 @@ async fn bad_input_is_one_line_and_exit_2() {
         .expect("list")
         .items
         .is_empty());
+}
+
+/// Wait (a bounded poll) until every pod of run `name` has started its container: a log
+/// can be followed only from then.
+async fn wait_containers_started(env: &Env, name: &str, want: usize) {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), env.ns.name());
+    let lp = ListParams::default().labels(&format!("{RUN_LABEL}={name}"));
+    let deadline = tokio::time::Instant::now() + RUN_BOUND;
+    loop {
+        let list = pods.list(&lp).await.expect("list pods").items;
+        let started = list
+            .iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.state
+                                .as_ref()
+                                .is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+                        })
+                    })
+            })
+            .count();
+        if started == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{started} of {want} containers of run {name} started within {RUN_BOUND:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The lines of `text` whose prefix is `[w] `, in order.
+fn lines_of<'a>(text: &'a str, w: &str) -> Vec<&'a str> {
+    let prefix = format!("[{w}] ");
+    text.lines().filter(|l| l.starts_with(&prefix)).collect()
+}
+
+#[tokio::test]
+async fn logs_follow_streams_every_worker_until_it_ends() {
+    let env = env("plugin-follow").await;
+    let _op = spawn_operator(&env);
+    let ns = env.ns.name().to_string();
+    let api: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), &ns);
+    let text = manifest("f", "  cleanup: Never\n").replace("duration: 3s", "duration: 6s");
+    let run: BenchmarkRun = serde_yaml::from_str(&text).expect("manifest");
+    api.create(&Default::default(), &run).await.expect("create");
+    wait_containers_started(&env, "f", NODES.len()).await;
+
+    // Followed while the run goes on: ends by itself once both containers have exited,
+    // which they do only after the operator has collected their results.
+    let followed = exec(&ns, &["logs", "f", "--follow"]).await;
+    assert_eq!(followed.code, 0);
+    let run = get_run(&env, "f").await;
+    assert_eq!(
+        run.status.as_ref().map(|s| s.phase),
+        Some(Phase::Succeeded),
+        "the stream ended with the run"
+    );
+    // Every line is a worker's; each worker's lines are its whole log, in order, as the
+    // non-following form prints it once the run is over.
+    let whole = exec(&ns, &["logs", "f"]).await;
+    assert_eq!(whole.code, 0);
+    assert!(
+        followed
+            .stdout
+            .lines()
+            .all(|l| l.starts_with("[w0] ") || l.starts_with("[w1] ")),
+        "{}",
+        followed.stdout
+    );
+    for w in ["w0", "w1"] {
+        let f = lines_of(&followed.stdout, w);
+        assert!(
+            f.iter()
+                .any(|l| l.contains(&format!("agent {w} listening"))),
+            "{w}'s first lines were streamed: {}",
+            followed.stdout
+        );
+        assert_eq!(f, lines_of(&whole.stdout, w), "{w}'s whole log, in order");
+    }
+}
+
+#[tokio::test]
+async fn storageclass_benchmarks_the_default_class_and_cleans_up() {
+    let env = env("plugin-sc").await;
+    let _op = spawn_operator(&env);
+    let ns = env.ns.name().to_string();
+    // The test cluster's default class (tests/cluster/provisioner: an ext4 loop image per
+    // claim), so the volume profile runs with real O_DIRECT on a real filesystem.
+    let r = exec(
+        &ns,
+        &[
+            "storageclass",
+            "benchrun-hostpath",
+            "--claim-size",
+            "256Mi",
+            "--file-size",
+            "32MiB",
+            "--duration",
+            "2s",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "the class was benchmarked");
+    assert!(
+        r.stderr
+            .contains("benchmarking StorageClass benchrun-hostpath: a 256Mi claim per node"),
+        "{}",
+        r.stderr
+    );
+    // The table: a header and one row per profile and op, each measured without error.
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 7, "{}", r.stdout);
+    assert!(lines[0].starts_with("profile") && lines[0].contains("IOPS"));
+    let want = [
+        "random 4KiB QD32 (IOPS) read",
+        "random 4KiB QD32 (IOPS) write",
+        "sequential 1MiB QD4 (bandwidth) read",
+        "sequential 1MiB QD4 (bandwidth) write",
+        "random 4KiB QD1 (latency) read",
+        "random 4KiB QD1 (latency) write",
+    ];
+    for (line, label) in lines[1..].iter().zip(want) {
+        assert!(line.starts_with(label), "{line:?} is the {label:?} row");
+        let cells: Vec<&str> = line[label.len()..].split_whitespace().collect();
+        assert_eq!(cells.len(), 6, "{line:?}");
+        assert_eq!(cells[0], "Succeeded", "{line:?}");
+        let iops: f64 = cells[1].parse().expect("IOPS is a number");
+        assert!(iops > 0.0, "{line:?}");
+        assert_eq!(cells[5], "0", "no errors: {line:?}");
+    }
+    // Cleanup: the run, its children and their claims are deleted (a bounded poll:
+    // deletion is asynchronous, through the finalizer and garbage collection).
+    assert!(
+        r.stderr.contains("deleted (its claims with it)"),
+        "{}",
+        r.stderr
+    );
+    let runs: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), &ns);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &ns);
+    let deadline = tokio::time::Instant::now() + RUN_BOUND;
+    loop {
+        let left_runs = runs
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .len();
+        let left_claims = claims
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .len();
+        if left_runs == 0 && left_claims == 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{left_runs} runs and {left_claims} claims left {RUN_BOUND:?} after the command"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
