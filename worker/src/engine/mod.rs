@@ -141,6 +141,18 @@ impl Engine {
             e.volume = Some(Arc::new(volume));
             return Ok(e);
         }
+        if workload.storage.tls.insecure_skip_verify && !local(&workload) {
+            // Loud on purpose: the run's figures may come from whoever answered.
+            let list = workload.storage.endpoint_list().join(", ");
+            let shown = match list.as_str() {
+                "" => "the service's endpoint".into(),
+                l => crate::spec::clip(l),
+            };
+            eprintln!(
+                "warning: TLS certificates of {shown} are NOT verified (storage.tls.insecureSkipVerify: true): \
+                 any host can answer for the endpoint; the summary says tlsVerificationSkipped"
+            );
+        }
         let target = targets::open(&workload).await?;
         Self::with_target(workload, target, metrics, worker_id)
     }
@@ -241,6 +253,11 @@ fn put_keys_per_task(w: &Workload) -> Option<u64> {
     w.write
         .max_objects
         .map(|max| (max / w.concurrency.max(1) as u64).max(1))
+}
+
+/// Whether the workload's target is a local `file://` or `direct://` one.
+fn local(w: &Workload) -> bool {
+    w.target_uri().is_ok_and(|u| u.is_local())
 }
 
 /// How long until `at`, or zero if it has passed.
