@@ -480,7 +480,7 @@ fn ca_volume(ca: &crate::crd::ca::CaRef) -> Volume {
         Some(vec![KeyToPath {
             key: key.to_string(),
             path: "ca.crt".into(),
-            mode: None,
+            ..Default::default()
         }])
     };
     Volume {
