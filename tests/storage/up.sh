@@ -4,7 +4,8 @@
 #   Azurite (Azure Blob)  127.0.0.1:10000   (telemetry off)
 #   fake-gcs-server (GCS) 127.0.0.1:4443
 #   MinIO with TLS (S3)   127.0.0.1:9443   (its own data; a server certificate for 127.0.0.1
-#                                           signed by a private CA made here, once, with openssl)
+#                                           (and 10.88.0.1) signed by a private CA made here,
+#                                           once, with openssl)
 #   a second S3 gateway   127.0.0.1:9010   (a socat forward to :9000: two gateways, one store)
 # create the `benchrun` bucket/container on each, and write endpoints and keys to
 # tests/.state/storage.env (shell-sourceable KEY=VALUE), which the Rust tests read.
@@ -51,10 +52,11 @@ wait_http() {
 }
 
 # tls_certs DIR: a private CA (ca.crt) and a server certificate of MinIO's names (public.crt,
-# private.key) for 127.0.0.1 (and BENCHRUN_STORAGE_EXTRA_ADDR), made once; the server's is
-# made again when the addresses change (MinIO reloads it).
+# private.key) for 127.0.0.1, the test cluster's pod bridge 10.88.0.1 (tests/lib/cluster.sh;
+# operator/tests/cluster_tls.rs forwards from there) and BENCHRUN_STORAGE_EXTRA_ADDR, made
+# once; the server's is made again when the addresses change (MinIO reloads it).
 tls_certs() {
-  local d=$1 sans="IP:127.0.0.1"
+  local d=$1 sans="IP:127.0.0.1,IP:10.88.0.1"
   [ -n "${BENCHRUN_STORAGE_EXTRA_ADDR:-}" ] && sans="$sans,IP:$BENCHRUN_STORAGE_EXTRA_ADDR"
   command -v openssl >/dev/null || apt_install openssl
   mkdir -p "$d"
