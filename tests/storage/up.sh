@@ -93,7 +93,7 @@ MINIO_ROOT_USER=$S3_KEY MINIO_ROOT_PASSWORD=$S3_SECRET MINIO_BROWSER=off \
     --address 127.0.0.1:9443 --console-address 127.0.0.1:9444
 # A second gateway of the same store, as the nodes of a cluster are.
 command -v socat >/dev/null || apt_install socat
-start s3-gw2 socat "TCP-LISTEN:9010,bind=127.0.0.1,fork,reuseaddr" TCP:127.0.0.1:9000
+start s3-gw2 socat "TCP-LISTEN:9010,bind=127.0.0.1,fork,reuseaddr,nodelay" TCP:127.0.0.1:9000,nodelay
 start azurite "$AZ/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort 10000 \
   --location "$S/azurite" --skipApiVersionCheck --loose --disableTelemetry
 start fakegcs "$STORAGE_BIN/fake-gcs-server" -scheme http -host 127.0.0.1 -port 4443 \

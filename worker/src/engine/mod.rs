@@ -64,9 +64,10 @@ pub const INTERRUPTED: &str = "interrupted";
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The target could not be opened or used.
+    /// The target could not be opened or used. Not a `source`: the message already holds
+    /// the target's, and `{:#}` would print it twice.
     #[error("target: {0}")]
-    Target(#[from] TargetError),
+    Target(TargetError),
     /// Dataset objects could not be written.
     #[error(
         "prepare: {failed} of {total} dataset objects could not be written; first error: {first}"
@@ -88,6 +89,12 @@ pub enum EngineError {
     /// The run may write more than the target has free.
     #[error("not enough space: {0}")]
     Space(String),
+}
+
+impl From<TargetError> for EngineError {
+    fn from(e: TargetError) -> Self {
+        EngineError::Target(e)
+    }
 }
 
 /// The objects reads run against, with sizes from the prepare stage or the listing.
