@@ -538,6 +538,22 @@ fn endpoints_and_tls_are_checked_with_the_field_named() {
         let e = err(&format!("{s3}storage: {storage}\n"));
         assert!(e.contains(want), "{storage}: {e}");
     }
+    // A task keeps a latency histogram per endpoint, counted in the memory bound.
+    let one_op = crate::latency::Latency::bytes();
+    let w = |storage: &str| {
+        Workload::from_yaml(&format!(
+            "target: s3://b/p\ntotalOps: 10\nops: [{{op: stat}}]\nstorage: {storage}\n"
+        ))
+        .unwrap()
+    };
+    assert_eq!(
+        histogram_bytes_per_task(&w("{endpoint: 'https://a'}")),
+        one_op
+    );
+    assert_eq!(
+        histogram_bytes_per_task(&w("{endpoints: ['https://a', 'https://b', 'https://c']}")),
+        4 * one_op
+    );
     let many: Vec<String> = (0..65).map(|i| format!("'https://h{i}'")).collect();
     let e = err(&format!(
         "{s3}storage: {{endpoints: [{}]}}\n",
