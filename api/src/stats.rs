@@ -399,6 +399,15 @@ pub struct Summary {
     /// Block workloads: the I/O engine, queue depth and page-cache residency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<crate::volume::VolumeStats>,
+    /// With `storage.endpoints`: the measured stage's operations per endpoint URL (all ops
+    /// together: count, errors, requests, bytes, latency), merged exactly like `ops`. Their
+    /// counts add up to the ops' counts. Empty (absent) with one endpoint.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, OpStats>,
+    /// Certificates of `https://` endpoints were not verified (`storage.tls.insecureSkipVerify`):
+    /// anyone on the path could have answered. True once merged if any worker skipped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls_verification_skipped: bool,
 }
 
 /// The format version of the summaries this build writes and reads.
@@ -485,6 +494,8 @@ impl Summary {
             partial: false,
             open_loop: None,
             volume: None,
+            endpoints: BTreeMap::new(),
+            tls_verification_skipped: false,
         };
         for p in parts {
             if let Some(s) = p.timeline.iter().find(|s| s.second > MAX_TIMELINE_SECONDS) {
@@ -506,6 +517,10 @@ impl Summary {
             for (k, v) in &p.ops {
                 out.ops.entry(*k).or_default().merge(v);
             }
+            for (k, v) in &p.endpoints {
+                out.endpoints.entry(k.clone()).or_default().merge(v);
+            }
+            out.tls_verification_skipped |= p.tls_verification_skipped;
             if let Some(w) = &p.warmup {
                 out.warmup.get_or_insert_with(Warmup::default).merge(w);
             }
@@ -563,6 +578,45 @@ mod tests {
         assert!(none.open_loop.is_none());
     }
 
+    #[test]
+    fn per_endpoint_figures_merge_exactly_and_tls_skips_stay_visible() {
+        let ep = |count: u64, errors: u64, us: &[u64]| {
+            let mut s = OpStats {
+                count,
+                errors,
+                requests: count,
+                ..Default::default()
+            };
+            for &u in us {
+                s.latency.record(Duration::from_micros(u));
+            }
+            s
+        };
+        let mut a = summary("a", &[10]);
+        a.endpoints = [
+            ("https://a".to_string(), ep(3, 1, &[100, 200])),
+            ("https://b".to_string(), ep(2, 0, &[300, 400])),
+        ]
+        .into();
+        let mut b = summary("b", &[20]);
+        b.endpoints = [("https://b".to_string(), ep(5, 2, &[500, 600, 700]))].into();
+        b.tls_verification_skipped = true;
+        let m = Summary::merge(&[a, b]).unwrap();
+        assert!(m.tls_verification_skipped);
+        let (ea, eb) = (&m.endpoints["https://a"], &m.endpoints["https://b"]);
+        assert_eq!((ea.count, ea.errors, ea.requests), (3, 1, 3));
+        assert_eq!((eb.count, eb.errors, eb.requests), (7, 2, 7));
+        assert_eq!(eb.latency.count(), 5);
+        assert_eq!(eb.latency.0.max(), 700);
+        // Round trip: absent when empty, kept when set.
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.contains("\"tlsVerificationSkipped\":true"), "{text}");
+        let back: Summary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.endpoints, m.endpoints);
+        let plain = serde_json::to_string(&summary("c", &[1])).unwrap();
+        assert!(!plain.contains("endpoints") && !plain.contains("tlsVerification"));
+    }
+
     fn summary(id: &str, samples: &[u64]) -> Summary {
         let mut get = OpStats::default();
         for &us in samples {
@@ -596,6 +650,8 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            endpoints: Default::default(),
+            tls_verification_skipped: false,
         };
         s.refresh();
         s

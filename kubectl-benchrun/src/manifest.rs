@@ -118,6 +118,7 @@ pub fn parse(text: &str, source: &str) -> Result<BenchmarkRun> {
     let spec = BenchmarkRunSpec {
         workload,
         secret_ref: None,
+        ca_ref: None,
         workers: WorkersSpec::default(),
         volume: None,
         start_delay: None,

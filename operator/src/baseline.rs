@@ -175,6 +175,8 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            endpoints: Default::default(),
+            tls_verification_skipped: false,
         }
     }
 

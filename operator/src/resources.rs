@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use benchrun_api::spec::TargetUri;
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort,
-    EmptyDirVolumeSource, EnvFromSource, EnvVar, HTTPGetAction, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim,
+    EmptyDirVolumeSource, EnvFromSource, EnvVar, HTTPGetAction, KeyToPath, NodeAffinity,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim,
     PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe, SeccompProfile,
     Secret, SecretEnvSource, SecretVolumeSource, SecurityContext, Volume, VolumeDevice,
     VolumeMount,
@@ -39,6 +39,10 @@ const CONFIG_DIR: &str = "/config";
 const TOKEN_DIR: &str = "/var/run/benchrun/token";
 /// Where the run's `secretRef` is mounted; the default `storage.credentialsDir`.
 pub const CREDENTIALS_DIR: &str = "/var/run/benchrun/credentials";
+/// Where the run's `caRef` key is mounted (a directory of this one file).
+pub const TLS_DIR: &str = "/var/run/benchrun/tls";
+/// The file of the `caRef` key in [`TLS_DIR`], set as the workers' `storage.tls.caFile`.
+pub const TLS_CA_FILE: &str = "/var/run/benchrun/tls/ca.crt";
 
 /// The run's workload ConfigMap.
 pub fn workload_cm_name(run: &str) -> String {
@@ -143,11 +147,15 @@ fn base_labels(run: &BenchmarkRun) -> BTreeMap<String, String> {
 }
 
 /// The workload as the workers read it: the spec's, with the credentials directory pointing
-/// at the mounted Secret when the run has one and the workload names none.
+/// at the mounted Secret when the run has one and the workload names none, and the CA file at
+/// the mounted `caRef` key (validation refuses a workload that names its own with `caRef`).
 pub fn worker_workload(run: &BenchmarkRun) -> benchrun_api::Workload {
     let mut w = run.spec.workload.clone();
     if run.spec.secret_ref.is_some() && w.storage.credentials_dir.is_none() && !is_local(&w) {
         w.storage.credentials_dir = Some(CREDENTIALS_DIR.into());
+    }
+    if run.spec.ca_ref.is_some() && !is_local(&w) {
+        w.storage.tls.ca_file = Some(TLS_CA_FILE.into());
     }
     w
 }
@@ -412,6 +420,15 @@ fn worker_storage(run: &BenchmarkRun, worker: &WorkerStatus) -> WorkerStorage {
             ..Default::default()
         });
     }
+    if let Some(ca) = &spec.ca_ref {
+        volumes.push(ca_volume(ca));
+        mounts.push(VolumeMount {
+            name: "tls-ca".into(),
+            mount_path: TLS_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
     if let (Some(v), Some(path)) = (&spec.volume, data_mount_path(run)) {
         let mut vol = Volume {
             name: "data".into(),
@@ -452,6 +469,35 @@ fn worker_storage(run: &BenchmarkRun, worker: &WorkerStatus) -> WorkerStorage {
         mounts,
         devices,
         env_from,
+    }
+}
+
+/// The volume of the run's `caRef`: that one key, as the file `ca.crt`. Optional, so a missing
+/// object or key does not hold the pod in ContainerCreating: the worker then stops at once
+/// with "storage.tls.caFile: cannot read the CA file ...", reported in the run's status.
+fn ca_volume(ca: &crate::crd::ca::CaRef) -> Volume {
+    let file = |key: &str| {
+        Some(vec![KeyToPath {
+            key: key.to_string(),
+            path: "ca.crt".into(),
+            ..Default::default()
+        }])
+    };
+    Volume {
+        name: "tls-ca".into(),
+        secret: ca.secret.as_ref().map(|k| SecretVolumeSource {
+            secret_name: Some(k.name.clone()),
+            items: file(&k.key),
+            optional: Some(true),
+            ..Default::default()
+        }),
+        config_map: ca.config_map.as_ref().map(|k| ConfigMapVolumeSource {
+            name: k.name.clone(),
+            items: file(&k.key),
+            optional: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -744,6 +790,64 @@ volume:
         assert_ne!(a, worker_token(b"other", "uid-1"));
         assert_ne!(a, worker_token(b"key", "uid-2"));
         assert_eq!(a.len(), 64);
+    }
+
+    #[test]
+    fn the_ca_ref_key_is_mounted_read_only_and_named_as_the_ca_file() {
+        let s3 = SPEC
+            .replace("file:///data/bench", "s3://bkt/p")
+            .replace("volume: {emptyDir: {}}\n", "");
+        for (ca_ref, secret) in [
+            ("caRef: {secret: {name: minio-ca, key: public.crt}}", true),
+            (
+                "caRef: {configMap: {name: minio-ca, key: public.crt}}",
+                false,
+            ),
+        ] {
+            let r = run(&format!("{s3}{ca_ref}\n"));
+            let spec = worker_pod(&r, &worker(), "img:1").unwrap().spec.unwrap();
+            let vol = spec
+                .volumes
+                .unwrap()
+                .into_iter()
+                .find(|v| v.name == "tls-ca")
+                .expect("the CA volume");
+            let items = match (vol.secret, vol.config_map) {
+                (Some(s), None) if secret => {
+                    assert_eq!(s.secret_name.as_deref(), Some("minio-ca"));
+                    assert_eq!(s.optional, Some(true));
+                    s.items
+                }
+                (None, Some(c)) if !secret => {
+                    assert_eq!(c.name, "minio-ca");
+                    assert_eq!(c.optional, Some(true));
+                    c.items
+                }
+                other => panic!("{ca_ref}: wrong source {other:?}"),
+            };
+            let items = items.unwrap();
+            assert_eq!(
+                (items[0].key.as_str(), items[0].path.as_str()),
+                ("public.crt", "ca.crt")
+            );
+            let mounts = spec.containers[0].volume_mounts.clone().unwrap();
+            let m = mounts.iter().find(|m| m.name == "tls-ca").unwrap();
+            assert_eq!((m.mount_path.as_str(), m.read_only), (TLS_DIR, Some(true)));
+            assert_eq!(format!("{TLS_DIR}/{}", items[0].path), TLS_CA_FILE);
+            let cm = workload_config_map(&r).unwrap();
+            let text = &cm.data.unwrap()["workload.yaml"];
+            let w = benchrun_api::Workload::from_yaml(text).unwrap();
+            assert_eq!(
+                w.storage.tls.ca_file.as_deref(),
+                Some(TLS_CA_FILE),
+                "{text}"
+            );
+        }
+        // Without caRef: no volume, no CA file.
+        let r = run(&s3);
+        let spec = worker_pod(&r, &worker(), "img:1").unwrap().spec.unwrap();
+        assert!(!spec.volumes.unwrap().iter().any(|v| v.name == "tls-ca"));
+        assert!(worker_workload(&r).storage.tls.ca_file.is_none());
     }
 
     #[test]

@@ -381,6 +381,8 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            endpoints: Default::default(),
+            tls_verification_skipped: false,
         };
         // Fills `report` as a worker's summary has it.
         Summary::merge(&[s]).expect("one summary merges")

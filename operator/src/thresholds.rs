@@ -190,6 +190,8 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            endpoints: Default::default(),
+            tls_verification_skipped: false,
         };
         let mut get = OpStats::default();
         let mut lat = Latency::default();

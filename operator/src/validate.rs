@@ -35,6 +35,7 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
             ));
         }
     }
+    errs.extend(ca_ref(spec));
     errs.extend(volume_mode(spec));
     errs.extend(claim_template(spec));
     errs.extend(thresholds::validate(&spec.thresholds, &spec.workload));
@@ -50,6 +51,36 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
     } else {
         Err(errs)
     }
+}
+
+/// `caRef` sets the workers' CA file: only for object storage, exactly one of its sources, and
+/// not beside a workload that names a CA file of its own (a path in the pod) or skips
+/// verification.
+fn ca_ref(spec: &BenchmarkRunSpec) -> Vec<String> {
+    let Some(ca) = &spec.ca_ref else {
+        return vec![];
+    };
+    let mut errs = vec![];
+    if ca.secret.is_some() == ca.config_map.is_some() {
+        errs.push("spec.caRef: give caRef.secret or caRef.configMap (exactly one)".into());
+    }
+    let tls = &spec.workload.storage.tls;
+    if tls.ca_file.is_some() {
+        errs.push(
+            "spec.caRef: the workload names storage.tls.caFile too; give the CA by caRef only (it sets the file's path in the workers)"
+                .into(),
+        );
+    }
+    if tls.insecure_skip_verify {
+        errs.push(
+            "spec.caRef: the workload skips verification (storage.tls.insecureSkipVerify); a CA would not be used"
+                .into(),
+        );
+    }
+    if spec.workload.target_uri().is_ok_and(|u| u.is_local()) {
+        errs.push("spec.caRef: only for object storage targets (s3://, gs://, az://)".into());
+    }
+    errs
 }
 
 /// A Block claim gives each worker a raw device: only a block workload can use one, and a
@@ -195,6 +226,50 @@ mod tests {
         );
         let errs = spec(&parse(block, "Raw")).expect_err("unknown mode");
         assert!(errs[0].contains("must be Block or Filesystem"), "{errs:?}");
+    }
+
+    #[test]
+    fn a_ca_ref_is_for_object_storage_and_the_only_ca() {
+        let base = "workload: {target: s3://b/p, duration: 10s, ops: [{op: get}], storage: {endpoint: 'https://127.0.0.1:9443'STORAGE}}\n";
+        let parse = |storage: &str, extra: &str| -> BenchmarkRunSpec {
+            serde_yaml::from_str(&format!("{}{extra}", base.replace("STORAGE", storage)))
+                .expect("parses")
+        };
+        let good = "caRef: {secret: {name: ca, key: ca.crt}}\n";
+        assert_eq!(spec(&parse("", good)), Ok(()));
+        for (storage, extra, want) in [
+            (", tls: {caFile: /x.pem}", good, "storage.tls.caFile too"),
+            (
+                ", tls: {insecureSkipVerify: true}",
+                good,
+                "skips verification",
+            ),
+            (
+                "",
+                "caRef: {secret: {name: a, key: k}, configMap: {name: b, key: k}}\n",
+                "exactly one",
+            ),
+            ("", "caRef: {}\n", "exactly one"),
+        ] {
+            let errs = spec(&parse(storage, extra)).expect_err(extra);
+            assert!(
+                errs.iter()
+                    .any(|e| e.starts_with("spec.caRef: ") && e.contains(want)),
+                "{storage} {extra}: {errs:?}"
+            );
+        }
+        let local: BenchmarkRunSpec = serde_yaml::from_str(&format!(
+            "workload: {{target: file:///data, duration: 10s, ops: [{{op: get}}]}}\n{good}"
+        ))
+        .unwrap();
+        let errs = spec(&local).expect_err("local");
+        assert!(errs[0].contains("only for object storage"), "{errs:?}");
+        // The schema names a key: a reference without one does not parse.
+        assert!(serde_yaml::from_str::<BenchmarkRunSpec>(&format!(
+            "{}caRef: {{secret: {{name: ca}}}}\n",
+            base.replace("STORAGE", "")
+        ))
+        .is_err());
     }
 
     #[test]

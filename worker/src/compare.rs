@@ -290,6 +290,8 @@ pub(crate) mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            endpoints: Default::default(),
+            tls_verification_skipped: false,
         };
         s.refresh();
         s

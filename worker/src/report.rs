@@ -6,8 +6,10 @@
 //! - [`markdown`]: `report.md`, and [`terminal`]: aligned text with per-second sparklines
 //! - [`svg`]: self-contained bar and line charts, drawn for the runs by [`charts`]
 //! - [`files`]: the report directory (`report.md` and the charts)
+//! - `endpoints`: the result table's per-endpoint breakdown (`storage.endpoints`)
 
 pub mod charts;
+mod endpoints;
 pub mod files;
 pub mod markdown;
 pub mod svg;
@@ -80,6 +82,12 @@ pub fn table(s: &Summary) -> String {
         s.elapsed_seconds,
         s.stopped_by
     );
+    if s.tls_verification_skipped {
+        let _ = writeln!(
+            out,
+            "WARNING: TLS certificates were NOT verified (storage.tls.insecureSkipVerify): tlsVerificationSkipped"
+        );
+    }
     let _ = writeln!(
         out,
         "{:<7} {:>10} {:>7} {:>10} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}",
@@ -163,6 +171,7 @@ pub fn table(s: &Summary) -> String {
     if let Some(v) = &s.volume {
         volume_lines(&mut out, s, v);
     }
+    endpoints::lines(&mut out, s);
     let p = &s.process;
     let total = s.total();
     let gib = total.bytes as f64 / (1u64 << 30) as f64;

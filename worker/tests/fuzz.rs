@@ -290,6 +290,8 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
         partial: false,
         open_loop: None,
         volume: None,
+        endpoints: Default::default(),
+        tls_verification_skipped: false,
     };
     s.refresh();
     s

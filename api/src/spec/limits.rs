@@ -39,6 +39,10 @@ pub const MAX_WEIGHT: u32 = 1_000_000;
 pub const MAX_TARGET_LEN: u32 = 1024;
 /// `storage.endpoint`, in bytes.
 pub const MAX_ENDPOINT_LEN: u32 = 2048;
+/// `storage.endpoints`: gateway nodes one worker spreads its requests over.
+pub const MAX_ENDPOINTS: u32 = 64;
+/// `storage.tls.caFile`, in bytes (Linux's `PATH_MAX`).
+pub const MAX_PATH_LEN: u32 = 4096;
 /// `dataset.prefix`, in bytes.
 pub const MAX_PREFIX_LEN: u32 = 256;
 /// `rangeEngine.maxConcurrentRanges`.

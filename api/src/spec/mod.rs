@@ -6,7 +6,8 @@
 //!
 //! The types are here; the rest has one file each: `size` (the object size and its
 //! hand-written serde and schema), `defaults`, [`limits`], `uri` (the target URI parser),
-//! `parse` (bounded YAML parsing), `validate` (the bounds and cross-field checks) and `error`.
+//! `parse` (bounded YAML parsing), `validate` (the bounds and cross-field checks), `storage`
+//! (the checks of `storage`: endpoints and TLS) and `error`.
 
 mod block;
 mod defaults;
@@ -14,6 +15,7 @@ mod error;
 pub mod limits;
 mod parse;
 mod size;
+mod storage;
 #[cfg(test)]
 mod tests;
 mod uri;
@@ -487,6 +489,19 @@ pub struct StorageSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::MAX_ENDPOINT_LEN))]
     pub endpoint: Option<String>,
+    /// Several endpoints of the same storage (the gateway nodes of a cluster), instead of
+    /// `endpoint`. Requests are spread round robin per operation: the measured stage's
+    /// operation number i (its ticket, whichever task runs it) goes to endpoint i mod n, so
+    /// with `totalOps` every endpoint gets its exact share; the prepare and cleanup stages
+    /// take turns the same way. Each endpoint has clients (connection pools) of its own, and
+    /// the summary's `endpoints` breaks operations, requests, errors and latency down per
+    /// endpoint (warp's per-host analysis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = limits::MAX_ENDPOINTS))]
+    pub endpoints: Option<Vec<String>>,
+    /// TLS for `https://` endpoints: the CA to verify their certificates with.
+    #[serde(default, skip_serializing_if = "TlsSpec::is_default")]
+    pub tls: TlsSpec,
     /// Region (S3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
@@ -517,6 +532,42 @@ pub struct StorageSpec {
     /// endpoint that refuses unsigned payloads, or to measure the signing cost.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sign_payload: bool,
+}
+
+/// How `https://` endpoints are verified. By default against the system's roots; a private
+/// CA is given by reference (a file here; a Secret or ConfigMap key under the operator).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsSpec {
+    /// PEM file of the CA certificate(s) that signed the endpoints' certificates, trusted
+    /// besides the system's roots. Under the operator, set the run's `caRef` instead: the
+    /// Secret or ConfigMap key is mounted into the workers and this path set to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = limits::MAX_PATH_LEN))]
+    pub ca_file: Option<String>,
+    /// Do not verify certificates at all (any certificate of any host is accepted). For a
+    /// test rig only: the worker warns on stderr at start, and the summary and its table say
+    /// `tlsVerificationSkipped`. Excludes `caFile`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_verify: bool,
+}
+
+impl TlsSpec {
+    fn is_default(&self) -> bool {
+        *self == TlsSpec::default()
+    }
+}
+
+impl StorageSpec {
+    /// The endpoints requests go to, in order: `endpoints`, else `endpoint`, else none (the
+    /// service's default endpoint).
+    pub fn endpoint_list(&self) -> Vec<String> {
+        match (&self.endpoints, &self.endpoint) {
+            (Some(list), _) => list.clone(),
+            (None, Some(e)) => vec![e.clone()],
+            (None, None) => vec![],
+        }
+    }
 }
 
 fn is_zero(v: &u32) -> bool {

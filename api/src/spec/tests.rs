@@ -483,3 +483,84 @@ fn skewed_access_parses_and_its_parameters_are_bounded() {
     let e = err(&with("access: zipf, zipf: { skew: 1 }"));
     assert!(e.contains("skew"), "{e}");
 }
+
+#[test]
+fn endpoints_and_tls_are_checked_with_the_field_named() {
+    let s3 = GOOD.replace("file:///tmp/bench", "s3://bkt/p");
+    let ok = Workload::from_yaml(&format!(
+        "{s3}storage: {{endpoints: ['https://127.0.0.1:9443', 'https://127.0.0.2:9443'], tls: {{caFile: /etc/ca.pem}}}}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        ok.storage.endpoint_list(),
+        ["https://127.0.0.1:9443", "https://127.0.0.2:9443"]
+    );
+    assert_eq!(ok.storage.tls.ca_file.as_deref(), Some("/etc/ca.pem"));
+    let one = Workload::from_yaml(&format!(
+        "{s3}storage: {{endpoint: 'https://127.0.0.1:9443'}}\n"
+    ))
+    .unwrap();
+    assert_eq!(one.storage.endpoint_list(), ["https://127.0.0.1:9443"]);
+    for (storage, want) in [
+        (
+            "{endpoints: []}",
+            "storage.endpoints: the list is empty: give at least one endpoint URL",
+        ),
+        (
+            "{endpoint: 'https://a', endpoints: ['https://b']}",
+            "storage.endpoints: give `endpoint` or `endpoints`, not both",
+        ),
+        (
+            "{endpoints: ['https://a', 'ftp://b']}",
+            "storage.endpoints.1: `ftp://b` must start with http:// or https://",
+        ),
+        (
+            "{endpoints: ['https://a', 'https://a']}",
+            "storage.endpoints.1: `https://a` is listed twice",
+        ),
+        (
+            "{endpoints: ['https://a', 'http://b']}",
+            "storage.allowHttp: endpoint `http://b` is plain http",
+        ),
+        (
+            "{tls: {caFile: ''}}",
+            "storage.tls.caFile: must not be empty",
+        ),
+        (
+            "{tls: {caFile: /ca.pem, insecureSkipVerify: true}}",
+            "storage.tls.insecureSkipVerify: excludes `caFile`",
+        ),
+        (
+            "{tls: {caFiles: /ca.pem}}",
+            "storage.tls: unknown field `caFiles`",
+        ),
+    ] {
+        let e = err(&format!("{s3}storage: {storage}\n"));
+        assert!(e.contains(want), "{storage}: {e}");
+    }
+    // A task keeps a latency histogram per endpoint, counted in the memory bound.
+    let one_op = crate::latency::Latency::bytes();
+    let w = |storage: &str| {
+        Workload::from_yaml(&format!(
+            "target: s3://b/p\ntotalOps: 10\nops: [{{op: stat}}]\nstorage: {storage}\n"
+        ))
+        .unwrap()
+    };
+    assert_eq!(
+        histogram_bytes_per_task(&w("{endpoint: 'https://a'}")),
+        one_op
+    );
+    assert_eq!(
+        histogram_bytes_per_task(&w("{endpoints: ['https://a', 'https://b', 'https://c']}")),
+        4 * one_op
+    );
+    let many: Vec<String> = (0..65).map(|i| format!("'https://h{i}'")).collect();
+    let e = err(&format!(
+        "{s3}storage: {{endpoints: [{}]}}\n",
+        many.join(",")
+    ));
+    assert!(
+        e.contains("storage.endpoints: must list at most 64 endpoints (got 65)"),
+        "{e}"
+    );
+}

@@ -238,19 +238,7 @@ impl Workload {
         if self.storage.request_timeout.is_some_and(|t| t.0.is_zero()) {
             bad("storage.requestTimeout", "must be greater than 0".into());
         }
-        if let Some(e) = &self.storage.endpoint {
-            if !(e.starts_with("http://") || e.starts_with("https://")) {
-                bad(
-                    "storage.endpoint",
-                    format!("`{e}` must start with http:// or https://"),
-                );
-            } else if e.starts_with("http://") && !self.storage.allow_http {
-                bad(
-                    "storage.allowHttp",
-                    format!("endpoint `{e}` is plain http: set storage.allowHttp: true"),
-                );
-            }
-        }
+        self.storage.check(&mut bad);
         self.check_bounds(uri.as_ref(), &mut bad);
         self.check_access(&mut bad);
         if errs.is_empty() {
@@ -285,15 +273,6 @@ impl Workload {
             MAX_TARGET_LEN as u64,
             &|v| format!("{v} bytes"),
         );
-        if let Some(e) = &self.storage.endpoint {
-            at_most(
-                bad,
-                "storage.endpoint",
-                e.len() as u64,
-                MAX_ENDPOINT_LEN as u64,
-                &|v| format!("{v} bytes"),
-            );
-        }
         at_most(
             bad,
             "concurrency",
@@ -517,7 +496,8 @@ pub fn mix_ops(w: &Workload) -> Vec<OpKind> {
 }
 
 /// Histogram memory of one task running `w`: one per op of the mix, plus GET's TTFB (twice
-/// with a warm-up). Here, not
+/// with a warm-up), plus one per endpoint of the measured stage with several
+/// `storage.endpoints`. Here, not
 /// in `stats` or the worker's recorder, because [`Workload::validate`] bounds it (`concurrency`
 /// x this at most [`MAX_HISTOGRAM_BYTES`](limits::MAX_HISTOGRAM_BYTES)).
 pub fn histogram_bytes_per_task(w: &Workload) -> u64 {
@@ -525,7 +505,12 @@ pub fn histogram_bytes_per_task(w: &Workload) -> u64 {
     let n = ops.len() as u64 + ops.contains(&OpKind::Get) as u64;
     // With a warm-up a task keeps the warm-up's histograms apart, as many again.
     let stages = 1 + w.warmup.is_some() as u64;
-    stages * n * crate::latency::Latency::bytes()
+    // Several endpoints: a task keeps one latency histogram per endpoint (measured stage).
+    let endpoints = match w.storage.endpoint_list().len() {
+        n if n > 1 && !w.target_uri().is_ok_and(|u| u.is_local()) => n as u64,
+        _ => 0,
+    };
+    (stages * n + endpoints) * crate::latency::Latency::bytes()
 }
 
 /// A key prefix stays under the target: relative, no `..` or `.` segment, no NUL or backslash.

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 pub mod baseline;
+pub mod ca;
 pub mod matrix;
 pub mod status;
 pub mod thresholds;
@@ -93,6 +94,12 @@ pub struct BenchmarkRunSpec {
     /// one); the operator never reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<SecretRef>,
+    /// The CA bundle (PEM) that verifies the storage's `https://` endpoints, by reference to a
+    /// key of a Secret or ConfigMap in this namespace (`{secret: {name, key}}` or
+    /// `{configMap: {name, key}}`). Mounted read-only into the worker pods and set as the
+    /// workload's `storage.tls.caFile`; the operator never reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_ref: Option<ca::CaRef>,
     /// Where the workers run and with what.
     #[serde(default)]
     pub workers: WorkersSpec,

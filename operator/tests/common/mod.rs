@@ -3,6 +3,8 @@
 // Each test crate uses a different subset of these.
 #![allow(dead_code)]
 
+pub mod s3;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

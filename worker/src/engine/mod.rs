@@ -67,9 +67,10 @@ pub const INTERRUPTED: &str = "interrupted";
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The target could not be opened or used.
+    /// The target could not be opened or used. Not a `source`: the message already holds
+    /// the target's, and `{:#}` would print it twice.
     #[error("target: {0}")]
-    Target(#[from] TargetError),
+    Target(TargetError),
     /// Dataset objects could not be written.
     #[error(
         "prepare: {failed} of {total} dataset objects could not be written; first error: {first}"
@@ -91,6 +92,12 @@ pub enum EngineError {
     /// The run may write more than the target has free.
     #[error("not enough space: {0}")]
     Space(String),
+}
+
+impl From<TargetError> for EngineError {
+    fn from(e: TargetError) -> Self {
+        EngineError::Target(e)
+    }
 }
 
 /// The objects reads run against, with sizes from the prepare stage or the listing.
@@ -143,6 +150,18 @@ impl Engine {
             let mut e = Self::with_target(workload, target, metrics, worker_id)?;
             e.volume = Some(Arc::new(volume));
             return Ok(e);
+        }
+        if workload.storage.tls.insecure_skip_verify && !local(&workload) {
+            // Loud on purpose: the run's figures may come from whoever answered.
+            let list = workload.storage.endpoint_list().join(", ");
+            let shown = match list.as_str() {
+                "" => "the service's endpoint".into(),
+                l => crate::spec::clip(l),
+            };
+            eprintln!(
+                "warning: TLS certificates of {shown} are NOT verified (storage.tls.insecureSkipVerify: true): \
+                 any host can answer for the endpoint; the summary says tlsVerificationSkipped"
+            );
         }
         let target = targets::open(&workload).await?;
         Self::with_target(workload, target, metrics, worker_id)
@@ -241,6 +260,11 @@ fn put_keys_per_task(w: &Workload) -> Option<u64> {
     w.write
         .max_objects
         .map(|max| (max / w.concurrency.max(1) as u64).max(1))
+}
+
+/// Whether the workload's target is a local `file://` or `direct://` one.
+fn local(w: &Workload) -> bool {
+    w.target_uri().is_ok_and(|u| u.is_local())
 }
 
 /// How long until `at`, or zero if it has passed.

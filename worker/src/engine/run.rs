@@ -267,6 +267,15 @@ impl Engine {
             partial,
             open_loop,
             volume,
+            // Every endpoint listed, one that no op reached too (fewer ops than endpoints).
+            endpoints: {
+                let urls = self.target.endpoints();
+                let mut per = all.endpoints;
+                per.resize_with(urls.len(), Default::default);
+                urls.iter().map(|e| e.url.clone()).zip(per).collect()
+            },
+            tls_verification_skipped: w.storage.tls.insecure_skip_verify
+                && !w.target_uri().is_ok_and(|u| u.is_local()),
         };
         s.refresh();
         Ok(s)
@@ -402,6 +411,8 @@ impl RunCtx {
         .with_warmup(self.schedule.warmup());
         let open_loop = self.schedule.is_open_loop();
         let mut seq = 0u64;
+        // Several endpoints: ticket i goes to endpoint i mod n (`storage.endpoints`).
+        let endpoints = target.endpoints().to_vec();
         while let Some(ticket) = self.schedule.next(Instant::now()) {
             // Woken by a stop (signal, error budget, a failed task): at 0.001 ops/s the next
             // ticket may be 1000 s away.
@@ -436,23 +447,31 @@ impl RunCtx {
             if open_loop && !self.schedule.in_warmup(ticket.due) {
                 rec.started_late(ticket.due, Instant::now());
             }
+            let (endpoint, t) = match endpoints.len() {
+                0 => (None, &target),
+                n => {
+                    let i = (ticket.index % n as u64) as usize;
+                    (Some(i), &endpoints[i].target)
+                }
+            };
             self.metrics.op_started();
             let issued = Instant::now();
             let outcome = self
-                .run_op(op, id, &mut seq, delete_key, &mut rng, &target)
+                .run_op(op, id, &mut seq, delete_key, &mut rng, t)
                 .await
                 .map(|done| from_began(done, began, issued));
-            self.finished(&mut rec, op, began, Instant::now(), outcome);
+            self.finished(&mut rec, op, endpoint, began, Instant::now(), outcome);
         }
         rec
     }
 
-    /// Record an op that ended at `end` (its latency from `began`) and count it against the
-    /// error budget.
+    /// Record an op that ended at `end` (its latency from `began`), served by `endpoint`
+    /// when there are several, and count it against the error budget.
     pub(super) fn finished(
         &self,
         rec: &mut Recorder,
         op: OpKind,
+        endpoint: Option<usize>,
         began: Instant,
         end: Instant,
         outcome: Result<Done, TargetError>,
@@ -463,6 +482,7 @@ impl RunCtx {
                 latency: end - began,
                 finished_at: end - self.schedule.start(),
                 outcome,
+                endpoint,
             })
             .is_some();
         self.check_budget(failed);

@@ -23,11 +23,13 @@ mod direct;
 mod file;
 mod local;
 pub mod object;
+mod spread;
 
 pub use buffers::{AlignedBuf, BufferPool};
 // What PUT writes is made by the data generator; targets only take it.
 pub use crate::datagen::Payload;
 pub use local::{free_bytes, io_inline, io_inline_here};
+pub use spread::{Endpoint, Spread};
 
 /// Alignment of O_DIRECT buffers, offsets and lengths (defined with the workload's bounds).
 pub use crate::spec::limits::DIRECT_ALIGN;
@@ -180,6 +182,12 @@ pub trait Target: Send + Sync + fmt::Debug {
     /// the task using it. `None` where instances would share everything anyway.
     fn for_shard(&self) -> Result<Option<Arc<dyn Target>>, TargetError> {
         Ok(None)
+    }
+    /// With several endpoints (`storage.endpoints`, see [`Spread`]): each endpoint's URL and
+    /// the target bound to it, in the workload's order, so the engine can send an op to the
+    /// endpoint of its turn and count it there. Empty for a target with one endpoint.
+    fn endpoints(&self) -> &[Endpoint] {
+        &[]
     }
 }
 

@@ -72,7 +72,7 @@ pub(super) async fn slot(
             Ok(n) => Err(job.files.short(place, op, n, bs)),
             Err(e) => Err(job.files.error(place, op, e)),
         };
-        ctx.finished(&mut rec, op, began, Instant::now(), outcome);
+        ctx.finished(&mut rec, op, None, began, Instant::now(), outcome);
     }
     rec
 }

@@ -194,7 +194,7 @@ pub(super) async fn task(
                     ..Default::default()
                 })
             };
-            ctx.finished(&mut rec, s.op, s.began, end, outcome);
+            ctx.finished(&mut rec, s.op, None, s.began, end, outcome);
             free.push(i);
             in_flight -= 1;
         }

@@ -60,7 +60,7 @@ pub fn status_of(e: &object_store::Error) -> Option<u16> {
 }
 
 /// The error and its sources, as one line.
-fn chain(e: &(dyn StdError + 'static)) -> String {
+pub fn chain(e: &(dyn StdError + 'static)) -> String {
     let mut out = e.to_string();
     let mut cur = e.source();
     while let Some(s) = cur {

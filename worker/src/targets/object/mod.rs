@@ -4,6 +4,7 @@
 //! - [`credentials`]: keys from the environment or a mounted Secret; nothing secret prints
 //! - [`errors`]: object_store errors mapped to [`TargetError`] kinds (`http_503`, `timeout`, ...)
 //! - `s3`, `gcs`, `azure`: one builder per backend, loopback-safe when an endpoint is set
+//! - `tls`: the CA bundle of `storage.tls`, and the message for a refused certificate
 //! - [`range`]: the range engine (concurrent byte ranges into one pooled buffer)
 //!
 //! A GET never stats first: its size comes from the dataset listing (`size_hint`) or from
@@ -16,6 +17,7 @@ pub mod errors;
 mod gcs;
 pub mod range;
 mod s3;
+mod tls;
 
 use std::fmt;
 use std::ops::Range;
@@ -35,8 +37,8 @@ use object_store::{
 use self::credentials::{CredentialSource, Redactor};
 use self::range::RangeSettings;
 use super::{
-    whole_object_buffer, BufferPool, ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo,
-    Payload, ReadCheck, Target, TargetError,
+    whole_object_buffer, BufferPool, ChunkPlan, Endpoint, GetOutcome, GetRequest, ListOutcome,
+    ObjectInfo, Payload, ReadCheck, Spread, Target, TargetError,
 };
 use crate::spec::{StorageSpec, TargetUri, Workload};
 
@@ -83,12 +85,41 @@ impl Stores {
     }
 }
 
-/// Open an object storage target.
+/// Open an object storage target: one client, or with several `storage.endpoints` one per
+/// endpoint behind a [`Spread`].
 pub fn open(uri: &TargetUri, workload: &Workload) -> Result<Arc<dyn Target>, TargetError> {
+    let list = workload.storage.endpoint_list();
+    // Each endpoint's target sees a workload of that one endpoint.
+    let single = |url: &str| {
+        let mut w = workload.clone();
+        w.storage.endpoint = Some(url.to_string());
+        w.storage.endpoints = None;
+        w
+    };
+    match list.as_slice() {
+        [] => Ok(open_one(uri, workload)?),
+        [one] => Ok(open_one(uri, &single(one))?),
+        many => {
+            let endpoints = many
+                .iter()
+                .map(|url| {
+                    Ok(Endpoint {
+                        url: url.clone(),
+                        target: open_one(uri, &single(url))?,
+                    })
+                })
+                .collect::<Result<Vec<_>, TargetError>>()?;
+            Ok(Arc::new(Spread::new(endpoints)?))
+        }
+    }
+}
+
+/// One client for `workload.storage.endpoint` (or the service's default endpoint).
+fn open_one(uri: &TargetUri, workload: &Workload) -> Result<Arc<ObjectTarget>, TargetError> {
     let storage = &workload.storage;
     let creds = CredentialSource::new(storage.credentials_dir.as_deref())?;
     let mut redact = Redactor::default();
-    let client = client_options(storage);
+    let client = tls::apply(client_options(storage), &storage.tls)?;
     let retry = RetryConfig {
         max_retries: storage.max_retries as usize,
         ..Default::default()
@@ -121,6 +152,7 @@ pub fn open(uri: &TargetUri, workload: &Workload) -> Result<Arc<dyn Target>, Tar
             .endpoint
             .clone()
             .unwrap_or_else(|| "the service's default endpoint".into()),
+        trust: tls::trust_source(&storage.tls),
         prefix: prefix.clone(),
         store: stores.store,
         pages: stores.pages,
@@ -169,6 +201,8 @@ pub struct ObjectTarget {
     root: String,
     /// The configured endpoint, for messages.
     endpoint: String,
+    /// What certificates are verified against, for messages.
+    trust: String,
     /// The URI's prefix, prepended to every key.
     prefix: String,
     store: Arc<dyn ObjectStore>,
@@ -348,6 +382,12 @@ impl ObjectTarget {
     /// Clear messages for the failures `check` can meet.
     fn check_error(&self, e: object_store::Error) -> TargetError {
         let status = errors::status_of(&e);
+        if let Some(why) = tls::refused_certificate(&errors::chain(&e)) {
+            return TargetError::Config(format!(
+                "TLS: the certificate of {} could not be verified against {}: {why}",
+                self.endpoint, self.trust
+            ));
+        }
         let mapped = errors::map(e, &self.root, &self.redact);
         let detail = match &mapped {
             TargetError::Http { message, .. } => message.clone(),
@@ -547,7 +587,8 @@ impl Target for ObjectTarget {
 
     fn for_shard(&self) -> Result<Option<Arc<dyn Target>>, TargetError> {
         let (uri, workload) = &self.opened_as;
-        open(uri, workload).map(Some)
+        let t: Arc<dyn Target> = open_one(uri, workload)?;
+        Ok(Some(t))
     }
 }
 
