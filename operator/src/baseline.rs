@@ -175,6 +175,7 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            oplog: None,
         }
     }
 

@@ -381,6 +381,7 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            oplog: None,
         };
         // Fills `report` as a worker's summary has it.
         Summary::merge(&[s]).expect("one summary merges")

@@ -190,6 +190,7 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            oplog: None,
         };
         let mut get = OpStats::default();
         let mut lat = Latency::default();

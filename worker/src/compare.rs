@@ -290,6 +290,7 @@ pub(crate) mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            oplog: None,
         };
         s.refresh();
         s

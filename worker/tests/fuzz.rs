@@ -290,6 +290,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
         partial: false,
         open_loop: None,
         volume: None,
+        oplog: None,
     };
     s.refresh();
     s

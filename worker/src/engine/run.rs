@@ -152,6 +152,7 @@ impl Engine {
                 w.seed,
             ),
             stop_reason: Mutex::new(None),
+            oplog: self.oplog.clone(),
         })
     }
 
@@ -312,6 +313,7 @@ impl Engine {
             partial,
             open_loop,
             volume,
+            oplog: None,
         };
         s.refresh();
         s
@@ -531,6 +533,7 @@ impl RunCtx {
         .with_warmup(self.schedule.warmup());
         let open_loop = self.schedule.is_open_loop();
         let mut seq = 0u64;
+        let mut subject = self.oplog.as_ref().map(|_| super::ops::Subject::default());
         while let Some(ticket) = self.schedule.next(Instant::now()) {
             // Woken by a stop (signal, error budget, a failed task): at 0.001 ops/s the next
             // ticket may be 1000 s away.
@@ -568,12 +571,68 @@ impl RunCtx {
             self.metrics.op_started();
             let issued = Instant::now();
             let outcome = self
-                .run_op(op, id, &mut seq, delete_key, &mut rng, &target)
+                .run_op(
+                    op,
+                    id,
+                    &mut seq,
+                    delete_key,
+                    &mut rng,
+                    &target,
+                    subject.as_mut(),
+                )
                 .await
                 .map(|done| from_began(done, began, issued));
-            self.finished(&mut rec, op, began, Instant::now(), outcome);
+            let end = Instant::now();
+            if let (Some(sink), Some(s)) = (&self.oplog, subject.as_mut()) {
+                self.log_op(sink, op, s, began, end, &outcome);
+            }
+            self.finished(&mut rec, op, began, end, outcome);
         }
         rec
+    }
+
+    /// Hand one finished op to the op-log: its intended start from the measured stage's
+    /// start, and its phase by the recorder's rule (when it finished), so the log's measured
+    /// records are exactly the summary's ops.
+    fn log_op(
+        &self,
+        sink: &crate::oplog::Sink,
+        op: OpKind,
+        subject: &mut super::ops::Subject,
+        began: Instant,
+        end: Instant,
+        outcome: &Result<Done, TargetError>,
+    ) {
+        use crate::oplog::{Phase, Record};
+        let measured_start = self.schedule.measured_start();
+        let offset_us = if began >= measured_start {
+            i64::try_from(began.duration_since(measured_start).as_micros()).unwrap_or(i64::MAX)
+        } else {
+            -i64::try_from(measured_start.duration_since(began).as_micros()).unwrap_or(i64::MAX)
+        };
+        let phase = if self.schedule.in_warmup(end) {
+            Phase::Warmup
+        } else {
+            Phase::Measured
+        };
+        let (bytes, error) = match outcome {
+            Ok(d) => (d.bytes, None),
+            Err(e) => (0, Some(e.kind())),
+        };
+        sink.record(Record {
+            offset_us,
+            phase,
+            op,
+            key: std::mem::take(&mut subject.key),
+            size: std::mem::take(&mut subject.size),
+            bytes,
+            latency_us: end
+                .saturating_duration_since(began)
+                .as_micros()
+                .try_into()
+                .unwrap_or(u64::MAX),
+            error,
+        });
     }
 
     /// Record an op that ended at `end` (its latency from `began`) and count it against the
