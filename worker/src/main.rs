@@ -343,6 +343,16 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
             info.dropped
         );
     }
+    let opts = benchrun_worker::replay::Options {
+        speed: args.speed,
+        remap: args.remap.clone(),
+        concurrency: args.concurrency,
+        queue: args.queue,
+        duration_limit: args.duration_limit.map(|d| d.0),
+        warmup: args.warmup,
+    };
+    // Before anything is written (--prepare included).
+    benchrun_worker::replay::check(&args.file, &info.ops, &opts)?;
     let stop = benchrun_worker::shutdown::signal();
     let metrics = Arc::new(Metrics::new());
     let engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
@@ -351,14 +361,6 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
         engine.prepare().await?.prepare
     } else {
         None
-    };
-    let opts = benchrun_worker::replay::Options {
-        speed: args.speed,
-        remap: args.remap.clone(),
-        concurrency: args.concurrency,
-        queue: args.queue,
-        duration_limit: args.duration_limit.map(|d| d.0),
-        warmup: args.warmup,
     };
     eprintln!(
         "replaying {} records of {} against {}",

@@ -128,21 +128,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Replayed, OplogError> {
-    if let Some(op) = ops
-        .iter()
-        .find(|op| matches!(op, OpKind::Read | OpKind::Write))
-    {
-        return Err(OplogError::Replay {
-            path: path.to_path_buf(),
-            why: format!("the log holds `{op}`, block I/O, which replay does not issue"),
-        });
-    }
-    if !(opts.speed.is_finite() && opts.speed > 0.0) {
-        return Err(OplogError::Replay {
-            path: path.to_path_buf(),
-            why: format!("--speed {} must be a number above 0", opts.speed),
-        });
-    }
+    check(path, ops, opts)?;
     let held = Arc::new(Held::default());
     let queue = opts.queue.max(1);
     let (tx, mut rx) = mpsc::channel::<Pending>(queue);
@@ -310,6 +296,27 @@ pub async fn run(
         summary: s,
         peak_held: held.peak.load(Ordering::Relaxed),
     })
+}
+
+/// Refuse what cannot be replayed (block ops in the log, a speed that is not above 0), so the
+/// caller can ask before it writes anything (`--prepare`).
+pub fn check(path: &Path, ops: &BTreeSet<OpKind>, opts: &Options) -> Result<(), OplogError> {
+    if let Some(op) = ops
+        .iter()
+        .find(|op| matches!(op, OpKind::Read | OpKind::Write))
+    {
+        return Err(OplogError::Replay {
+            path: path.to_path_buf(),
+            why: format!("the log holds `{op}`, block I/O, which replay does not issue"),
+        });
+    }
+    if !(opts.speed.is_finite() && opts.speed > 0.0) {
+        return Err(OplogError::Replay {
+            path: path.to_path_buf(),
+            why: format!("--speed {} must be a number above 0", opts.speed),
+        });
+    }
+    Ok(())
 }
 
 /// The reader thread: records decoded, filtered and remapped, queued for the scheduler until

@@ -360,3 +360,22 @@ fn damaged_logs_are_refused_with_their_offset_before_anything_is_written() {
         "record 0 (byte offset 0): not a benchrun op-log",
     );
 }
+
+#[test]
+fn a_replay_that_cannot_run_writes_nothing_first() {
+    let dir = scratch();
+    let log = dir.path().join("good.oplog.gz");
+    record(dir.path(), &mixed(&dir.path().join("a")), &log);
+    let target = dir.path().join("untouched");
+    let out = bin()
+        .arg("replay")
+        .arg(&log)
+        .args(["--prepare", "--speed", "0", "--target"])
+        .arg(format!("file://{}", target.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--speed 0 must be a number above 0"), "{err}");
+    assert!(files(&target).is_empty(), "written: {:?}", files(&target));
+}
