@@ -408,6 +408,28 @@ pub struct Summary {
     /// anyone on the path could have answered. True once merged if any worker skipped.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tls_verification_skipped: bool,
+    /// With `run --oplog`: the operations written to the op-log, and those lost (the
+    /// writer fell behind), so a log that misses records says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oplog: Option<OplogStats>,
+}
+
+/// What `run --oplog` recorded: every op of the run is either written or counted as dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OplogStats {
+    /// Records written (warm-up ops included).
+    pub records: u64,
+    /// Records lost because the writer's queue was full or the writer had failed.
+    pub dropped: u64,
+}
+
+impl OplogStats {
+    /// Fold another worker's figures into these.
+    pub fn merge(&mut self, o: &OplogStats) {
+        self.records = self.records.saturating_add(o.records);
+        self.dropped = self.dropped.saturating_add(o.dropped);
+    }
 }
 
 /// The format version of the summaries this build writes and reads.
@@ -496,6 +518,7 @@ impl Summary {
             volume: None,
             endpoints: BTreeMap::new(),
             tls_verification_skipped: false,
+            oplog: None,
         };
         for p in parts {
             if let Some(s) = p.timeline.iter().find(|s| s.second > MAX_TIMELINE_SECONDS) {
@@ -530,6 +553,9 @@ impl Summary {
             }
             if let Some(v) = &p.volume {
                 out.volume.get_or_insert_with(Default::default).merge(v);
+            }
+            if let Some(o) = &p.oplog {
+                out.oplog.get_or_insert_with(Default::default).merge(o);
             }
             for (mine, theirs) in [
                 (&mut out.prepare, &p.prepare),
@@ -652,6 +678,7 @@ mod tests {
             volume: None,
             endpoints: Default::default(),
             tls_verification_skipped: false,
+            oplog: None,
         };
         s.refresh();
         s

@@ -177,6 +177,7 @@ mod tests {
             volume: None,
             endpoints: Default::default(),
             tls_verification_skipped: false,
+            oplog: None,
         }
     }
 

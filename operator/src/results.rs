@@ -383,6 +383,7 @@ mod tests {
             volume: None,
             endpoints: Default::default(),
             tls_verification_skipped: false,
+            oplog: None,
         };
         // Fills `report` as a worker's summary has it.
         Summary::merge(&[s]).expect("one summary merges")

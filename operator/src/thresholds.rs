@@ -192,6 +192,7 @@ mod tests {
             volume: None,
             endpoints: Default::default(),
             tls_verification_skipped: false,
+            oplog: None,
         };
         let mut get = OpStats::default();
         let mut lat = Latency::default();

@@ -41,6 +41,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// Tables like the performance reports' and SVG charts of one or more summaries.
     Report(ReportArgs),
+    /// Replay an op-log (`run --oplog`) against a target: the same ops at the same times
+    /// (open loop), into a summary that `compare` and `report` read.
+    Replay(ReplayArgs),
     /// Print the JSON schema of workload files.
     Schema,
     /// Run as a worker pod of the operator: prepare, wait for the start time, serve the summary.
@@ -71,6 +74,58 @@ pub struct RunArgs {
     /// kubelet to show in the pod's status. Written only when the file exists.
     #[arg(long, value_name = "FILE", default_value = crate::shutdown::TERMINATION_LOG)]
     pub termination_log: PathBuf,
+    /// Record every operation (its start, op, key, size, latency, result) to FILE, a gzip
+    /// op-log that `replay` reads (docs/OPLOG.md). Object workloads only.
+    #[arg(long, value_name = "FILE")]
+    pub oplog: Option<PathBuf>,
+    /// With --oplog: records queued for the writer; when full, records are dropped (and
+    /// counted in the summary's `oplog.dropped`) so the run never waits for the disk.
+    #[arg(long, value_name = "N", default_value_t = crate::oplog::writer::DEFAULT_QUEUE)]
+    pub oplog_queue: usize,
+}
+
+/// Options of `replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The op-log (`run --oplog`).
+    pub file: PathBuf,
+    /// Where to replay: `file:///dir`, `s3://bucket/prefix`, ... (as a workload's `target`).
+    #[arg(long, value_name = "URI")]
+    pub target: String,
+    /// A workload file whose `storage` and `read` settings (endpoint, timeouts, read plan)
+    /// the replay uses; default: those of the workload recorded in the log.
+    #[arg(long, value_name = "FILE")]
+    pub workload: Option<PathBuf>,
+    /// Time scale: 2.0 replays twice as fast, 0.5 at half speed.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Rewrite keys starting with OLD to start with NEW instead ('OLD=>NEW'); repeatable,
+    /// the first matching rule applies.
+    #[arg(long, value_name = "OLD=>NEW")]
+    pub remap: Vec<crate::oplog::Remap>,
+    /// Issue no op meant to start later than this after the replay starts (e.g. 30s).
+    #[arg(long, value_name = "DURATION")]
+    pub duration_limit: Option<crate::units::HumanDuration>,
+    /// Ops in flight at most; an op waiting for a slot is late, and its latency says so.
+    #[arg(long, default_value_t = 256)]
+    pub concurrency: usize,
+    /// Records read ahead of the schedule, and the window in which records are put back in
+    /// start order (they are logged when they end).
+    #[arg(long, default_value_t = 4096)]
+    pub queue: usize,
+    /// Also replay the warm-up's records (left out by default, as from the run's summary).
+    #[arg(long)]
+    pub warmup: bool,
+    /// Write the recorded workload's dataset to the target first (the objects its GETs and
+    /// STATs read, keys remapped), so the replay reads what the run read.
+    #[arg(long)]
+    pub prepare: bool,
+    /// Write the JSON summary here; `-` writes it to stdout and the table to stderr.
+    #[arg(long, value_name = "OUT")]
+    pub summary: Option<PathBuf>,
+    /// Name of this worker in the summary.
+    #[arg(long, env = "BENCHRUN_WORKER_ID", default_value = "replay")]
+    pub worker_id: String,
 }
 
 /// Options of `compare`.

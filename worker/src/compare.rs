@@ -292,6 +292,7 @@ pub(crate) mod tests {
             volume: None,
             endpoints: Default::default(),
             tls_verification_skipped: false,
+            oplog: None,
         };
         s.refresh();
         s

@@ -19,6 +19,8 @@
 //!   Markdown tables and SVG charts of summaries
 //! - [`figures`]: the figures of one op of a summary, shared by `report` and `compare`
 //! - [`compare`]: two summaries compared, with significance tests on their histograms
+//! - [`oplog`]: every op of a run recorded (`run --oplog`): the format, writer and reader
+//! - [`replay`]: an op-log's ops issued again with their timing (`replay`)
 //! - [`shutdown`]: Ctrl-C and SIGTERM
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`sweep`]: a matrix run standalone, combination by combination, and its table
@@ -38,7 +40,9 @@ pub mod datagen;
 pub mod engine;
 pub mod figures;
 pub mod metrics;
+pub mod oplog;
 pub mod progress;
+pub mod replay;
 pub mod report;
 pub mod server;
 pub mod shutdown;

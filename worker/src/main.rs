@@ -7,9 +7,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use benchrun_worker::cli::{Cli, Command, CompareArgs, ReportArgs, RunArgs};
+use benchrun_worker::cli::{Cli, Command, CompareArgs, ReplayArgs, ReportArgs, RunArgs};
 use benchrun_worker::matrix::{self, Matrix, Planned};
-use benchrun_worker::{progress, report, server, sweep, Engine, Metrics, Summary, Workload};
+use benchrun_worker::{oplog, progress, report, server, sweep, Engine, Metrics, Summary, Workload};
 
 /// Exit code when the workload file is invalid.
 const EXIT_INVALID: u8 = 2;
@@ -78,6 +78,7 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
         }
         Command::Compare(args) => compare(args),
         Command::Report(args) => report_cmd(args),
+        Command::Replay(args) => replay(args).await,
         Command::Schema => {
             let schema = schemars::schema_for!(Workload);
             println!("{}", serde_json::to_string_pretty(&schema)?);
@@ -232,7 +233,12 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             planned,
             matrix,
             baseline,
-        } => return run_sweep(&args, planned, &matrix, baseline, stop).await,
+        } => {
+            if args.oplog.is_some() {
+                anyhow::bail!("--oplog records one workload: a matrix file runs several; run a combination on its own to record it");
+            }
+            return run_sweep(&args, planned, &matrix, baseline, stop).await;
+        }
     };
     let metrics = Arc::new(Metrics::new());
     if let Some(addr) = args.metrics_addr {
@@ -246,7 +252,25 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         workload.total_ops,
         workload.dataset.cleanup && !args.no_cleanup,
     );
-    let engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
+    let mut engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
+    // Created (header written) before anything runs, so a bad path fails first.
+    let log = match &args.oplog {
+        Some(path) => {
+            if engine.workload().block.is_some() {
+                anyhow::bail!(
+                    "--oplog records object operations: a block workload's I/Os are not recorded"
+                );
+            }
+            let header = oplog::Header {
+                worker_id: args.worker_id.clone(),
+                workload: engine.workload().clone(),
+            };
+            let w = oplog::Writer::create(path, &header, args.oplog_queue)?;
+            engine = engine.with_oplog(w.sink());
+            Some(w)
+        }
+        None => None,
+    };
     eprintln!("preparing dataset on {}", engine.workload().target);
     let dataset = engine.prepare().await?;
     let bar = progress::spawn(metrics.clone(), args.progress, duration, total_ops);
@@ -255,7 +279,22 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         bar.abort();
     }
     progress::clear();
+    // Closed whatever the run's outcome: the log of a failed run is still whole.
+    let logged = match log {
+        Some(w) => Some(tokio::task::spawn_blocking(move || w.finish()).await??),
+        None => None,
+    };
     let mut summary = run?;
+    if let Some(stats) = logged {
+        if stats.dropped > 0 {
+            eprintln!(
+                "warning: the op-log lost {} of {} records (its writer fell behind; raise --oplog-queue or use a faster disk)",
+                stats.dropped,
+                stats.records + stats.dropped
+            );
+        }
+        summary.oplog = Some(stats);
+    }
     if cleanup {
         match engine.cleanup().await {
             Ok(st) => summary.cleanup = Some(st),
@@ -278,6 +317,81 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Replay an op-log: the whole log checked first (nothing is sent if it is damaged), the
+/// dataset written if asked, then the ops at their recorded times.
+async fn replay(args: ReplayArgs) -> Result<ExitCode> {
+    let path = args.file.clone();
+    let (header, info) = tokio::task::spawn_blocking(move || oplog::validate(&path)).await??;
+    let mut workload = header.workload.clone();
+    if let Some(f) = &args.workload {
+        let Plan::Single(other) = load(f)? else {
+            anyhow::bail!(
+                "{}: --workload takes one workload, not a matrix",
+                f.display()
+            );
+        };
+        workload.storage = other.storage;
+        workload.read = other.read;
+        workload.range_engine = other.range_engine;
+    }
+    workload.target = args.target.clone();
+    workload.dataset.prefix = oplog::remap::apply(&args.remap, &workload.dataset.prefix);
+    if info.dropped > 0 {
+        eprintln!(
+            "warning: {} lost {} records when it was recorded: the replay lacks them",
+            args.file.display(),
+            info.dropped
+        );
+    }
+    let opts = benchrun_worker::replay::Options {
+        speed: args.speed,
+        remap: args.remap.clone(),
+        concurrency: args.concurrency,
+        queue: args.queue,
+        duration_limit: args.duration_limit.map(|d| d.0),
+        warmup: args.warmup,
+    };
+    // Before anything is written (--prepare included).
+    benchrun_worker::replay::check(&args.file, &info.ops, &opts)?;
+    let stop = benchrun_worker::shutdown::signal();
+    let metrics = Arc::new(Metrics::new());
+    let engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
+    let prepare = if args.prepare {
+        eprintln!("preparing dataset on {}", engine.workload().target);
+        engine.prepare().await?.prepare
+    } else {
+        None
+    };
+    eprintln!(
+        "replaying {} records of {} against {}",
+        if args.warmup {
+            info.records
+        } else {
+            info.measured
+        },
+        args.file.display(),
+        args.target
+    );
+    let mut replayed = benchrun_worker::replay::run(
+        &args.file,
+        engine.target().clone(),
+        engine.workload(),
+        &args.worker_id,
+        &info.ops,
+        &opts,
+        metrics,
+        stop,
+    )
+    .await?;
+    replayed.summary.prepare = prepare;
+    emit(&replayed.summary, args.summary.as_deref())?;
+    if replayed.summary.partial {
+        eprintln!("error: stopped by a signal before the log was replayed: the summary is partial");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A matrix file: every combination in turn, then the table of all of them.

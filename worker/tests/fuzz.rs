@@ -292,6 +292,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
         volume: None,
         endpoints: Default::default(),
         tls_verification_skipped: false,
+        oplog: None,
     };
     s.refresh();
     s

@@ -16,7 +16,7 @@
 //! - `prepare.rs`: the space check, the dataset written or listed (and pre-stat'd), cleanup
 //! - `objects.rs`: the dataset's objects, 8 bytes each when the prepare stage wrote them
 //! - `run.rs`: the measured stage: tasks on the schedule, the task loop, the summary
-//! - `ops.rs`: one op of the mix against the target
+//! - `ops.rs`: one op of the mix against the target (and what it was about, for the op-log)
 //! - `mix.rs`, `schedule.rs`, `sizes.rs`, `recorder.rs`, `stable.rs`: the op choice, the
 //!   tickets, object sizes, per-task recording, `stopWhenStable`
 //! - `threads.rs`, `shards.rs`: where tasks run (a thread each for local files, a few
@@ -126,6 +126,8 @@ pub struct Engine {
     /// Block workloads: the files or device their reads and writes go to. `target` is then
     /// the local target of the same path, used only for its read plan.
     volume: Option<Arc<Volume>>,
+    /// With `run --oplog`: where every op of the measured stage (and warm-up) is recorded.
+    oplog: Option<Arc<crate::oplog::Sink>>,
 }
 
 impl Engine {
@@ -191,7 +193,15 @@ impl Engine {
             object_sizes,
             dataset_sizes,
             volume: None,
+            oplog: None,
         })
+    }
+
+    /// The same engine recording every op of its runs to `sink` (`run --oplog`). Object
+    /// workloads only: a block workload's I/Os are not recorded.
+    pub fn with_oplog(mut self, sink: Arc<crate::oplog::Sink>) -> Self {
+        self.oplog = Some(sink);
+        self
     }
 
     /// The same target (and a block workload's volume) with another workload, such as a
@@ -252,6 +262,8 @@ struct RunCtx {
     /// Which dataset object each read visits (`dataset.access`).
     keys: keys::KeyPicker,
     stop_reason: Mutex<Option<String>>,
+    /// With `run --oplog`: the op-log's sink.
+    oplog: Option<Arc<crate::oplog::Sink>>,
 }
 
 /// With `write.maxObjects`, the keys each task writes in turn: an equal share, so tasks never

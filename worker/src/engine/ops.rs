@@ -2,7 +2,25 @@
 
 use super::*;
 
+/// The key and size an op was about, kept for the op-log (only when the run records one, so
+/// a run without an op-log copies no key).
+#[derive(Debug, Default)]
+pub(super) struct Subject {
+    pub key: String,
+    pub size: u64,
+}
+
+/// Note `key` and `size` in `subject`, if there is one.
+fn note(subject: &mut Option<&mut Subject>, key: &str, size: u64) {
+    if let Some(s) = subject {
+        s.key.clear();
+        s.key.push_str(key);
+        s.size = size;
+    }
+}
+
 impl RunCtx {
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn run_op(
         &self,
         op: OpKind,
@@ -11,12 +29,16 @@ impl RunCtx {
         delete_key: Option<String>,
         rng: &mut SmallRng,
         t: &Arc<dyn Target>,
+        mut subject: Option<&mut Subject>,
     ) -> Result<Done, TargetError> {
-        let pick = |rng: &mut SmallRng| {
+        let pick = |rng: &mut SmallRng, subject: &mut Option<&mut Subject>| {
             let i = self.keys.pick(rng);
-            self.dataset
+            let obj = self
+                .dataset
                 .get(i as usize)
-                .ok_or_else(|| TargetError::Other("the dataset is empty".into()))
+                .ok_or_else(|| TargetError::Other("the dataset is empty".into()))?;
+            note(subject, &obj.key, obj.size);
+            Ok::<_, TargetError>(obj)
         };
         match op {
             // Validation keeps block ops out of object workloads; they run in `block`.
@@ -24,7 +46,7 @@ impl RunCtx {
                 "`{op}` is block I/O: give the workload a `block` section"
             ))),
             OpKind::Get => {
-                let obj = pick(rng)?;
+                let obj = pick(rng, &mut subject)?;
                 let mut req = self.get.clone();
                 req.size_hint = Some(obj.size);
                 // The experiment `read.headBeforeGet`: report 001's regression, a HEAD before
@@ -53,6 +75,7 @@ impl RunCtx {
                 };
                 let key = format!("{}{task}-{n}", self.put_prefix);
                 let size = self.object_sizes.sample(rng);
+                note(&mut subject, &key, size);
                 let requests = t.put(&key, self.pattern.payload(&key, size)).await?;
                 if self.track_written {
                     let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
@@ -71,7 +94,7 @@ impl RunCtx {
                 })
             }
             OpKind::Stat => {
-                t.stat(&pick(rng)?.key).await?;
+                t.stat(&pick(rng, &mut subject)?.key).await?;
                 Ok(Done {
                     bytes: 0,
                     requests: 1,
@@ -80,7 +103,9 @@ impl RunCtx {
                 })
             }
             OpKind::List => {
-                let l = t.list(&self.engine_workload.dataset.prefix).await?;
+                let prefix = &self.engine_workload.dataset.prefix;
+                note(&mut subject, prefix, 0);
+                let l = t.list(prefix).await?;
                 Ok(Done {
                     bytes: 0,
                     requests: l.requests,
@@ -91,6 +116,7 @@ impl RunCtx {
             OpKind::Delete => {
                 let key =
                     delete_key.ok_or_else(|| TargetError::Other("delete without a key".into()))?;
+                note(&mut subject, &key, 0);
                 t.delete(&key).await?;
                 Ok(Done {
                     bytes: 0,

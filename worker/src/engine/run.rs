@@ -1,7 +1,50 @@
 //! The measured stage: tasks started on the schedule, each looping over tickets, and their
 //! recorders folded into the summary.
+//!
+//! [`Engine::run`] is four steps, each its own function: [`Engine::setup`] (everything built
+//! before the start instant), [`wait_for_start`] (the synchronized start, or a stop before
+//! it), [`Engine::measure`] (the tasks let go and joined) and [`Engine::summarize`] (the
+//! summary assembled from what they recorded).
 
 use super::*;
+
+/// A block workload's volume, the I/O engine picked for it and how much of its dataset was in
+/// the page cache before the start.
+type BlockSetup = (Arc<Volume>, block::Chosen, Option<u64>);
+
+/// Everything built before the start instant: kept apart from the measured stage so that none
+/// of its cost (threads started, clients built, the page cache measured) is timed.
+struct Setup {
+    /// Block workloads: their volume, engine and page-cache residency at the start.
+    block: Option<BlockSetup>,
+    schedule: Arc<Schedule>,
+    ctx: Arc<RunCtx>,
+    /// The tasks, started and parked at `gate`.
+    tasks: tokio::task::JoinSet<Vec<Recorder>>,
+    gate: threads::Gate,
+    /// How long the setup took (the summary's `setup`).
+    stats: StageStats,
+    /// Held for the whole run: tasks on threads of their own are not cancelled with the
+    /// JoinSet, so if the run's future is dropped, the stopped schedule ends them at their
+    /// next ticket.
+    _stop_on_drop: StopOnDrop,
+}
+
+/// What the measured stage left: the tasks' recorders merged, and its instants and CPU
+/// samples for the summary.
+struct Measured {
+    all: Recorder,
+    /// When the tasks were let go (the warm-up's start, if there is one).
+    start: Instant,
+    /// When the last task ended.
+    end: Instant,
+    /// The process's usage at `start`.
+    cpu0: ProcessStats,
+    /// With a warm-up: the sampler of the process's usage when the measured stage begins.
+    cpu_at_measured: Option<tokio::task::JoinHandle<ProcessStats>>,
+    /// Wall-clock start of the measured stage (after the warm-up).
+    started_at: chrono::DateTime<Utc>,
+}
 
 impl Engine {
     /// Run the measured stage, starting at `start_at` (wall clock) or now, until the duration
@@ -12,8 +55,20 @@ impl Engine {
         start_at: Option<SystemTime>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Summary, EngineError> {
+        let mut setup = self.setup(dataset).await?;
+        let watcher = wait_for_start(&setup, start_at, Box::pin(shutdown)).await;
+        let measured = self.measure(&mut setup).await;
+        watcher.abort();
+        let measured = measured.inspect_err(|_| self.metrics.set_stage(Stage::Done))?;
+        Ok(self.summarize(dataset, setup, measured).await)
+    }
+
+    /// Build everything the measured stage needs before its start instant: the block
+    /// engine picked and the page cache measured, the schedule, what the tasks share, and
+    /// the tasks themselves, parked at the gate. Done inside the stage, it biased ops/s low
+    /// and tails high (at concurrency 4,096, a 3 s run measured 4.26 s).
+    async fn setup(&self, dataset: &Dataset) -> Result<Setup, EngineError> {
         let w = &self.workload;
-        // Block workloads: the engine picked and the page cache measured before the start.
         let block = match &self.volume {
             Some(v) => {
                 let chosen = block::choose(v.spec.engine, v.spec.queue_depth)?;
@@ -26,16 +81,47 @@ impl Engine {
             }
             None => None,
         };
-        let mut shutdown = Box::pin(shutdown);
-        // Setup, before the start instant and outside the measured stage: the tasks' threads
-        // started and parked at the gate, per-shard clients built. Done inside the stage, it
-        // biased ops/s low and tails high (at concurrency 4,096, a 3 s run measured 4.26 s).
         let setup_started = Instant::now();
         let schedule = Arc::new(
             Schedule::new(w.duration.map(|d| d.0), w.total_ops, w.rate_limit)
                 .with_warmup(w.warmup.map(|d| d.0)),
         );
-        let ctx = Arc::new(RunCtx {
+        let ctx = Arc::new(self.run_ctx(dataset, schedule.clone())?);
+        let stop_on_drop = StopOnDrop(schedule.clone());
+        let mut tasks = tokio::task::JoinSet::new();
+        let gate = threads::Gate::default();
+        let started = match &block {
+            Some((v, chosen, _)) => self.start_block_tasks(v, chosen, &ctx, &gate, &mut tasks),
+            None => self.start_tasks(&ctx, &gate, &mut tasks),
+        };
+        if let Err(e) = started {
+            // Stop the tasks already started (at their next ticket) and wait for them.
+            ctx.stop("a task's thread could not be started");
+            schedule.begin(Instant::now());
+            gate.open();
+            while tasks.join_next().await.is_some() {}
+            self.metrics.set_stage(Stage::Done);
+            return Err(e);
+        }
+        Ok(Setup {
+            block,
+            schedule,
+            ctx,
+            tasks,
+            gate,
+            stats: StageStats {
+                seconds: setup_started.elapsed().as_secs_f64(),
+                ..Default::default()
+            },
+            _stop_on_drop: stop_on_drop,
+        })
+    }
+
+    /// What the tasks of one measured stage share, built once: the op mix, the read plan,
+    /// the key picker, the schedule they take tickets from.
+    fn run_ctx(&self, dataset: &Dataset, schedule: Arc<Schedule>) -> Result<RunCtx, EngineError> {
+        let w = &self.workload;
+        Ok(RunCtx {
             engine_workload: self.workload.clone(),
             metrics: self.metrics.clone(),
             pattern: self.pattern.clone(),
@@ -57,7 +143,7 @@ impl Engine {
             },
             put_prefix: format!("{}{}/", self.put_prefix(), self.worker_id),
             put_keys_per_task: put_keys_per_task(w),
-            schedule: schedule.clone(),
+            schedule,
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             keys: keys::KeyPicker::new(
@@ -66,54 +152,16 @@ impl Engine {
                 w.seed,
             ),
             stop_reason: Mutex::new(None),
-        });
-        // Tasks on threads of their own are not cancelled with the JoinSet: if this future is
-        // dropped mid-run, the stopped schedule ends them at their next ticket.
-        let _stop_on_drop = StopOnDrop(schedule.clone());
-        let mut tasks = tokio::task::JoinSet::new();
-        let gate = threads::Gate::default();
-        let started = match &block {
-            Some((v, chosen, _)) => self.start_block_tasks(v, chosen, &ctx, &gate, &mut tasks),
-            None => self.start_tasks(&ctx, &gate, &mut tasks),
-        };
-        if let Err(e) = started {
-            // Stop the tasks already started (at their next ticket) and wait for them.
-            ctx.stop("a task's thread could not be started");
-            schedule.begin(Instant::now());
-            gate.open();
-            while tasks.join_next().await.is_some() {}
-            self.metrics.set_stage(Stage::Done);
-            return Err(e);
-        }
-        let setup = StageStats {
-            seconds: setup_started.elapsed().as_secs_f64(),
-            ..Default::default()
-        };
-        // A stop while waiting for the start (the operator's synchronized start may be far
-        // off) ends the run at once, with an empty partial summary.
-        let mut stopped_before_start = false;
-        if let Some(at) = start_at {
-            if let Ok(wait) = at.duration_since(SystemTime::now()) {
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = &mut shutdown => stopped_before_start = true,
-                }
-            }
-        }
-        let watcher = {
-            let (schedule, ctx) = (schedule.clone(), ctx.clone());
-            if stopped_before_start {
-                // `shutdown` has completed: it must not be polled again.
-                ctx.stop(INTERRUPTED);
-                tokio::spawn(async {})
-            } else {
-                tokio::spawn(async move {
-                    shutdown.await;
-                    ctx.stop(INTERRUPTED);
-                    schedule.stop();
-                })
-            }
-        };
+            oplog: self.oplog.clone(),
+        })
+    }
+
+    /// The measured stage (and its warm-up): the tasks let go at once, the process's usage
+    /// sampled where the stages meet, `stopWhenStable` watched, and every task joined. A
+    /// task that panicked stops all others and fails the run instead of leaving a result
+    /// that silently lacks its share.
+    async fn measure(&self, setup: &mut Setup) -> Result<Measured, EngineError> {
+        let (schedule, ctx) = (&setup.schedule, &setup.ctx);
         self.metrics.set_stage(Stage::Running);
         let cpu0 = ProcessStats::now();
         let warmup = schedule.warmup();
@@ -121,7 +169,7 @@ impl Engine {
         let started_at = Utc::now() + chrono::Duration::from_std(warmup).unwrap_or_default();
         let start = Instant::now();
         schedule.begin(start);
-        gate.open();
+        setup.gate.open();
         let measured_start = schedule.measured_start();
         // The process's usage when the measured stage begins, so the warm-up's CPU is its own.
         let cpu_at_measured = (!warmup.is_zero()).then(|| {
@@ -130,7 +178,7 @@ impl Engine {
                 ProcessStats::now()
             })
         });
-        let _stable = w.stop_when_stable.clone().map(|spec| {
+        let _stable = self.workload.stop_when_stable.clone().map(|spec| {
             let (count, stop) = (ctx.clone(), ctx.clone());
             stable::AbortOnDrop(tokio::spawn(stable::watch(
                 spec,
@@ -139,36 +187,45 @@ impl Engine {
                 move |reason| stop.stop(reason),
             )))
         });
-        let mut all = Recorder::new(self.metrics.clone(), Recorder::mix_ops(w));
-        while let Some(joined) = tasks.join_next().await {
+        let mut all = Recorder::new(self.metrics.clone(), Recorder::mix_ops(&self.workload));
+        while let Some(joined) = setup.tasks.join_next().await {
             match joined {
                 Ok(recs) => recs.into_iter().for_each(|r| all.absorb(r)),
                 Err(e) => {
                     // One task panicked (or was cancelled): stop every other one now, so none
                     // keeps hitting the target, and report the failure instead of a result.
                     ctx.stop("a task failed");
-                    tasks.abort_all();
-                    while tasks.join_next().await.is_some() {}
-                    watcher.abort();
-                    self.metrics.set_stage(Stage::Done);
-                    let what = if e.is_panic() {
-                        let p = e.into_panic();
-                        let msg = p
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| p.downcast_ref::<String>().cloned())
-                            .unwrap_or_default();
-                        format!("panicked: {}", crate::spec::clip(&msg))
-                    } else {
-                        e.to_string()
-                    };
-                    return Err(EngineError::Workload(format!(
-                        "a worker task failed ({what}); all tasks were stopped"
-                    )));
+                    setup.tasks.abort_all();
+                    while setup.tasks.join_next().await.is_some() {}
+                    return Err(task_failed(e));
                 }
             }
         }
-        let end = Instant::now();
+        Ok(Measured {
+            all,
+            start,
+            end: Instant::now(),
+            cpu0,
+            cpu_at_measured,
+            started_at,
+        })
+    }
+
+    /// The run's summary, from the tasks' merged recorders: the measured stage's ops and
+    /// timeline, the warm-up's apart, open-loop figures, CPU per stage, a block volume's
+    /// figures, and why the stage ended.
+    async fn summarize(&self, dataset: &Dataset, setup: Setup, m: Measured) -> Summary {
+        let w = &self.workload;
+        let Measured {
+            mut all,
+            start,
+            end,
+            cpu0,
+            cpu_at_measured,
+            started_at,
+        } = m;
+        let schedule = &setup.schedule;
+        let measured_start = schedule.measured_start();
         // The measured stage's length: zero if the run was stopped in its warm-up.
         let elapsed = end.saturating_duration_since(measured_start);
         let open_loop = schedule.due_before(end).map(|due| OpenLoop {
@@ -177,33 +234,22 @@ impl Engine {
         });
         let cpu_end = ProcessStats::now();
         let warm = match cpu_at_measured {
-            Some(h) => {
-                // Stopped in the warm-up: the sampler has not run, and all of it was warm-up.
-                let cpu_mid = if h.is_finished() {
-                    h.await.unwrap_or_else(|_| cpu_end.clone())
-                } else {
-                    h.abort();
-                    cpu_end.clone()
-                };
-                let ops = OpKind::ALL
-                    .iter()
-                    .zip(std::mem::take(&mut all.warm_ops))
-                    .filter_map(|(op, s)| s.map(|s| (*op, s)))
-                    .collect();
-                Some((
-                    Warmup {
-                        seconds: end.min(measured_start).duration_since(start).as_secs_f64(),
-                        ops,
-                        report: Default::default(),
-                        process: cpu_mid.since(&cpu0),
-                    },
-                    cpu_mid,
-                ))
-            }
+            Some(sampler) => Some(
+                warmup_figures(
+                    &mut all,
+                    sampler,
+                    &cpu0,
+                    &cpu_end,
+                    start,
+                    end,
+                    measured_start,
+                )
+                .await,
+            ),
             None => None,
         };
         let process = cpu_end.since(warm.as_ref().map_or(&cpu0, |(_, mid)| mid));
-        let volume = match block {
+        let volume = match setup.block {
             Some((v, chosen, resident_at_start)) => {
                 let vol = v.clone();
                 let resident_at_end = tokio::task::spawn_blocking(move || vol.resident())
@@ -220,9 +266,9 @@ impl Engine {
             }
             None => None,
         };
-        watcher.abort();
         self.metrics.set_stage(Stage::Done);
-        let stopped_by = ctx
+        let stopped_by = setup
+            .ctx
             .stop_reason
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -257,7 +303,7 @@ impl Engine {
             process,
             prepare: dataset.prepare.clone(),
             pre_stat: dataset.pre_stat.clone(),
-            setup: Some(setup),
+            setup: Some(setup.stats),
             warmup: warm.map(|(w, _)| w),
             access: [OpKind::Get, OpKind::Stat]
                 .iter()
@@ -276,9 +322,10 @@ impl Engine {
             },
             tls_verification_skipped: w.storage.tls.insecure_skip_verify
                 && !w.target_uri().is_ok_and(|u| u.is_local()),
+            oplog: None,
         };
         s.refresh();
-        Ok(s)
+        s
     }
 
     /// Start the run's tasks, held at `gate`, each as a future of its recorders in `tasks`.
@@ -336,6 +383,90 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// Wait for the synchronized start (the operator's may be far off), then watch `shutdown`
+/// for the rest of the run. A stop while waiting ends the run at once, with an empty partial
+/// summary: the stage is stopped before its tasks are let go. Returns the watcher, to abort
+/// once the stage is over.
+async fn wait_for_start(
+    setup: &Setup,
+    start_at: Option<SystemTime>,
+    mut shutdown: std::pin::Pin<Box<impl Future<Output = ()> + Send + 'static>>,
+) -> tokio::task::JoinHandle<()> {
+    let mut stopped_before_start = false;
+    if let Some(at) = start_at {
+        if let Ok(wait) = at.duration_since(SystemTime::now()) {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = &mut shutdown => stopped_before_start = true,
+            }
+        }
+    }
+    let (schedule, ctx) = (setup.schedule.clone(), setup.ctx.clone());
+    if stopped_before_start {
+        // `shutdown` has completed: it must not be polled again.
+        ctx.stop(INTERRUPTED);
+        tokio::spawn(async {})
+    } else {
+        tokio::spawn(async move {
+            shutdown.await;
+            ctx.stop(INTERRUPTED);
+            schedule.stop();
+        })
+    }
+}
+
+/// The warm-up's figures, taken out of `all`, and the process's usage when the measured
+/// stage began (from `sampler`; if the run was stopped in its warm-up, the sampler has not
+/// run and all of it was warm-up, so the usage at the end).
+async fn warmup_figures(
+    all: &mut Recorder,
+    sampler: tokio::task::JoinHandle<ProcessStats>,
+    cpu0: &ProcessStats,
+    cpu_end: &ProcessStats,
+    start: Instant,
+    end: Instant,
+    measured_start: Instant,
+) -> (Warmup, ProcessStats) {
+    let cpu_mid = if sampler.is_finished() {
+        sampler.await.unwrap_or_else(|_| cpu_end.clone())
+    } else {
+        sampler.abort();
+        cpu_end.clone()
+    };
+    let ops = OpKind::ALL
+        .iter()
+        .zip(std::mem::take(&mut all.warm_ops))
+        .filter_map(|(op, s)| s.map(|s| (*op, s)))
+        .collect();
+    (
+        Warmup {
+            seconds: end.min(measured_start).duration_since(start).as_secs_f64(),
+            ops,
+            report: Default::default(),
+            process: cpu_mid.since(cpu0),
+        },
+        cpu_mid,
+    )
+}
+
+/// The run's error for a task that panicked or was cancelled, with the panic's message.
+fn task_failed(e: tokio::task::JoinError) -> EngineError {
+    let what = if e.is_panic() {
+        let p = e.into_panic();
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        format!("panicked: {}", crate::spec::clip(&msg))
+    } else {
+        e.to_string()
+    };
+    EngineError::Workload(format!(
+        "a worker task failed ({what}); all tasks were stopped"
+    ))
 }
 
 /// The summary's volume figures of a block run.
@@ -413,6 +544,7 @@ impl RunCtx {
         let mut seq = 0u64;
         // Several endpoints: ticket i goes to endpoint i mod n (`storage.endpoints`).
         let endpoints = target.endpoints().to_vec();
+        let mut subject = self.oplog.as_ref().map(|_| super::ops::Subject::default());
         while let Some(ticket) = self.schedule.next(Instant::now()) {
             // Woken by a stop (signal, error budget, a failed task): at 0.001 ops/s the next
             // ticket may be 1000 s away.
@@ -457,12 +589,60 @@ impl RunCtx {
             self.metrics.op_started();
             let issued = Instant::now();
             let outcome = self
-                .run_op(op, id, &mut seq, delete_key, &mut rng, t)
+                .run_op(op, id, &mut seq, delete_key, &mut rng, t, subject.as_mut())
                 .await
                 .map(|done| from_began(done, began, issued));
-            self.finished(&mut rec, op, endpoint, began, Instant::now(), outcome);
+            let end = Instant::now();
+            if let (Some(sink), Some(s)) = (&self.oplog, subject.as_mut()) {
+                self.log_op(sink, op, s, began, end, &outcome);
+            }
+            self.finished(&mut rec, op, endpoint, began, end, outcome);
         }
         rec
+    }
+
+    /// Hand one finished op to the op-log: its intended start from the measured stage's
+    /// start, and its phase by the recorder's rule (when it finished), so the log's measured
+    /// records are exactly the summary's ops.
+    fn log_op(
+        &self,
+        sink: &crate::oplog::Sink,
+        op: OpKind,
+        subject: &mut super::ops::Subject,
+        began: Instant,
+        end: Instant,
+        outcome: &Result<Done, TargetError>,
+    ) {
+        use crate::oplog::{Phase, Record};
+        let measured_start = self.schedule.measured_start();
+        let offset_us = if began >= measured_start {
+            i64::try_from(began.duration_since(measured_start).as_micros()).unwrap_or(i64::MAX)
+        } else {
+            -i64::try_from(measured_start.duration_since(began).as_micros()).unwrap_or(i64::MAX)
+        };
+        let phase = if self.schedule.in_warmup(end) {
+            Phase::Warmup
+        } else {
+            Phase::Measured
+        };
+        let (bytes, error) = match outcome {
+            Ok(d) => (d.bytes, None),
+            Err(e) => (0, Some(e.kind())),
+        };
+        sink.record(Record {
+            offset_us,
+            phase,
+            op,
+            key: std::mem::take(&mut subject.key),
+            size: std::mem::take(&mut subject.size),
+            bytes,
+            latency_us: end
+                .saturating_duration_since(began)
+                .as_micros()
+                .try_into()
+                .unwrap_or(u64::MAX),
+            error,
+        });
     }
 
     /// Record an op that ended at `end` (its latency from `began`), served by `endpoint`
