@@ -7,9 +7,10 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::spec::OpKind;
+use crate::spec::{OpKind, Workload};
 
 // The histogram is its own module, below `spec` (whose validation bounds histogram memory);
 // these stay reachable here, where they always were.
@@ -19,7 +20,7 @@ pub use crate::timeline::Second;
 pub use crate::volume::{CacheResidency, VolumeStats};
 
 /// Everything measured for one operation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpStats {
     /// Operations completed, successful or not.
@@ -172,7 +173,7 @@ impl OpReport {
 }
 
 /// CPU time and page faults of the worker process during the measured stage.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessStats {
     /// CPU seconds in user mode.
@@ -219,7 +220,7 @@ impl ProcessStats {
 }
 
 /// A stage outside the measured window (prepare, pre-stat, cleanup).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StageStats {
     /// How long the stage took (the longest, once merged).
@@ -248,7 +249,7 @@ impl StageStats {
 /// fill caches and open connections, and left out of `ops`, `report` and every rate. Their
 /// own figures are kept here, apart, so a cold start can be seen (and its cost compared
 /// with the measured figures); their seconds are marked in the timeline.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Warmup {
     /// How long the warm-up ran (the longest, once merged).
@@ -284,7 +285,7 @@ impl Warmup {
 
 /// How an open-loop stage (`rateLimit`) kept to its schedule, apart from the ops' latency
 /// (which is measured from when each op was due, lag included).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenLoop {
     /// Operations the schedule made due before the stage ended (the offered load).
@@ -340,11 +341,25 @@ impl OpenLoop {
 }
 
 /// The result of a run, or of several merged.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
-    /// Format version of this document.
-    pub version: u32,
+    /// Format version of this document ([`SUMMARY_VERSION`]); readers refuse a version they
+    /// do not know, naming it. Version 1 wrote it as `version` (read through
+    /// [`crate::summary_read::read`], which upgrades it).
+    #[serde(alias = "version")]
+    #[schemars(range(min = 1))]
+    pub schema_version: u32,
+    /// The benchrun version that measured it (`0.1.0`). Once merged: the workers' version,
+    /// or their distinct versions comma-separated when they differ. Absent in version-1
+    /// summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
+    /// The workload as the engine ran it, every default filled in (the same keys as a
+    /// workload file, `benchrun-worker schema`). Once merged: the workers' workload when they
+    /// all ran the same one, absent when they differ. Absent in version-1 summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Workload>,
     /// The workload's target URI.
     pub target: String,
     /// Workers merged into this summary (1 for a single run).
@@ -352,7 +367,8 @@ pub struct Summary {
     /// Worker ids merged into this summary.
     #[serde(default)]
     pub worker_ids: Vec<String>,
-    /// Wall-clock start of the measured stage (the earliest, once merged).
+    /// Wall-clock start of the measured stage (the earliest, once merged), RFC 3339 UTC.
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub started_at: DateTime<Utc>,
     /// Length of the measured stage in seconds (the longest, once merged).
     pub elapsed_seconds: f64,
@@ -401,8 +417,18 @@ pub struct Summary {
     pub volume: Option<crate::volume::VolumeStats>,
 }
 
-/// The format version of the summaries this build writes and reads.
-pub const SUMMARY_VERSION: u32 = 1;
+/// The format version of the summaries this build writes. It reads this one and every older
+/// one down to [`OLDEST_SUMMARY_VERSION`] ([`crate::summary_read`]); see docs/RESULTS.md for
+/// what changed between versions.
+///
+/// 2: `version` renamed `schemaVersion`; `toolVersion` and `workload` added.
+pub const SUMMARY_VERSION: u32 = 2;
+
+/// The oldest summary format this build still reads.
+pub const OLDEST_SUMMARY_VERSION: u32 = 1;
+
+/// The version of benchrun this build is, written into every summary it measures.
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Why summaries could not be merged.
 #[derive(Debug, thiserror::Error)]
@@ -411,7 +437,7 @@ pub enum MergeError {
     #[error("nothing to merge")]
     Empty,
     /// A summary of another format version.
-    #[error("summary version {0} is not supported (this build reads version {SUMMARY_VERSION})")]
+    #[error("summary schemaVersion {0} cannot be merged: benchrun {TOOL_VERSION} merges schemaVersion {SUMMARY_VERSION} (read older ones with `summary_read::read`, which upgrades them)")]
     Version(u32),
     /// A timeline second past the longest possible run (a forged or corrupt summary).
     #[error("summary of {worker}: timeline second {second} is past the longest run ({MAX_TIMELINE_SECONDS} s)")]
@@ -461,11 +487,16 @@ impl Summary {
     /// Merge summaries exactly: counts add, histograms add, timelines add second by second.
     pub fn merge(parts: &[Summary]) -> Result<Summary, MergeError> {
         let first = parts.first().ok_or(MergeError::Empty)?;
-        if let Some(p) = parts.iter().find(|p| p.version != SUMMARY_VERSION) {
-            return Err(MergeError::Version(p.version));
+        if let Some(p) = parts.iter().find(|p| p.schema_version != SUMMARY_VERSION) {
+            return Err(MergeError::Version(p.schema_version));
         }
         let mut out = Summary {
-            version: SUMMARY_VERSION,
+            schema_version: SUMMARY_VERSION,
+            tool_version: merged_tool_version(parts),
+            workload: first
+                .workload
+                .clone()
+                .filter(|w| parts.iter().all(|p| p.workload.as_ref() == Some(w))),
             target: first.target.clone(),
             workers: 0,
             worker_ids: vec![],
@@ -535,6 +566,14 @@ impl Summary {
     }
 }
 
+/// The workers' benchrun version, or their distinct versions comma-separated (sorted) when
+/// they differ; `None` when no part says (version-1 summaries).
+fn merged_tool_version(parts: &[Summary]) -> Option<String> {
+    let versions: std::collections::BTreeSet<&str> =
+        parts.iter().filter_map(|p| p.tool_version.as_deref()).collect();
+    (!versions.is_empty()).then(|| versions.into_iter().collect::<Vec<_>>().join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,7 +610,9 @@ mod tests {
             get.latency.record(Duration::from_micros(us));
         }
         let mut s = Summary {
-            version: SUMMARY_VERSION,
+            schema_version: SUMMARY_VERSION,
+            tool_version: Some(TOOL_VERSION.into()),
+            workload: None,
             target: "file:///x".into(),
             workers: 1,
             worker_ids: vec![id.into()],
@@ -639,11 +680,11 @@ mod tests {
     fn merge_rejects_empty_and_unknown_versions() {
         assert!(matches!(Summary::merge(&[]), Err(MergeError::Empty)));
         let mut s = summary("a", &[1]);
-        s.version = 99;
+        s.schema_version = 99;
         assert!(Summary::merge(&[s])
             .unwrap_err()
             .to_string()
-            .contains("version 99"));
+            .contains("schemaVersion 99"));
     }
 
     #[test]

@@ -161,13 +161,12 @@ pub async fn load_worker(
     summary_text(&cm).map(Some).map_err(Error::Result)
 }
 
-/// Parse and check one persisted summary.
+/// Parse and check one persisted summary, of any format version this operator reads (one
+/// persisted by an older operator, or served by an older worker image, is upgraded; a newer
+/// one is refused with its version named).
 pub fn parse(worker: &str, text: &str) -> Result<Summary> {
-    serde_json::from_str(text).map_err(|e| {
-        Error::Result(format!(
-            "the summary of worker {worker} is not a summary: {e}"
-        ))
-    })
+    benchrun_api::summary_read::read(text)
+        .map_err(|e| Error::Result(format!("the summary of worker {worker}: {e}")))
 }
 
 /// Merge the persisted summaries of exactly `workers`, reading them [`MERGE_PAGE`] objects at a
@@ -357,7 +356,9 @@ mod tests {
             Second::at(&mut measured, sec).add(&second(sec));
         }
         let s = Summary {
-            version: SUMMARY_VERSION,
+            schema_version: SUMMARY_VERSION,
+            tool_version: None,
+            workload: None,
             target: "s3://bucket/prefix".into(),
             workers: 1,
             worker_ids: vec![id.into()],

@@ -41,8 +41,13 @@ pub enum Command {
     Compare(CompareArgs),
     /// Tables like the performance reports' and SVG charts of one or more summaries.
     Report(ReportArgs),
-    /// Print the JSON schema of workload files.
-    Schema,
+    /// Print the JSON schema of workload files, or with `--summary` of the summaries `run`,
+    /// `merge` and the operator write (docs/RESULTS.md describes every field).
+    Schema {
+        /// The schema of summaries instead of workload files.
+        #[arg(long)]
+        summary: bool,
+    },
     /// Run as a worker pod of the operator: prepare, wait for the start time, serve the summary.
     Agent(crate::agent::AgentArgs),
 }
