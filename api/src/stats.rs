@@ -569,8 +569,10 @@ impl Summary {
 /// The workers' benchrun version, or their distinct versions comma-separated (sorted) when
 /// they differ; `None` when no part says (version-1 summaries).
 fn merged_tool_version(parts: &[Summary]) -> Option<String> {
-    let versions: std::collections::BTreeSet<&str> =
-        parts.iter().filter_map(|p| p.tool_version.as_deref()).collect();
+    let versions: std::collections::BTreeSet<&str> = parts
+        .iter()
+        .filter_map(|p| p.tool_version.as_deref())
+        .collect();
     (!versions.is_empty()).then(|| versions.into_iter().collect::<Vec<_>>().join(", "))
 }
 

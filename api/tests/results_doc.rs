@@ -135,7 +135,12 @@ fn cell(text: &str) -> String {
         if out[end + 2..].starts_with('(') {
             break;
         }
-        out = format!("{}{}{}", &out[..start], &out[start + 1..end + 1], &out[end + 2..]);
+        out = format!(
+            "{}{}{}",
+            &out[..start],
+            &out[start + 1..end + 1],
+            &out[end + 2..]
+        );
     }
     out
 }

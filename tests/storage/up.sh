@@ -21,6 +21,7 @@ AZ=$BENCHRUN_CACHE/storage/azurite-${AZURITE_VERSION:-3.35.0}
 BUCKET=benchrun
 S3_KEY=benchrun-admin
 S3_SECRET=benchrun-secret-key-0123
+EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 # Azurite's well-known development account (public, documented by Microsoft).
 AZ_ACCOUNT=devstoreaccount1
 AZ_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
@@ -80,7 +81,9 @@ for b in "$BUCKET" benchrun-bucket; do
   code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X PUT \
     --aws-sigv4 "aws:amz:us-east-1:s3" --user "$S3_KEY:$S3_SECRET" "http://127.0.0.1:9000/$b")
   case $code in 200|409) ;; *) echo "creating S3 bucket $b failed: HTTP $code" >&2; cat "$S/logs/mkbucket.out" >&2; exit 1;; esac
+  # versitygw, as AWS, requires the payload's hash header (here: of the empty body).
   code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X PUT \
+    -H "x-amz-content-sha256: $EMPTY_SHA256" \
     --aws-sigv4 "aws:amz:us-east-1:s3" --user "$S3_KEY:$S3_SECRET" "http://127.0.0.1:9100/$b")
   case $code in 200|409) ;; *) echo "creating versitygw bucket $b failed: HTTP $code" >&2; cat "$S/logs/mkbucket.out" >&2; exit 1;; esac
   code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \

@@ -79,9 +79,9 @@ impl Checks {
                     ));
                 }
             }
-            None if got != want => self
-                .failures
-                .push(format!("{server}: {check}: answers {got}, S3 answers {want}")),
+            None if got != want => self.failures.push(format!(
+                "{server}: {check}: answers {got}, S3 answers {want}"
+            )),
             None => {}
         }
     }
@@ -311,7 +311,12 @@ async fn every_target_behaves_the_same() {
             .await
             .map(|g| (g.bytes, g.requests))
             .map_err(|e| e.to_string());
-        chk.check(n, "whole get (bytes, requests)", Ok::<_, String>((LEN, 1)), g);
+        chk.check(
+            n,
+            "whole get (bytes, requests)",
+            Ok::<_, String>((LEN, 1)),
+            g,
+        );
         if proxied {
             chk.check(n, "whole get on the wire", ["GET"], wire(c));
         }
@@ -361,9 +366,7 @@ async fn every_target_behaves_the_same() {
 
         // Errors: a missing object is `not_found` for every read.
         let missing = "conf/missing";
-        let kind = |r: Result<(), benchrun_worker::targets::TargetError>| {
-            r.map_err(|e| e.kind())
-        };
+        let kind = |r: Result<(), benchrun_worker::targets::TargetError>| r.map_err(|e| e.kind());
         let want: Result<(), String> = Err("not_found".into());
         let e = t
             .get(missing, &get(ChunkPlan::Whole, ReadCheck::Discard))
@@ -429,7 +432,11 @@ fn outcome<T>(r: object_store::Result<T>, ok: impl Fn(T) -> String) -> String {
         Ok(v) => ok(v),
         Err(e) => {
             let debug = format!("{e:?}");
-            let variant = debug.split([' ', '{', '(']).next().unwrap_or("").to_string();
+            let variant = debug
+                .split([' ', '{', '('])
+                .next()
+                .unwrap_or("")
+                .to_string();
             let text = e.to_string();
             let status = regex_status(&text);
             match status {
@@ -447,8 +454,10 @@ fn regex_status(text: &str) -> Option<String> {
         let w = &text[i..i + 3];
         let bounded = (i == 0 || !b[i - 1].is_ascii_alphanumeric())
             && b.get(i + 3).is_none_or(|c| !c.is_ascii_alphanumeric());
-        (bounded && w.bytes().all(|c| c.is_ascii_digit()) && (w.starts_with('4') || w.starts_with('5')))
-            .then(|| w.to_string())
+        (bounded
+            && w.bytes().all(|c| c.is_ascii_digit())
+            && (w.starts_with('4') || w.starts_with('5')))
+        .then(|| w.to_string())
     })
 }
 
@@ -478,7 +487,12 @@ async fn s3_semantics(chk: &mut Checks, n: &str, endpoint: &str, bucket: &str) {
     };
 
     let r = store.put_opts(&key, body.clone().into(), create()).await;
-    chk.check(n, "conditional create of a new key", "ok", outcome(r, |_| "ok".into()));
+    chk.check(
+        n,
+        "conditional create of a new key",
+        "ok",
+        outcome(r, |_| "ok".into()),
+    );
     let r = store.put_opts(&key, body.clone().into(), create()).await;
     chk.check(
         n,
@@ -497,9 +511,18 @@ async fn s3_semantics(chk: &mut Checks, n: &str, endpoint: &str, bucket: &str) {
             Err(e) => outcome::<()>(Err(e), |_| String::new()),
         }
     };
-    let r = store.get_opts(&key, range(GetRange::Bounded(990..1100))).await;
-    chk.check(n, "range over the end (990..1100 of 1000)", "10 bytes", bytes(r).await);
-    let r = store.get_opts(&key, range(GetRange::Bounded(1000..1100))).await;
+    let r = store
+        .get_opts(&key, range(GetRange::Bounded(990..1100)))
+        .await;
+    chk.check(
+        n,
+        "range over the end (990..1100 of 1000)",
+        "10 bytes",
+        bytes(r).await,
+    );
+    let r = store
+        .get_opts(&key, range(GetRange::Bounded(1000..1100)))
+        .await;
     chk.check(
         n,
         "range wholly past the end (1000..1100 of 1000)",
@@ -507,12 +530,20 @@ async fn s3_semantics(chk: &mut Checks, n: &str, endpoint: &str, bucket: &str) {
         bytes(r).await,
     );
     let r = store
-        .get_opts(&Path::from(format!("{base}/missing")), range(GetRange::Bounded(0..10)))
+        .get_opts(
+            &Path::from(format!("{base}/missing")),
+            range(GetRange::Bounded(0..10)),
+        )
         .await;
     chk.check(n, "range of a missing key", "NotFound", bytes(r).await);
 
     let r = store.delete(&Path::from(format!("{base}/missing"))).await;
-    chk.check(n, "delete of a missing key", "ok", outcome(r, |_| "ok".into()));
+    chk.check(
+        n,
+        "delete of a missing key",
+        "ok",
+        outcome(r, |_| "ok".into()),
+    );
 
     for k in ["d/x", "d/y", "z"] {
         store
@@ -524,7 +555,11 @@ async fn s3_semantics(chk: &mut Checks, n: &str, endpoint: &str, bucket: &str) {
         .list_with_delimiter(Some(&Path::from(base.clone())))
         .await
         .map(|l| {
-            let strip = |p: &Path| p.as_ref().trim_start_matches(&format!("{base}/")).to_string();
+            let strip = |p: &Path| {
+                p.as_ref()
+                    .trim_start_matches(&format!("{base}/"))
+                    .to_string()
+            };
             let mut objects: Vec<String> = l.objects.iter().map(|o| strip(&o.location)).collect();
             objects.sort();
             let prefixes: Vec<String> = l.common_prefixes.iter().map(strip).collect();
@@ -592,7 +627,11 @@ fn a_short_mixed_benchmark_runs_against_every_s3_server() {
             assert_eq!(o.errors, 0, "{name}: {op} failed: {:?}", o.errors_by_kind);
         }
         let prepare = s.prepare.as_ref().expect("the prepare stage ran");
-        assert_eq!((prepare.objects, prepare.errors), (20, 0), "{name}: prepare");
+        assert_eq!(
+            (prepare.objects, prepare.errors),
+            (20, 0),
+            "{name}: prepare"
+        );
         let cleanup = s.cleanup.as_ref().expect("the cleanup stage ran");
         assert_eq!(cleanup.errors, 0, "{name}: cleanup");
     }

@@ -116,7 +116,10 @@ fn a_version_1_summary_is_read_by_compare_report_and_merge() {
     let out = dir.path().join("merged.json");
     ok(&["merge", old, new, "--summary", out.to_str().unwrap()]);
     let merged: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(merged["schemaVersion"], 2, "a merge writes the current version");
+    assert_eq!(
+        merged["schemaVersion"], 2,
+        "a merge writes the current version"
+    );
     assert_eq!(merged["workers"], 2);
     // The old part had no tool version and no workload: the new one's version stands, the
     // workload is absent (the parts did not all say they ran the same one).
