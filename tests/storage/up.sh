@@ -113,5 +113,13 @@ python3 "$HERE/azure_container.py" http://127.0.0.1:10000 "$AZ_ACCOUNT" "$AZ_KEY
     echo "BENCHRUN_S3_EXTRA_ENDPOINT=http://$BENCHRUN_STORAGE_EXTRA_ADDR:9000"
   fi
 } > "$STATE_DIR/storage.env.tmp"
+# Keep the settings this script does not write (servers that other checkouts sharing this
+# state directory started): running it must never take a server away from their tests.
+if [ -f "$STATE_DIR/storage.env" ]; then
+  while IFS= read -r line; do
+    case $line in '#'*|'') continue ;; esac
+    grep -q "^${line%%=*}=" "$STATE_DIR/storage.env.tmp" || printf '%s\n' "$line" >> "$STATE_DIR/storage.env.tmp"
+  done < "$STATE_DIR/storage.env"
+fi
 mv "$STATE_DIR/storage.env.tmp" "$STATE_DIR/storage.env"
 echo "storage servers up; settings in $STATE_DIR/storage.env"
