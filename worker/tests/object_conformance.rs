@@ -470,11 +470,16 @@ fn outcome<T>(r: object_store::Result<T>, ok: impl Fn(T) -> String) -> String {
 /// The HTTP status an object_store error message reports (`... status code: 416 ...` or
 /// `status: 404`), when it has one.
 fn http_status(text: &str) -> Option<String> {
-    ["status code: ", "status: ", "Status: "].iter().find_map(|tag| {
-        let at = text.find(tag)? + tag.len();
-        let code: String = text[at..].chars().take_while(char::is_ascii_digit).collect();
-        (code.len() == 3).then_some(code)
-    })
+    ["status code: ", "status: ", "Status: "]
+        .iter()
+        .find_map(|tag| {
+            let at = text.find(tag)? + tag.len();
+            let code: String = text[at..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            (code.len() == 3).then_some(code)
+        })
 }
 
 /// S3 behaviours a client leans on, asked of the server directly with a client of the suite's
@@ -551,9 +556,19 @@ async fn s3_semantics(chk: &mut Checks, n: &str, endpoint: &str, bucket: &str) {
             range(GetRange::Bounded(0..10)),
         )
         .await;
-    chk.check(n, "range of a missing key", "NotFound (HTTP 404)", bytes(r).await);
+    chk.check(
+        n,
+        "range of a missing key",
+        "NotFound (HTTP 404)",
+        bytes(r).await,
+    );
     let r = store.get_opts(&key, range(GetRange::Suffix(10))).await;
-    chk.check(n, "suffix range (the last 10 bytes)", "10 bytes", bytes(r).await);
+    chk.check(
+        n,
+        "suffix range (the last 10 bytes)",
+        "10 bytes",
+        bytes(r).await,
+    );
 
     let r = store.delete(&Path::from(format!("{base}/missing"))).await;
     chk.check(
