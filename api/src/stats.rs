@@ -356,8 +356,9 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_version: Option<String>,
     /// The workload as the engine ran it, every default filled in (the same keys as a
-    /// workload file, `benchrun-worker schema`). Once merged: the workers' workload when they
-    /// all ran the same one, absent when they differ. Absent in version-1 summaries.
+    /// workload file, `benchrun-worker schema`). Once merged: the run's workload when the
+    /// workers all ran the same one (a cluster worker's own dataset sub-prefix
+    /// `<prefix><worker>/` taken off), absent when they differ. Absent in version-1 summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<Workload>,
     /// The workload's target URI.
@@ -493,10 +494,7 @@ impl Summary {
         let mut out = Summary {
             schema_version: SUMMARY_VERSION,
             tool_version: merged_tool_version(parts),
-            workload: first
-                .workload
-                .clone()
-                .filter(|w| parts.iter().all(|p| p.workload.as_ref() == Some(w))),
+            workload: merged_workload(parts),
             target: first.target.clone(),
             workers: 0,
             worker_ids: vec![],
@@ -564,6 +562,28 @@ impl Summary {
         out.refresh();
         Ok(out)
     }
+}
+
+/// The workload the parts ran, when they all ran the same one. Workers of a cluster run each
+/// prepare their own dataset under `<prefix><worker id>/` (the agent does), so a one-worker
+/// part's workload is compared without that sub-prefix: the merged workload is the run's.
+fn merged_workload(parts: &[Summary]) -> Option<Workload> {
+    let run_workload = |p: &Summary| {
+        let mut w = p.workload.clone()?;
+        if let [id] = p.worker_ids.as_slice() {
+            if w.dataset.prepare {
+                if let Some(base) = w.dataset.prefix.strip_suffix(&format!("{id}/")) {
+                    w.dataset.prefix = base.to_string();
+                }
+            }
+        }
+        Some(w)
+    };
+    let first = run_workload(parts.first()?)?;
+    parts[1..]
+        .iter()
+        .all(|p| run_workload(p).as_ref() == Some(&first))
+        .then_some(first)
 }
 
 /// The workers' benchrun version, or their distinct versions comma-separated (sorted) when
@@ -676,6 +696,37 @@ mod tests {
         assert_eq!(merged.workers, 2);
         assert_eq!(merged.ops[&OpKind::Get].count, 11_000);
         assert_eq!(merged.timeline[0].ops, 11_000);
+    }
+
+    #[test]
+    fn a_merge_keeps_the_runs_workload_and_the_tool_versions() {
+        let run = |prefix: &str| {
+            Workload::from_yaml(&format!(
+                "target: s3://b/p\nduration: 1s\nops: [{{op: get}}]\ndataset: {{prefix: '{prefix}'}}\n"
+            ))
+            .unwrap()
+        };
+        let (mut a, mut b) = (summary("w0", &[1]), summary("w1", &[2]));
+        // As the agent runs them: each worker under its own sub-prefix.
+        a.workload = Some(run("bench/w0/"));
+        b.workload = Some(run("bench/w1/"));
+        let m = Summary::merge(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(m.workload, Some(run("bench/")));
+        assert_eq!(m.tool_version.as_deref(), Some(TOOL_VERSION));
+        // Merged again (with a third worker), still the run's workload.
+        let mut c = summary("w2", &[3]);
+        c.workload = Some(run("bench/w2/"));
+        let again = Summary::merge(&[m, c]).unwrap();
+        assert_eq!(again.workload, Some(run("bench/")));
+        // Another workload, or one part without any: absent, not one of them.
+        b.workload = Some(run("other/w1/"));
+        assert_eq!(Summary::merge(&[a.clone(), b.clone()]).unwrap().workload, None);
+        b.workload = None;
+        assert_eq!(Summary::merge(&[a.clone(), b.clone()]).unwrap().workload, None);
+        // Different tool versions are all named.
+        b.tool_version = Some("0.0.9".into());
+        let m = Summary::merge(&[a, b]).unwrap();
+        assert_eq!(m.tool_version, Some(format!("0.0.9, {TOOL_VERSION}")));
     }
 
     #[test]
