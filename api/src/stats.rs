@@ -720,9 +720,15 @@ mod tests {
         assert_eq!(again.workload, Some(run("bench/")));
         // Another workload, or one part without any: absent, not one of them.
         b.workload = Some(run("other/w1/"));
-        assert_eq!(Summary::merge(&[a.clone(), b.clone()]).unwrap().workload, None);
+        assert_eq!(
+            Summary::merge(&[a.clone(), b.clone()]).unwrap().workload,
+            None
+        );
         b.workload = None;
-        assert_eq!(Summary::merge(&[a.clone(), b.clone()]).unwrap().workload, None);
+        assert_eq!(
+            Summary::merge(&[a.clone(), b.clone()]).unwrap().workload,
+            None
+        );
         // Different tool versions are all named.
         b.tool_version = Some("0.0.9".into());
         let m = Summary::merge(&[a, b]).unwrap();
