@@ -39,7 +39,8 @@ unit:
 	$(CARGO) test --workspace --lib --bins
 
 local:
-	$(CARGO) test -p benchrun-worker --test local_cli --test local_reads --test local_threads --test matrix_cli --test report_cli --test engine_local --test volume_local --test oplog --test examples --test corpus --test fuzz
+	$(CARGO) test -p benchrun-worker --test local_cli --test local_reads --test local_threads --test matrix_cli --test report_cli --test engine_local --test volume_local --test oplog --test examples --test corpus --test fuzz --test summary_schema
+	$(CARGO) test -p benchrun-api --test results_doc
 	$(CARGO) test -p benchrun-operator --test agent --test examples
 
 storage:

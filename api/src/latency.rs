@@ -75,6 +75,22 @@ impl Serialize for Latency {
     }
 }
 
+/// In a summary's JSON Schema: a string (the base64 of the HdrHistogram V2 deflate format).
+impl schemars::JsonSchema for Latency {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Latency".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "contentEncoding": "base64",
+            "maxLength": MAX_HISTOGRAM_TEXT,
+            "description": "A latency histogram in microseconds (1 us to one hour, 3 significant digits): base64 of the HdrHistogram V2 deflate format, readable by every HdrHistogram implementation."
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Latency {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;

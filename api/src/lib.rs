@@ -12,6 +12,8 @@
 //! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
 //! - [`timeline`]: the per-second timeline, coarser later in long runs, and its exact merge
 //! - [`stats`]: histograms, the summary and its exact merge
+//! - [`summary_read`]: reading every summary format version, refusing unknown ones by number;
+//!   the summary's JSON Schema
 //! - [`change`]: relative changes and the median repeat, for every comparison table
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
@@ -25,6 +27,7 @@ pub mod matrix;
 pub mod quote;
 pub mod spec;
 pub mod stats;
+pub mod summary_read;
 pub mod timeline;
 pub mod units;
 pub mod volume;

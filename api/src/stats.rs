@@ -7,9 +7,10 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::spec::OpKind;
+use crate::spec::{OpKind, Workload};
 
 // The histogram is its own module, below `spec` (whose validation bounds histogram memory);
 // these stay reachable here, where they always were.
@@ -19,7 +20,7 @@ pub use crate::timeline::Second;
 pub use crate::volume::{CacheResidency, VolumeStats};
 
 /// Everything measured for one operation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpStats {
     /// Operations completed, successful or not.
@@ -172,7 +173,7 @@ impl OpReport {
 }
 
 /// CPU time and page faults of the worker process during the measured stage.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessStats {
     /// CPU seconds in user mode.
@@ -219,7 +220,7 @@ impl ProcessStats {
 }
 
 /// A stage outside the measured window (prepare, pre-stat, cleanup).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StageStats {
     /// How long the stage took (the longest, once merged).
@@ -248,7 +249,7 @@ impl StageStats {
 /// fill caches and open connections, and left out of `ops`, `report` and every rate. Their
 /// own figures are kept here, apart, so a cold start can be seen (and its cost compared
 /// with the measured figures); their seconds are marked in the timeline.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Warmup {
     /// How long the warm-up ran (the longest, once merged).
@@ -284,7 +285,7 @@ impl Warmup {
 
 /// How an open-loop stage (`rateLimit`) kept to its schedule, apart from the ops' latency
 /// (which is measured from when each op was due, lag included).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenLoop {
     /// Operations the schedule made due before the stage ended (the offered load).
@@ -340,11 +341,26 @@ impl OpenLoop {
 }
 
 /// The result of a run, or of several merged.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
-    /// Format version of this document.
-    pub version: u32,
+    /// Format version of this document ([`SUMMARY_VERSION`]); readers refuse a version they
+    /// do not know, naming it. Version 1 wrote it as `version` (read through
+    /// [`crate::summary_read::read`], which upgrades it).
+    #[serde(alias = "version")]
+    #[schemars(range(min = 1))]
+    pub schema_version: u32,
+    /// The benchrun version that measured it (`0.1.0`). Once merged: the workers' version,
+    /// or their distinct versions comma-separated when they differ. Absent in version-1
+    /// summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_version: Option<String>,
+    /// The workload as the engine ran it, every default filled in (the same keys as a
+    /// workload file, `benchrun-worker schema`). Once merged: the run's workload when the
+    /// workers all ran the same one (a cluster worker's own dataset sub-prefix
+    /// `<prefix><worker>/` taken off), absent when they differ. Absent in version-1 summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Workload>,
     /// The workload's target URI.
     pub target: String,
     /// Workers merged into this summary (1 for a single run).
@@ -352,7 +368,8 @@ pub struct Summary {
     /// Worker ids merged into this summary.
     #[serde(default)]
     pub worker_ids: Vec<String>,
-    /// Wall-clock start of the measured stage (the earliest, once merged).
+    /// Wall-clock start of the measured stage (the earliest, once merged), RFC 3339 UTC.
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub started_at: DateTime<Utc>,
     /// Length of the measured stage in seconds (the longest, once merged).
     pub elapsed_seconds: f64,
@@ -415,7 +432,7 @@ pub struct Summary {
 }
 
 /// What `run --oplog` recorded: every op of the run is either written or counted as dropped.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OplogStats {
     /// Records written (warm-up ops included).
@@ -432,8 +449,18 @@ impl OplogStats {
     }
 }
 
-/// The format version of the summaries this build writes and reads.
-pub const SUMMARY_VERSION: u32 = 1;
+/// The format version of the summaries this build writes. It reads this one and every older
+/// one down to [`OLDEST_SUMMARY_VERSION`] ([`crate::summary_read`]); see docs/RESULTS.md for
+/// what changed between versions.
+///
+/// 2: `version` renamed `schemaVersion`; `toolVersion` and `workload` added.
+pub const SUMMARY_VERSION: u32 = 2;
+
+/// The oldest summary format this build still reads.
+pub const OLDEST_SUMMARY_VERSION: u32 = 1;
+
+/// The version of benchrun this build is, written into every summary it measures.
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Why summaries could not be merged.
 #[derive(Debug, thiserror::Error)]
@@ -442,7 +469,7 @@ pub enum MergeError {
     #[error("nothing to merge")]
     Empty,
     /// A summary of another format version.
-    #[error("summary version {0} is not supported (this build reads version {SUMMARY_VERSION})")]
+    #[error("summary schemaVersion {0} cannot be merged: benchrun {TOOL_VERSION} merges schemaVersion {SUMMARY_VERSION} (read older ones with `summary_read::read`, which upgrades them)")]
     Version(u32),
     /// A timeline second past the longest possible run (a forged or corrupt summary).
     #[error("summary of {worker}: timeline second {second} is past the longest run ({MAX_TIMELINE_SECONDS} s)")]
@@ -492,11 +519,13 @@ impl Summary {
     /// Merge summaries exactly: counts add, histograms add, timelines add second by second.
     pub fn merge(parts: &[Summary]) -> Result<Summary, MergeError> {
         let first = parts.first().ok_or(MergeError::Empty)?;
-        if let Some(p) = parts.iter().find(|p| p.version != SUMMARY_VERSION) {
-            return Err(MergeError::Version(p.version));
+        if let Some(p) = parts.iter().find(|p| p.schema_version != SUMMARY_VERSION) {
+            return Err(MergeError::Version(p.schema_version));
         }
         let mut out = Summary {
-            version: SUMMARY_VERSION,
+            schema_version: SUMMARY_VERSION,
+            tool_version: merged_tool_version(parts),
+            workload: merged_workload(parts),
             target: first.target.clone(),
             workers: 0,
             worker_ids: vec![],
@@ -576,6 +605,38 @@ impl Summary {
     }
 }
 
+/// The workload the parts ran, when they all ran the same one. Workers of a cluster run each
+/// prepare their own dataset under `<prefix><worker id>/` (the agent does), so a one-worker
+/// part's workload is compared without that sub-prefix: the merged workload is the run's.
+fn merged_workload(parts: &[Summary]) -> Option<Workload> {
+    let run_workload = |p: &Summary| {
+        let mut w = p.workload.clone()?;
+        if let [id] = p.worker_ids.as_slice() {
+            if w.dataset.prepare {
+                if let Some(base) = w.dataset.prefix.strip_suffix(&format!("{id}/")) {
+                    w.dataset.prefix = base.to_string();
+                }
+            }
+        }
+        Some(w)
+    };
+    let first = run_workload(parts.first()?)?;
+    parts[1..]
+        .iter()
+        .all(|p| run_workload(p).as_ref() == Some(&first))
+        .then_some(first)
+}
+
+/// The workers' benchrun version, or their distinct versions comma-separated (sorted) when
+/// they differ; `None` when no part says (version-1 summaries).
+fn merged_tool_version(parts: &[Summary]) -> Option<String> {
+    let versions: std::collections::BTreeSet<&str> = parts
+        .iter()
+        .filter_map(|p| p.tool_version.as_deref())
+        .collect();
+    (!versions.is_empty()).then(|| versions.into_iter().collect::<Vec<_>>().join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -651,7 +712,9 @@ mod tests {
             get.latency.record(Duration::from_micros(us));
         }
         let mut s = Summary {
-            version: SUMMARY_VERSION,
+            schema_version: SUMMARY_VERSION,
+            tool_version: Some(TOOL_VERSION.into()),
+            workload: None,
             target: "file:///x".into(),
             workers: 1,
             worker_ids: vec![id.into()],
@@ -719,14 +782,51 @@ mod tests {
     }
 
     #[test]
+    fn a_merge_keeps_the_runs_workload_and_the_tool_versions() {
+        let run = |prefix: &str| {
+            Workload::from_yaml(&format!(
+                "target: s3://b/p\nduration: 1s\nops: [{{op: get}}]\ndataset: {{prefix: '{prefix}'}}\n"
+            ))
+            .unwrap()
+        };
+        let (mut a, mut b) = (summary("w0", &[1]), summary("w1", &[2]));
+        // As the agent runs them: each worker under its own sub-prefix.
+        a.workload = Some(run("bench/w0/"));
+        b.workload = Some(run("bench/w1/"));
+        let m = Summary::merge(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(m.workload, Some(run("bench/")));
+        assert_eq!(m.tool_version.as_deref(), Some(TOOL_VERSION));
+        // Merged again (with a third worker), still the run's workload.
+        let mut c = summary("w2", &[3]);
+        c.workload = Some(run("bench/w2/"));
+        let again = Summary::merge(&[m, c]).unwrap();
+        assert_eq!(again.workload, Some(run("bench/")));
+        // Another workload, or one part without any: absent, not one of them.
+        b.workload = Some(run("other/w1/"));
+        assert_eq!(
+            Summary::merge(&[a.clone(), b.clone()]).unwrap().workload,
+            None
+        );
+        b.workload = None;
+        assert_eq!(
+            Summary::merge(&[a.clone(), b.clone()]).unwrap().workload,
+            None
+        );
+        // Different tool versions are all named.
+        b.tool_version = Some("0.0.9".into());
+        let m = Summary::merge(&[a, b]).unwrap();
+        assert_eq!(m.tool_version, Some(format!("0.0.9, {TOOL_VERSION}")));
+    }
+
+    #[test]
     fn merge_rejects_empty_and_unknown_versions() {
         assert!(matches!(Summary::merge(&[]), Err(MergeError::Empty)));
         let mut s = summary("a", &[1]);
-        s.version = 99;
+        s.schema_version = 99;
         assert!(Summary::merge(&[s])
             .unwrap_err()
             .to_string()
-            .contains("version 99"));
+            .contains("schemaVersion 99"));
     }
 
     #[test]

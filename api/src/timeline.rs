@@ -58,7 +58,7 @@ fn bucket_at(index: usize) -> (u64, u64) {
 }
 
 /// One entry of the timeline: a second, or a longer span later in a long run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Second {
     /// The entry's first second, since the start of the measured stage (of the warm-up, for

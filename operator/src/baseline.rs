@@ -86,7 +86,9 @@ pub async fn load(
         .as_ref()
         .and_then(|d| d.get(&key))
         .ok_or_else(|| BaselineError::NoSummary(source.clone(), format!("no key {key}")))?;
-    serde_json::from_str(text).map_err(|e| BaselineError::NoSummary(source, e.to_string()))
+    // Any format version this operator reads (a baseline may be older than the operator).
+    benchrun_api::summary_read::read(text)
+        .map_err(|e| BaselineError::NoSummary(source, e.to_string()))
 }
 
 /// Compare `current` with `baseline`, op by op (only ops both have).
@@ -155,7 +157,9 @@ mod tests {
             get.latency.record(Duration::from_millis(ms));
         }
         Summary {
-            version: benchrun_api::stats::SUMMARY_VERSION,
+            schema_version: benchrun_api::stats::SUMMARY_VERSION,
+            tool_version: None,
+            workload: None,
             target: "s3://bench".into(),
             workers: 1,
             worker_ids: vec!["w0".into()],

@@ -206,26 +206,12 @@ impl WorkerClient {
             .map_err(|e| invalid(e, None))?;
         let text = String::from_utf8(body)
             .map_err(|e| invalid(format!("{}: summary is not UTF-8: {e}", self.base), None))?;
-        let s: Summary = match serde_json::from_str(&text) {
+        // Any format version this operator reads: a worker image older than the operator
+        // serves an older one; a newer one is refused with its version named.
+        let s = match benchrun_api::summary_read::read(&text) {
             Ok(s) => s,
-            Err(e) => {
-                return Err(invalid(
-                    format!("{}: not a summary: {e}", self.base),
-                    Some(text),
-                ))
-            }
+            Err(e) => return Err(invalid(format!("{}: {e}", self.base), Some(text))),
         };
-        if s.version != benchrun_api::stats::SUMMARY_VERSION {
-            return Err(invalid(
-                format!(
-                    "{}: summary version {} (this operator reads version {})",
-                    self.base,
-                    s.version,
-                    benchrun_api::stats::SUMMARY_VERSION
-                ),
-                Some(text),
-            ));
-        }
         Ok((text, s))
     }
 

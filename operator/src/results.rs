@@ -161,13 +161,12 @@ pub async fn load_worker(
     summary_text(&cm).map(Some).map_err(Error::Result)
 }
 
-/// Parse and check one persisted summary.
+/// Parse and check one persisted summary, of any format version this operator reads (one
+/// persisted by an older operator, or served by an older worker image, is upgraded; a newer
+/// one is refused with its version named).
 pub fn parse(worker: &str, text: &str) -> Result<Summary> {
-    serde_json::from_str(text).map_err(|e| {
-        Error::Result(format!(
-            "the summary of worker {worker} is not a summary: {e}"
-        ))
-    })
+    benchrun_api::summary_read::read(text)
+        .map_err(|e| Error::Result(format!("the summary of worker {worker}: {e}")))
 }
 
 /// Merge the persisted summaries of exactly `workers`, reading them [`MERGE_PAGE`] objects at a
@@ -357,7 +356,9 @@ mod tests {
             Second::at(&mut measured, sec).add(&second(sec));
         }
         let s = Summary {
-            version: SUMMARY_VERSION,
+            schema_version: SUMMARY_VERSION,
+            tool_version: None,
+            workload: None,
             target: "s3://bucket/prefix".into(),
             workers: 1,
             worker_ids: vec![id.into()],
@@ -453,6 +454,42 @@ mod tests {
             assert_eq!(get.count, 8 * 200_000);
             assert_eq!(get.ttfb.as_ref().unwrap().count(), 8 * 200_000);
         }
+    }
+
+    /// Summaries persisted by an older operator or served by an older worker image (format
+    /// version 1) are read and merge with current ones; a newer format is refused by number.
+    #[test]
+    fn persisted_summaries_of_every_known_version_are_read_and_a_newer_one_is_refused() {
+        let v1 = include_str!("../../api/tests/fixtures/summary-v1.json");
+        assert!(v1.contains("\"version\": 1"), "the fixture is version 1");
+        let old = parse("w0", &gunzip(&gzip(v1)).unwrap()).unwrap();
+        assert_eq!(old.schema_version, SUMMARY_VERSION);
+        assert_eq!(
+            (old.tool_version.as_ref(), old.workload.as_ref()),
+            (None, None)
+        );
+        let mut new = old.clone();
+        new.tool_version = Some(benchrun_api::stats::TOOL_VERSION.into());
+        new.worker_ids = vec!["w1".into()];
+        let text = serde_json::to_string(&new).unwrap();
+        assert!(text.contains("\"schemaVersion\":2"), "{text:.60}");
+        let back = parse("w1", &gunzip(&gzip(&text)).unwrap()).unwrap();
+        // Counts and histograms exactly (the derived floats may differ in their last bit
+        // through JSON); `assert!`, not `assert_eq!`: a summary's Debug is megabytes.
+        assert!(back.ops == new.ops && back.tool_version == new.tool_version);
+        let merged = Summary::merge(&[old, back]).unwrap();
+        assert_eq!(merged.workers, 2);
+        // The merged summary as stored in `merged.json` reads back the same.
+        let stored = serde_json::to_string(&merged).unwrap();
+        let read = parse("merged", &stored).unwrap();
+        assert!(read.ops == merged.ops && read.worker_ids == ["fixture", "w1"]);
+
+        let future = v1.replacen("\"version\": 1", "\"schemaVersion\": 5", 1);
+        let e = parse("w2", &future).unwrap_err().to_string();
+        assert!(
+            e.contains("worker w2") && e.contains("schemaVersion 5 is not supported"),
+            "{e}"
+        );
     }
 
     #[test]

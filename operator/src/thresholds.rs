@@ -170,7 +170,9 @@ mod tests {
     /// out of `puts`.
     fn summary(puts: u64, errors: u64) -> Summary {
         let mut s = Summary {
-            version: benchrun_api::stats::SUMMARY_VERSION,
+            schema_version: benchrun_api::stats::SUMMARY_VERSION,
+            tool_version: None,
+            workload: None,
             target: "file:///data".into(),
             workers: 1,
             worker_ids: vec!["w0".into()],

@@ -294,6 +294,19 @@ async fn operator_restart_mid_run_collects_each_worker_once() {
     let mut ids = merged.worker_ids.clone();
     ids.sort();
     assert_eq!(ids, ["w0", "w1"], "exactly one result per worker");
+    // The stored result says what measured it and what ran (docs/RESULTS.md): the run's
+    // workload, the workers' own dataset sub-prefixes taken off.
+    assert_eq!(merged.schema_version, benchrun_api::stats::SUMMARY_VERSION);
+    assert_eq!(
+        merged.tool_version.as_deref(),
+        Some(benchrun_api::stats::TOOL_VERSION)
+    );
+    let w = merged.workload.as_ref().expect("the run's workload");
+    assert!(
+        !w.dataset.prefix.ends_with("w0/") && !w.dataset.prefix.ends_with("w1/"),
+        "{}",
+        w.dataset.prefix
+    );
 }
 
 /// Arms the failpoint `point`, creates run `name` and runs an operator until the failpoint's

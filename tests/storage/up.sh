@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start the storage servers the object-storage tests use, on loopback only:
 #   MinIO (S3)            127.0.0.1:9000
+#   versitygw (S3)        127.0.0.1:9100   (a second S3 implementation, POSIX backend)
 #   Azurite (Azure Blob)  127.0.0.1:10000   (telemetry off)
 #   fake-gcs-server (GCS) 127.0.0.1:4443
 #   MinIO with TLS (S3)   127.0.0.1:9443   (its own data; a server certificate for 127.0.0.1
@@ -20,11 +21,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 "$HERE/install.sh"
 
 S=$STATE_DIR/storage
-mkdir -p "$S/pids" "$S/logs" "$S/minio" "$S/minio-tls" "$S/azurite" "$S/fakegcs"
+mkdir -p "$S/pids" "$S/logs" "$S/minio" "$S/minio-tls" "$S/versitygw" "$S/azurite" "$S/fakegcs"
 AZ=$BENCHRUN_CACHE/storage/azurite-${AZURITE_VERSION:-3.35.0}
 BUCKET=benchrun
 S3_KEY=benchrun-admin
 S3_SECRET=benchrun-secret-key-0123
+EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 # Azurite's well-known development account (public, documented by Microsoft).
 AZ_ACCOUNT=devstoreaccount1
 AZ_KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
@@ -94,6 +96,11 @@ MINIO_ROOT_USER=$S3_KEY MINIO_ROOT_PASSWORD=$S3_SECRET MINIO_BROWSER=off \
 # A second gateway of the same store, as the nodes of a cluster are.
 command -v socat >/dev/null || apt_install socat
 start s3-gw2 socat "TCP-LISTEN:9010,bind=127.0.0.1,fork,reuseaddr,nodelay" TCP:127.0.0.1:9000,nodelay
+# versitygw's own defaults, except keep-alive (off by default: every response would close
+# its connection, which no S3 deployment under load does).
+ROOT_ACCESS_KEY_ID=$S3_KEY ROOT_SECRET_ACCESS_KEY=$S3_SECRET \
+  start versitygw "$STORAGE_BIN/versitygw" --port 127.0.0.1:9100 --region us-east-1 \
+    --keep-alive --quiet posix "$S/versitygw"
 start azurite "$AZ/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort 10000 \
   --location "$S/azurite" --skipApiVersionCheck --loose --disableTelemetry
 start fakegcs "$STORAGE_BIN/fake-gcs-server" -scheme http -host 127.0.0.1 -port 4443 \
@@ -105,6 +112,7 @@ if [ -n "${BENCHRUN_STORAGE_EXTRA_ADDR:-}" ]; then
 fi
 
 wait_http minio http://127.0.0.1:9000/minio/health/live
+wait_http versitygw http://127.0.0.1:9100/
 wait_http azurite http://127.0.0.1:10000/
 wait_http fakegcs http://127.0.0.1:4443/storage/v1/b
 wait_http minio-tls https://127.0.0.1:9443/minio/health/live --cacert "$TLS/ca.crt"
@@ -121,6 +129,11 @@ for b in "$BUCKET" benchrun-bucket; do
   code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X PUT \
     --aws-sigv4 "aws:amz:us-east-1:s3" --user "$S3_KEY:$S3_SECRET" "http://127.0.0.1:9000/$b")
   case $code in 200|409) ;; *) echo "creating S3 bucket $b failed: HTTP $code" >&2; cat "$S/logs/mkbucket.out" >&2; exit 1;; esac
+  # versitygw, as AWS, requires the payload's hash header (here: of the empty body).
+  code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X PUT \
+    -H "x-amz-content-sha256: $EMPTY_SHA256" \
+    --aws-sigv4 "aws:amz:us-east-1:s3" --user "$S3_KEY:$S3_SECRET" "http://127.0.0.1:9100/$b")
+  case $code in 200|409) ;; *) echo "creating versitygw bucket $b failed: HTTP $code" >&2; cat "$S/logs/mkbucket.out" >&2; exit 1;; esac
   code=$(curl -s -o "$S/logs/mkbucket.out" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
     --data "{\"name\":\"$b\"}" http://127.0.0.1:4443/storage/v1/b)
   case $code in 200|409) ;; *) echo "creating GCS bucket $b failed: HTTP $code" >&2; cat "$S/logs/mkbucket.out" >&2; exit 1;; esac
@@ -137,6 +150,9 @@ python3 "$HERE/azure_container.py" http://127.0.0.1:10000 "$AZ_ACCOUNT" "$AZ_KEY
   echo "AWS_ACCESS_KEY_ID=$S3_KEY"
   echo "AWS_SECRET_ACCESS_KEY=$S3_SECRET"
   echo "AWS_REGION=us-east-1"
+  echo "BENCHRUN_S3B_NAME=versitygw"
+  echo "BENCHRUN_S3B_ENDPOINT=http://127.0.0.1:9100"
+  echo "BENCHRUN_S3B_BUCKET=$BUCKET"
   echo "BENCHRUN_AZURE_ENDPOINT=http://127.0.0.1:10000/$AZ_ACCOUNT"
   echo "BENCHRUN_AZURE_CONTAINER=$BUCKET"
   echo "AZURE_STORAGE_ACCOUNT_NAME=$AZ_ACCOUNT"

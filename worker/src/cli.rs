@@ -44,8 +44,13 @@ pub enum Command {
     /// Replay an op-log (`run --oplog`) against a target: the same ops at the same times
     /// (open loop), into a summary that `compare` and `report` read.
     Replay(ReplayArgs),
-    /// Print the JSON schema of workload files.
-    Schema,
+    /// Print the JSON schema of workload files, or with `--summary` of the summaries `run`,
+    /// `merge` and the operator write (docs/RESULTS.md describes every field).
+    Schema {
+        /// The schema of summaries instead of workload files.
+        #[arg(long)]
+        summary: bool,
+    },
     /// Run as a worker pod of the operator: prepare, wait for the start time, serve the summary.
     Agent(crate::agent::AgentArgs),
 }

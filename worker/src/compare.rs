@@ -254,7 +254,9 @@ pub(crate) mod tests {
             get.latency.record(Duration::from_micros(us));
         }
         let mut s = Summary {
-            version: SUMMARY_VERSION,
+            schema_version: SUMMARY_VERSION,
+            tool_version: None,
+            workload: None,
             target: "file:///x".into(),
             workers: 1,
             worker_ids: vec!["local".into()],

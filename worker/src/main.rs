@@ -79,19 +79,28 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Compare(args) => compare(args),
         Command::Report(args) => report_cmd(args),
         Command::Replay(args) => replay(args).await,
-        Command::Schema => {
-            let schema = schemars::schema_for!(Workload);
+        Command::Schema { summary } => {
+            let schema = if summary {
+                benchrun_worker::summary_read::schema()
+            } else {
+                schemars::schema_for!(Workload)
+            };
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
+/// A summary file of any format version this build reads (older ones upgraded); a newer
+/// one is refused with its version named.
 fn read_summary(path: &std::path::Path) -> Result<Summary> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a benchrun summary", path.display()))
+    parse_summary(path, &text)
+}
+
+fn parse_summary(path: &std::path::Path, text: &str) -> Result<Summary> {
+    benchrun_worker::summary_read::read(text).with_context(|| format!("{}", path.display()))
 }
 
 fn compare(args: CompareArgs) -> Result<ExitCode> {
@@ -135,6 +144,10 @@ fn report_cmd(args: ReportArgs) -> Result<ExitCode> {
         // A matrix run's summary: one run per combination, the baseline first (the report
         // compares with the first), each represented by its median repeat.
         if let Ok(sw) = serde_json::from_str::<sweep::SweepResult>(&text) {
+            for s in sw.combinations.iter().flat_map(|c| &c.runs) {
+                benchrun_worker::summary_read::check(s.schema_version)
+                    .with_context(|| format!("{}", f.display()))?;
+            }
             let mut order: Vec<usize> = (0..sw.combinations.len()).collect();
             if sw.baseline < order.len() {
                 order.retain(|i| *i != sw.baseline);
@@ -151,8 +164,7 @@ fn report_cmd(args: ReportArgs) -> Result<ExitCode> {
             }
             continue;
         }
-        let summary = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a benchrun summary", f.display()))?;
+        let summary = parse_summary(f, &text)?;
         runs.push(Run { label, summary });
     }
     report::write_or_print(&runs, args.out.as_deref())?;

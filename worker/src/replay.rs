@@ -29,7 +29,7 @@ use crate::oplog::record::{Phase, Record};
 use crate::oplog::remap::{self, Remap};
 use crate::oplog::{OplogError, Reader};
 use crate::spec::{OpKind, Workload};
-use crate::stats::{OpenLoop, ProcessStats, Summary, SUMMARY_VERSION};
+use crate::stats::{OpenLoop, ProcessStats, Summary, SUMMARY_VERSION, TOOL_VERSION};
 use crate::targets::{self, GetRequest, ReadCheck, Target, TargetError};
 
 /// `stopped_by` of a replay that issued every op of its log.
@@ -264,7 +264,11 @@ pub async fn run(
     read?;
     let process = ProcessStats::now().since(&cpu0);
     let mut s = Summary {
-        version: SUMMARY_VERSION,
+        schema_version: SUMMARY_VERSION,
+        tool_version: Some(TOOL_VERSION.to_string()),
+        // The workload the replay ran as (the recorded one, retargeted): what `compare`
+        // and `report` show beside the figures.
+        workload: Some(workload.clone()),
         target: workload.target.clone(),
         workers: 1,
         worker_ids: vec![worker_id.to_string()],

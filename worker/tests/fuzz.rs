@@ -261,7 +261,9 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
     get.ttfb = Some(ttfb);
     get.errors_by_kind.insert("timeout".into(), 3);
     let mut s = Summary {
-        version: SUMMARY_VERSION,
+        schema_version: SUMMARY_VERSION,
+        tool_version: None,
+        workload: None,
         target: "s3://bucket/p/".into(),
         workers: 1,
         worker_ids: vec![id.into()],

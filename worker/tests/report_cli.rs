@@ -395,7 +395,11 @@ fn bad_input_is_a_clear_error() {
     let b = bad.to_str().unwrap();
     let out = run_output(&["compare", b, b]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.json is not a benchrun summary"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json: not a valid summary of schemaVersion 1: missing field"),
+        "{err}"
+    );
     let out = run_output(&["report", b, "--labels", "x,y"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("2 labels for 1 summaries"));

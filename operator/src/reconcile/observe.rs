@@ -50,7 +50,7 @@ impl Reconciler<'_> {
             }
             let text = results::load_worker(&cms, self.run, &w.name).await?;
             let figures = text
-                .and_then(|t| serde_json::from_str::<benchrun_api::Summary>(&t).ok())
+                .and_then(|t| benchrun_api::summary_read::read(&t).ok())
                 .map(|s| WorkerFigures::of(&s));
             out.insert(w.name.clone(), figures);
         }

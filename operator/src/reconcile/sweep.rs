@@ -183,7 +183,7 @@ impl Reconciler<'_> {
             .get_opt(&resources::result_cm_name(&name))
             .await?
             .and_then(|cm| cm.data?.remove(crate::crd::MERGED_KEY))
-            .and_then(|t| serde_json::from_str::<benchrun_api::Summary>(&t).ok());
+            .and_then(|t| benchrun_api::summary_read::read(&t).ok());
         sweep::fill_row(row, child, merged.as_ref());
         let note = format!(
             "combination {} of {n} ({}): {}",

@@ -57,7 +57,9 @@ use sizes::SizeSampler;
 use crate::datagen::DataPattern;
 use crate::metrics::{Metrics, Stage};
 use crate::spec::{OpKind, Workload};
-use crate::stats::{OpenLoop, ProcessStats, StageStats, Summary, Warmup, SUMMARY_VERSION};
+use crate::stats::{
+    OpenLoop, ProcessStats, StageStats, Summary, Warmup, SUMMARY_VERSION, TOOL_VERSION,
+};
 use crate::targets::{self, GetRequest, ObjectInfo, ReadCheck, Target, TargetError};
 use crate::volume::{Layout, Volume};
 

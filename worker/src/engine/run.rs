@@ -284,7 +284,10 @@ impl Engine {
         // Stopped from outside (signal, shutdown request) before the duration or op count.
         let partial = stopped_by == INTERRUPTED;
         let mut s = Summary {
-            version: SUMMARY_VERSION,
+            schema_version: SUMMARY_VERSION,
+            tool_version: Some(TOOL_VERSION.to_string()),
+            // As run: every default filled in (serde filled them when the file was read).
+            workload: Some((**w).clone()),
             target: w.target.clone(),
             workers: 1,
             worker_ids: vec![self.worker_id.clone()],
