@@ -12,6 +12,7 @@
 //! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
 //! - [`timeline`]: the per-second timeline, coarser later in long runs, and its exact merge
 //! - [`stats`]: histograms, the summary and its exact merge
+//! - [`size_buckets`]: figures per object-size bucket, for workloads whose sizes vary
 //! - [`change`]: relative changes and the median repeat, for every comparison table
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
@@ -23,6 +24,7 @@ pub mod change;
 pub mod latency;
 pub mod matrix;
 pub mod quote;
+pub mod size_buckets;
 pub mod spec;
 pub mod stats;
 pub mod timeline;

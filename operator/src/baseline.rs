@@ -166,6 +166,7 @@ mod tests {
             report: Default::default(),
             timeline: vec![],
             process: Default::default(),
+            cpu_percent: None,
             prepare: None,
             pre_stat: None,
             setup: None,
@@ -175,6 +176,7 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            sizes: Default::default(),
         }
     }
 

@@ -374,6 +374,7 @@ mod tests {
             report: BTreeMap::new(),
             timeline: warm.into_iter().chain(measured).collect(),
             process: ProcessStats::default(),
+            cpu_percent: None,
             prepare: None,
             pre_stat: None,
             setup: None,
@@ -381,6 +382,7 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            sizes: Default::default(),
         };
         // Fills `report` as a worker's summary has it.
         Summary::merge(&[s]).expect("one summary merges")

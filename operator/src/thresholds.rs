@@ -181,6 +181,7 @@ mod tests {
             report: Default::default(),
             timeline: vec![],
             process: Default::default(),
+            cpu_percent: None,
             prepare: None,
             pre_stat: None,
             setup: None,
@@ -190,6 +191,7 @@ mod tests {
             partial: false,
             open_loop: None,
             volume: None,
+            sizes: Default::default(),
         };
         let mut get = OpStats::default();
         let mut lat = Latency::default();

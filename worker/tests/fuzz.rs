@@ -281,6 +281,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
             })
             .collect(),
         process: ProcessStats::default(),
+        cpu_percent: None,
         prepare: None,
         pre_stat: None,
         setup: None,
@@ -290,6 +291,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
         partial: false,
         open_loop: None,
         volume: None,
+        sizes: Default::default(),
     };
     s.refresh();
     s

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::metrics::Metrics;
 use crate::spec::{OpKind, Workload};
+use crate::size_buckets::{self, SizeBuckets};
 use crate::stats::{OpStats, OpenLoop, Second};
 use crate::targets::TargetError;
 
@@ -67,6 +68,10 @@ pub struct Recorder {
     pub warm_ops: [Option<OpStats>; OpKind::ALL.len()],
     /// The warm-up's seconds, marked `warmup`.
     pub warm_timeline: Vec<Second>,
+    /// Per op whose sizes vary (`None` for the others, and for every op when the workload
+    /// keeps no per-size figures): its measured successful ops by size bucket. A bucket's
+    /// histogram is allocated when the first op of its size is recorded.
+    pub sizes: [Option<SizeBuckets>; OpKind::ALL.len()],
     /// Length of the warm-up (zero: none): ops finished before it are the warm-up's.
     warmup: Duration,
     metrics: Arc<Metrics>,
@@ -85,9 +90,32 @@ impl Recorder {
             open_loop: OpenLoop::default(),
             warm_ops: Default::default(),
             warm_timeline: Vec::new(),
+            sizes: Default::default(),
             warmup: Duration::ZERO,
             metrics,
         }
+    }
+
+    /// A task's recorder for `w`: histograms for its mix, and per-size buckets for the ops
+    /// whose sizes vary when [`size_buckets::kept`] says the run keeps them.
+    pub fn for_workload(metrics: Arc<Metrics>, w: &Workload) -> Self {
+        let mut r = Self::new(metrics, Self::mix_ops(w));
+        if size_buckets::kept(w) {
+            for (op, _) in size_buckets::varying_ops(w) {
+                r.sizes[op.index()] = Some(SizeBuckets::new());
+            }
+        }
+        r
+    }
+
+    /// The per-size buckets of the ops that have them, for the summary.
+    pub fn sizes_by_op(&mut self) -> std::collections::BTreeMap<OpKind, SizeBuckets> {
+        OpKind::ALL
+            .iter()
+            .zip(std::mem::take(&mut self.sizes))
+            .filter_map(|(op, b)| b.map(|b| (*op, b)))
+            .filter(|(_, b)| !b.is_empty())
+            .collect()
     }
 
     /// The same recorder, putting ops that finish in the first `warmup` apart.
@@ -118,14 +146,16 @@ impl Recorder {
     /// warm-up counts in the warm-up's figures, any other in the measured stage's (an op
     /// in flight when the warm-up ends is measured, as fio's `ramp_time` counts it).
     pub fn record(&mut self, r: OpResult) -> Option<String> {
-        let (s, t) = match r.finished_at.checked_sub(self.warmup) {
+        let (s, t, sizes) = match r.finished_at.checked_sub(self.warmup) {
             Some(measured) => (
                 self.ops[r.op.index()].get_or_insert_with(OpStats::default),
                 Second::at(&mut self.timeline, measured.as_secs()),
+                self.sizes[r.op.index()].as_mut(),
             ),
             None => (
                 self.warm_ops[r.op.index()].get_or_insert_with(OpStats::default),
                 Second::at_stage(&mut self.warm_timeline, r.finished_at.as_secs(), true),
+                None,
             ),
         };
         s.count += 1;
@@ -138,6 +168,12 @@ impl Recorder {
                 s.latency.record(r.latency);
                 if let Some(ttfb) = done.ttfb {
                     s.ttfb.get_or_insert_with(Default::default).record(ttfb);
+                    if r.op == OpKind::Get {
+                        self.metrics.get_ttfb(ttfb);
+                    }
+                }
+                if let Some(b) = sizes {
+                    size_buckets::record(b, done.bytes, done.requests as u64, r.latency);
                 }
                 t.bytes += done.bytes;
                 t.latency_sum_us = t
@@ -176,6 +212,11 @@ impl Recorder {
             Second::at_stage(&mut self.warm_timeline, s.second, true).add(&s);
         }
         self.open_loop.merge(&o.open_loop);
+        for (a, b) in self.sizes.iter_mut().zip(o.sizes.iter()) {
+            if let Some(b) = b {
+                size_buckets::merge(a.get_or_insert_with(SizeBuckets::new), b);
+            }
+        }
     }
 }
 

@@ -237,6 +237,7 @@ impl Engine {
             });
         // Stopped from outside (signal, shutdown request) before the duration or op count.
         let partial = stopped_by == INTERRUPTED;
+        let sizes = all.sizes_by_op();
         let mut s = Summary {
             version: SUMMARY_VERSION,
             target: w.target.clone(),
@@ -255,6 +256,7 @@ impl Engine {
             // The warm-up's seconds (marked) first, then the measured stage's.
             timeline: all.warm_timeline.into_iter().chain(all.timeline).collect(),
             process,
+            cpu_percent: None,
             prepare: dataset.prepare.clone(),
             pre_stat: dataset.pre_stat.clone(),
             setup: Some(setup),
@@ -267,6 +269,7 @@ impl Engine {
             partial,
             open_loop,
             volume,
+            sizes,
         };
         s.refresh();
         Ok(s)
@@ -395,10 +398,7 @@ impl RunCtx {
         mut rng: SmallRng,
         target: Arc<dyn Target>,
     ) -> Recorder {
-        let mut rec = Recorder::new(
-            self.metrics.clone(),
-            Recorder::mix_ops(&self.engine_workload),
-        )
+        let mut rec = Recorder::for_workload(self.metrics.clone(), &self.engine_workload)
         .with_warmup(self.schedule.warmup());
         let open_loop = self.schedule.is_open_loop();
         let mut seq = 0u64;

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use super::tables::{tables, Table};
 use super::Run;
+use crate::figures::Units;
 use crate::compare::full_seconds;
 
 const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
@@ -131,10 +132,10 @@ fn spark_block(
     }
 }
 
-/// The report for a terminal.
-pub fn render(runs: &[Run]) -> String {
+/// The report for a terminal, byte rates in `units`.
+pub fn render(runs: &[Run], units: Units) -> String {
     let mut out = String::new();
-    for (i, t) in tables(runs).iter().enumerate() {
+    for (i, t) in tables(runs, units).iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
