@@ -181,7 +181,7 @@ pub fn table_in(s: &Summary, units: Units) -> String {
         p.cpu_user_seconds, p.cpu_system_seconds
     );
     if let Some(pct) = s.cpu_percent_of_a_core() {
-        let _ = write!(out, " ({pct:.1}% of a core)");
+        let _ = write!(out, " = {pct:.1}% of a core");
     }
     if gib > 0.0 {
         let _ = write!(out, " ({:.2} cpu-s/GiB)", cpu / gib);
