@@ -129,7 +129,13 @@ fn span(spec: &SizeSpec) -> u64 {
 
 /// Buckets from the one of `min` to the one of `max`, inclusive.
 fn between(min: u64, max: u64) -> u64 {
-    let k = |b: u64| if b == 0 { 0 } else { 64 - b.leading_zeros() as u64 };
+    let k = |b: u64| {
+        if b == 0 {
+            0
+        } else {
+            64 - b.leading_zeros() as u64
+        }
+    };
     k(max).saturating_sub(k(min)) + 1
 }
 
@@ -203,7 +209,12 @@ mod tests {
         // Two workers' buckets, merged through JSON, against one set of buckets that saw
         // every operation: counts, bytes, bounds and every percentile agree exactly.
         let ops: Vec<(u64, u64)> = (0..3_000u64)
-            .map(|i| ([4096, 6000, 65536, 1 << 20][(i % 4) as usize], 50 + i * 7 % 900))
+            .map(|i| {
+                (
+                    [4096, 6000, 65536, 1 << 20][(i % 4) as usize],
+                    50 + i * 7 % 900,
+                )
+            })
             .collect();
         let (mut a, mut b, mut one) = (SizeBuckets::new(), SizeBuckets::new(), SizeBuckets::new());
         for (i, (size, us)) in ops.iter().enumerate() {
@@ -217,7 +228,10 @@ mod tests {
         let mut merged = through_json(&a);
         merge(&mut merged, &through_json(&b));
         assert_eq!(merged, one);
-        assert_eq!(merged.keys().copied().collect::<Vec<_>>(), [4096, 65536, 1 << 20]);
+        assert_eq!(
+            merged.keys().copied().collect::<Vec<_>>(),
+            [4096, 65536, 1 << 20]
+        );
         let small = &merged[&4096];
         assert_eq!((small.smallest, small.largest), (4096, 6000));
         assert_eq!(small.count, 1_500);
@@ -238,7 +252,9 @@ mod tests {
 
     #[test]
     fn per_size_figures_are_kept_only_where_sizes_vary_and_memory_allows() {
-        let w = |rest: &str| Workload::from_yaml(&format!("target: file:///tmp/x\nduration: 1s\n{rest}")).unwrap();
+        let w = |rest: &str| {
+            Workload::from_yaml(&format!("target: file:///tmp/x\nduration: 1s\n{rest}")).unwrap()
+        };
         assert!(!kept(&w("objectSize: 1MiB\nops: [{op: get}, {op: put}]\n")));
         let uniform = w("objectSize: {uniform: {min: 4KiB, max: 64KiB}}\nops: [{op: put}]\n");
         assert_eq!(varying_ops(&uniform), [(OpKind::Put, 5)]);

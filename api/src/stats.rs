@@ -705,7 +705,10 @@ mod tests {
     fn per_size_buckets_merge_exactly_and_old_summaries_have_none() {
         use crate::size_buckets::record;
         let (mut a, mut b, mut one) = (summary("a", &[1]), summary("b", &[1]), summary("c", &[1]));
-        for (i, size) in [4096u64, 65536, 65536, 1 << 20, 4096, 5000].iter().enumerate() {
+        for (i, size) in [4096u64, 65536, 65536, 1 << 20, 4096, 5000]
+            .iter()
+            .enumerate()
+        {
             let us = Duration::from_micros(100 * (i as u64 + 1));
             let s = if i % 2 == 0 { &mut a } else { &mut b };
             record(s.sizes.entry(OpKind::Get).or_default(), *size, 1, us);

@@ -281,6 +281,9 @@ impl Figures {
     }
 }
 
+// One definition for every table (the operator's too).
+pub use benchrun_api::change::{percent_text as percent, relative};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,5 +300,3 @@ mod tests {
     }
 }
 
-// One definition for every table (the operator's too).
-pub use benchrun_api::change::{percent_text as percent, relative};

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_yaml::Mapping;
 
-use crate::matrix::Planned;
 use crate::figures::Units;
+use crate::matrix::Planned;
 use crate::stats::{OpReport, Summary};
 use crate::units::HumanDuration;
 use crate::{Engine, EngineError, Metrics};

@@ -537,7 +537,11 @@ fn reads_of_a_dataset_of_several_sizes_are_split_by_size() {
     let sizes = [4096u64, 65536, 1 << 20];
     std::fs::create_dir_all(data.join("sized")).unwrap();
     for (i, size) in sizes.iter().chain(&sizes).enumerate() {
-        std::fs::write(data.join(format!("sized/obj-{i}")), vec![7u8; *size as usize]).unwrap();
+        std::fs::write(
+            data.join(format!("sized/obj-{i}")),
+            vec![7u8; *size as usize],
+        )
+        .unwrap();
     }
     let workload = format!(
         "target: file://{}\ntotalOps: 300\nconcurrency: 2\nops: [{{op: get}}]\n\
@@ -546,9 +550,14 @@ fn reads_of_a_dataset_of_several_sizes_are_split_by_size() {
     );
     let (out, s) = run(&workload, dir.path());
     let get = &s["sizes"]["get"];
-    let buckets = get.as_object().unwrap_or_else(|| panic!("no sizes.get in {s}"));
+    let buckets = get
+        .as_object()
+        .unwrap_or_else(|| panic!("no sizes.get in {s}"));
     assert_eq!(
-        buckets.keys().map(|k| k.parse::<u64>().unwrap()).collect::<Vec<_>>(),
+        buckets
+            .keys()
+            .map(|k| k.parse::<u64>().unwrap())
+            .collect::<Vec<_>>(),
         {
             let mut k = sizes.to_vec();
             k.sort_by_key(|s| s.to_string());
@@ -560,9 +569,15 @@ fn reads_of_a_dataset_of_several_sizes_are_split_by_size() {
     for size in sizes {
         let b = &get[size.to_string()];
         let n = b["count"].as_u64().unwrap();
-        assert_eq!(n, 100, "sequential reads of six objects: 100 of each size: {b}");
+        assert_eq!(
+            n, 100,
+            "sequential reads of six objects: 100 of each size: {b}"
+        );
         assert_eq!(b["bytes"].as_u64().unwrap(), n * size, "count x size: {b}");
-        assert_eq!((b["smallest"].as_u64(), b["largest"].as_u64()), (Some(size), Some(size)));
+        assert_eq!(
+            (b["smallest"].as_u64(), b["largest"].as_u64()),
+            (Some(size), Some(size))
+        );
         count += n;
         bytes += b["bytes"].as_u64().unwrap();
     }
@@ -571,11 +586,15 @@ fn reads_of_a_dataset_of_several_sizes_are_split_by_size() {
     assert_eq!(bytes, op(&s, "get", "bytes"));
     // The result table has a row per size.
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("get by object size (successful ops):"), "{text}");
+    assert!(
+        text.contains("get by object size (successful ops):"),
+        "{text}"
+    );
     for label in ["4KiB", "64KiB", "1MiB"] {
         assert!(
-            text.lines().any(|l| l.split_whitespace().next() == Some(label)
-                && l.split_whitespace().nth(1) == Some("100")),
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(label)
+                    && l.split_whitespace().nth(1) == Some("100")),
             "{label} row: {text}"
         );
     }

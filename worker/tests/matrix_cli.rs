@@ -130,7 +130,10 @@ matrix:
             .map(|s| s["process"]["minorFaults"].as_u64().expect("minorFaults"))
             .collect();
         let minor: u64 = fields[n - 4].parse().expect("minor faults");
-        assert!(faults.contains(&minor), "row {i}: {minor} not in {faults:?}: {row}");
+        assert!(
+            faults.contains(&minor),
+            "row {i}: {minor} not in {faults:?}: {row}"
+        );
         fields[n - 3].parse::<u64>().expect("major faults");
         let cpu: f64 = fields[n - 5].parse().expect("CPU %");
         assert!(cpu >= 0.0, "{row}");

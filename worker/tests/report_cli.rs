@@ -425,12 +425,18 @@ fn units_decimal_prints_a_mebibyte_per_second_as_1_05_megabytes() {
     // report: the column is MB/s and the figure 1.05; by default MiB/s and 1.0.
     let text = ok(run_output(&["report", p, "--units", "decimal"]));
     let header = row(&text, "op");
-    let at = header.iter().position(|h| h == "MB/s").expect("MB/s column");
+    let at = header
+        .iter()
+        .position(|h| h == "MB/s")
+        .expect("MB/s column");
     // Every column before it is one word in the header as in the rows: the same index.
     assert_eq!(row(&text, "get")[at], "1.05", "{text}");
     let text = ok(run_output(&["report", p]));
     let header = row(&text, "op");
-    let at = header.iter().position(|h| h == "MiB/s").expect("MiB/s column");
+    let at = header
+        .iter()
+        .position(|h| h == "MiB/s")
+        .expect("MiB/s column");
     assert_eq!(row(&text, "get")[at], "1.0", "{text}");
     // compare: the decimal figure is its own metric.
     let json: Value = serde_json::from_str(&ok(run_output(&[
@@ -451,5 +457,8 @@ fn units_decimal_prints_a_mebibyte_per_second_as_1_05_megabytes() {
     assert!(text.contains("MB/s") && !text.contains("MiB/s"), "{text}");
     // The whole run used CPU: its percent of a core is in the report's row of all ops.
     let text = ok(run_output(&["report", p]));
-    assert!(row(&text, "op").iter().any(|h| h == "%"), "CPU % column:\n{text}");
+    assert!(
+        row(&text, "op").iter().any(|h| h == "%"),
+        "CPU % column:\n{text}"
+    );
 }

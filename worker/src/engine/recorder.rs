@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::metrics::Metrics;
-use crate::spec::{OpKind, Workload};
 use crate::size_buckets::{self, SizeBuckets};
+use crate::spec::{OpKind, Workload};
 use crate::stats::{OpStats, OpenLoop, Second};
 use crate::targets::TargetError;
 

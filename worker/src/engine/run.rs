@@ -399,7 +399,7 @@ impl RunCtx {
         target: Arc<dyn Target>,
     ) -> Recorder {
         let mut rec = Recorder::for_workload(self.metrics.clone(), &self.engine_workload)
-        .with_warmup(self.schedule.warmup());
+            .with_warmup(self.schedule.warmup());
         let open_loop = self.schedule.is_open_loop();
         let mut seq = 0u64;
         while let Some(ticket) = self.schedule.next(Instant::now()) {

@@ -259,7 +259,11 @@ mod tests {
         // The bucket's own histogram: its p99 is the 5 ms op (to the histogram's 3 digits).
         assert_eq!(t[1].rows[1][7], "5.003");
         // One bucket only: nothing to split, no table.
-        r.summary.sizes.get_mut(&OpKind::Get).unwrap().remove(&(1 << 20));
+        r.summary
+            .sizes
+            .get_mut(&OpKind::Get)
+            .unwrap()
+            .remove(&(1 << 20));
         assert_eq!(tables(&[r], Units::Binary).len(), 1);
     }
 }

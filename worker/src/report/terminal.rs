@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use super::tables::{tables, Table};
 use super::Run;
-use crate::figures::Units;
 use crate::compare::full_seconds;
+use crate::figures::Units;
 
 const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 /// Widest sparkline; longer timelines are averaged into this many columns.
