@@ -299,4 +299,3 @@ mod tests {
         assert_eq!(Metric::all(Units::Binary), Metric::ALL);
     }
 }
-

@@ -54,7 +54,10 @@ pub struct Done {
 /// [`MAX_WHOLE_OBJECT_BUFFER`](crate::spec::limits::MAX_WHOLE_OBJECT_BUFFER)), one PUT payload
 /// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (56 bytes
 /// an entry: at most 5,700 for a 30-day run, see [`crate::stats::Second`]). With a warm-up, a
-/// task also keeps the warm-up's histograms (as many again, counted by validation).
+/// task also keeps the warm-up's histograms (as many again, counted by validation). When the
+/// workload's sizes vary, a task also keeps one histogram per size bucket its ops fall in,
+/// only if every bucket possible fits beside the rest under the same bound
+/// ([`size_buckets::kept`]).
 #[derive(Debug)]
 pub struct Recorder {
     /// Per op (by [`OpKind::index`]); `None` for an op the mix never picks.
