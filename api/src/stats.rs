@@ -417,9 +417,9 @@ pub struct Summary {
     /// Block workloads: the I/O engine, queue depth and page-cache residency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<crate::volume::VolumeStats>,
-    /// Per op, its successful operations by payload size (power-of-two buckets, see
-    /// [`crate::size_buckets`]), when the workload's sizes vary; empty otherwise and in
-    /// older summaries.
+    /// Per op, its successful operations of the measured stage by payload size
+    /// (power-of-two buckets, see [`crate::size_buckets`]), when the workload's sizes vary;
+    /// empty otherwise and in older summaries.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sizes: BTreeMap<OpKind, crate::size_buckets::SizeBuckets>,
 }
