@@ -14,6 +14,7 @@
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`summary_read`]: reading every summary format version, refusing unknown ones by number;
 //!   the summary's JSON Schema
+//! - [`size_buckets`]: figures per object-size bucket, for workloads whose sizes vary
 //! - [`change`]: relative changes and the median repeat, for every comparison table
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
@@ -25,6 +26,7 @@ pub mod change;
 pub mod latency;
 pub mod matrix;
 pub mod quote;
+pub mod size_buckets;
 pub mod spec;
 pub mod stats;
 pub mod summary_read;

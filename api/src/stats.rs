@@ -118,6 +118,19 @@ impl OpStats {
     }
 }
 
+impl crate::size_buckets::SizeBucket {
+    /// The bucket as an op's statistics, for the same figures as an op's row.
+    pub fn op_stats(&self) -> OpStats {
+        OpStats {
+            count: self.count,
+            bytes: self.bytes,
+            requests: self.requests,
+            latency: self.latency.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 /// Derived figures for one op; recomputed from the histograms, never merged. Also a run's
 /// per-op results in the operator's status (`status.results`): every field defaults, so a
 /// status written before a field existed still reads.
@@ -385,6 +398,11 @@ pub struct Summary {
     pub timeline: Vec<Second>,
     /// CPU and page faults during the measured stage (summed over workers).
     pub process: ProcessStats,
+    /// Client CPU use in percent of one core over the measured stage (all workers together:
+    /// 250 is two and a half cores), derived from `process` and `elapsedSeconds` whenever
+    /// the summary changes; absent when nothing was measured (and in older summaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<f64>,
     /// The prepare stage, when it wrote or listed the dataset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepare: Option<StageStats>,
@@ -429,6 +447,11 @@ pub struct Summary {
     /// writer fell behind), so a log that misses records says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oplog: Option<OplogStats>,
+    /// Per op, its successful operations of the measured stage by payload size
+    /// (power-of-two buckets, see [`crate::size_buckets`]), when the workload's sizes vary;
+    /// empty otherwise and in older summaries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sizes: BTreeMap<OpKind, crate::size_buckets::SizeBuckets>,
 }
 
 /// What `run --oplog` recorded: every op of the run is either written or counted as dropped.
@@ -497,6 +520,15 @@ impl Summary {
         if let Some(w) = &mut self.warmup {
             w.refresh();
         }
+        self.cpu_percent = self.cpu_percent_of_a_core();
+    }
+
+    /// Client CPU seconds (user + system, all workers) over the measured stage's length, in
+    /// percent of one core; `None` without a measured stage or without CPU time. One
+    /// definition for the summary, the tables, `compare` and the reports.
+    pub fn cpu_percent_of_a_core(&self) -> Option<f64> {
+        let cpu = self.process.cpu_user_seconds + self.process.cpu_system_seconds;
+        (self.elapsed_seconds > 0.0 && cpu > 0.0).then(|| 100.0 * cpu / self.elapsed_seconds)
     }
 
     /// Client CPU seconds (user + system, all workers) per GiB moved by every op; `None`
@@ -536,6 +568,7 @@ impl Summary {
             report: BTreeMap::new(),
             timeline: vec![],
             process: ProcessStats::default(),
+            cpu_percent: None,
             prepare: None,
             pre_stat: None,
             setup: None,
@@ -548,6 +581,7 @@ impl Summary {
             endpoints: BTreeMap::new(),
             tls_verification_skipped: false,
             oplog: None,
+            sizes: BTreeMap::new(),
         };
         for p in parts {
             if let Some(s) = p.timeline.iter().find(|s| s.second > MAX_TIMELINE_SECONDS) {
@@ -585,6 +619,9 @@ impl Summary {
             }
             if let Some(o) = &p.oplog {
                 out.oplog.get_or_insert_with(Default::default).merge(o);
+            }
+            for (op, b) in &p.sizes {
+                crate::size_buckets::merge(out.sizes.entry(*op).or_default(), b);
             }
             for (mine, theirs) in [
                 (&mut out.prepare, &p.prepare),
@@ -730,6 +767,7 @@ mod tests {
                 ..Default::default()
             }],
             process: ProcessStats::default(),
+            cpu_percent: None,
             prepare: None,
             pre_stat: None,
             setup: None,
@@ -742,6 +780,7 @@ mod tests {
             endpoints: Default::default(),
             tls_verification_skipped: false,
             oplog: None,
+            sizes: BTreeMap::new(),
         };
         s.refresh();
         s
@@ -816,6 +855,59 @@ mod tests {
         b.tool_version = Some("0.0.9".into());
         let m = Summary::merge(&[a, b]).unwrap();
         assert_eq!(m.tool_version, Some(format!("0.0.9, {TOOL_VERSION}")));
+    }
+
+    #[test]
+    fn cpu_percent_is_cpu_seconds_over_the_measured_stage() {
+        let mut a = summary("a", &[10]);
+        assert_eq!(a.cpu_percent, None, "no CPU time: no figure, not 0");
+        a.process.cpu_user_seconds = 0.75;
+        a.process.cpu_system_seconds = 0.25;
+        a.refresh();
+        // 1 CPU second over a 2 s stage: half a core.
+        assert_eq!(a.cpu_percent, Some(50.0));
+        let mut b = summary("b", &[10]);
+        b.process.cpu_user_seconds = 3.0;
+        b.elapsed_seconds = 1.5;
+        // Merged: CPU adds over workers, over the longest stage (2 s): 4 s / 2 s = 2 cores.
+        let m = Summary::merge(&[a.clone(), b]).unwrap();
+        assert_eq!(m.cpu_percent, Some(200.0));
+        // Read back from JSON, and absent from an older summary without the field.
+        let json = serde_json::to_value(&a).unwrap();
+        assert_eq!(json["cpuPercent"], 50.0);
+        let mut old = json.clone();
+        old.as_object_mut().unwrap().remove("cpuPercent");
+        let old: Summary = serde_json::from_value(old).unwrap();
+        assert_eq!(old.cpu_percent, None);
+        assert_eq!(old.cpu_percent_of_a_core(), Some(50.0));
+        a.elapsed_seconds = 0.0;
+        assert_eq!(a.cpu_percent_of_a_core(), None);
+    }
+
+    #[test]
+    fn per_size_buckets_merge_exactly_and_old_summaries_have_none() {
+        use crate::size_buckets::record;
+        let (mut a, mut b, mut one) = (summary("a", &[1]), summary("b", &[1]), summary("c", &[1]));
+        for (i, size) in [4096u64, 65536, 65536, 1 << 20, 4096, 5000]
+            .iter()
+            .enumerate()
+        {
+            let us = Duration::from_micros(100 * (i as u64 + 1));
+            let s = if i % 2 == 0 { &mut a } else { &mut b };
+            record(s.sizes.entry(OpKind::Get).or_default(), *size, 1, us);
+            record(one.sizes.entry(OpKind::Get).or_default(), *size, 1, us);
+        }
+        let a: Summary = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        let m = Summary::merge(&[a, b]).unwrap();
+        assert_eq!(m.sizes, one.sizes);
+        let get = &m.sizes[&OpKind::Get];
+        assert_eq!(get.values().map(|b| b.count).sum::<u64>(), 6);
+        assert_eq!(get[&4096].bytes, 4096 * 2 + 5000);
+        assert_eq!(get[&4096].op_stats().report(1.0).count, 3);
+        let old = serde_json::to_value(summary("d", &[1])).unwrap();
+        assert!(old.get("sizes").is_none(), "not written when empty");
+        let back: Summary = serde_json::from_value(old).unwrap();
+        assert!(back.sizes.is_empty());
     }
 
     #[test]

@@ -162,6 +162,9 @@ pub struct CompareArgs {
     /// Exit 5 when B's ops/s (per op or overall) is more than PCT percent below A's.
     #[arg(long, value_name = "PCT")]
     pub fail_if_slower: Option<f64>,
+    /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).
+    #[arg(long, value_enum, default_value_t = benchrun_worker::figures::Units::Binary)]
+    pub units: benchrun_worker::figures::Units,
 }
 
 /// `report`.
@@ -173,6 +176,9 @@ pub struct ReportArgs {
     /// Write `report.md` and SVG charts here instead of printing tables.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).
+    #[arg(long, value_enum, default_value_t = benchrun_worker::figures::Units::Binary)]
+    pub units: benchrun_worker::figures::Units,
 }
 
 /// `logs`.

@@ -27,7 +27,7 @@ async fn single(t: &Target, name: &str) -> Result<Run> {
 pub async fn main(t: &Target, args: &CompareArgs) -> Result<u8> {
     let a = single(t, &args.a).await?;
     let b = single(t, &args.b).await?;
-    let c = compare::compare(&a.label, &a.summary, &b.label, &b.summary);
+    let c = compare::compare_in(&a.label, &a.summary, &b.label, &b.summary, args.units);
     print!("{}", compare::render::render(&c, args.format));
     if let Some(pct) = args.fail_if_slower {
         let slower = c.slower_than(pct);
@@ -49,6 +49,6 @@ pub async fn report(t: &Target, args: &ReportArgs) -> Result<u8> {
     for name in &args.names {
         runs.extend(fetch::report_runs(t, name).await?);
     }
-    report::write_or_print(&runs, args.out.as_deref())?;
+    report::write_or_print(&runs, args.out.as_deref(), args.units)?;
     Ok(OK)
 }

@@ -170,6 +170,7 @@ mod tests {
             report: Default::default(),
             timeline: vec![],
             process: Default::default(),
+            cpu_percent: None,
             prepare: None,
             pre_stat: None,
             setup: None,
@@ -182,6 +183,7 @@ mod tests {
             endpoints: Default::default(),
             tls_verification_skipped: false,
             oplog: None,
+            sizes: Default::default(),
         }
     }
 

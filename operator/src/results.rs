@@ -375,6 +375,7 @@ mod tests {
             report: BTreeMap::new(),
             timeline: warm.into_iter().chain(measured).collect(),
             process: ProcessStats::default(),
+            cpu_percent: None,
             prepare: None,
             pre_stat: None,
             setup: None,
@@ -385,6 +386,7 @@ mod tests {
             endpoints: Default::default(),
             tls_verification_skipped: false,
             oplog: None,
+            sizes: Default::default(),
         };
         // Fills `report` as a worker's summary has it.
         Summary::merge(&[s]).expect("one summary merges")

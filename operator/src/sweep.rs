@@ -3,8 +3,8 @@
 //! combinations never compete for the nodes. Each child is an ordinary run: synchronized start,
 //! exact merge, its merged result persisted in its own result ConfigMap. The parent's status
 //! shows "combination k of n" and, row by row, the table of the design reports: ops/s, MiB/s,
-//! p50, p99, errors, requests per op, client CPU per GiB and the change against the baseline
-//! combination.
+//! p50, p99, errors, requests per op, client CPU per GiB and in percent of a core, page faults
+//! and the change against the baseline combination.
 //!
 //! The planning here is pure (combinations, child specs and names, the median repeat, the
 //! table's rows); the matrix run's pass is `reconcile/sweep.rs`.
@@ -154,6 +154,9 @@ pub fn fill_row(row: &mut CombinationRow, child: &BenchmarkRun, merged: Option<&
         let all = s.total().report(s.elapsed_seconds);
         row.requests_per_op = Some(round(all.requests_per_op, 3));
         row.cpu_seconds_per_gib = s.cpu_seconds_per_gib().map(|v| round(v, 3));
+        row.cpu_percent = s.cpu_percent_of_a_core().map(|v| round(v, 1));
+        row.minor_faults = Some(s.process.minor_faults);
+        row.major_faults = Some(s.process.major_faults);
     }
 }
 
@@ -309,6 +312,29 @@ mod tests {
         let s = spec("matrix: {parameters: {seed: [1, 2]}, repeats: 2, warmup: 1s}");
         assert_eq!(s.deadline(), std::time::Duration::from_secs(6 * 602));
         assert_eq!(spec("").deadline(), std::time::Duration::from_secs(602));
+    }
+
+    #[test]
+    fn rows_carry_the_process_figures_of_the_merged_summary() {
+        let child = BenchmarkRun::new("m-0", spec(""));
+        let merged: Summary = serde_json::from_value(serde_json::json!({
+            "version": 1, "target": "file:///data", "workers": 2,
+            "startedAt": "2026-01-01T00:00:00Z", "elapsedSeconds": 2.0,
+            "stoppedBy": "duration", "ops": {}, "report": {}, "timeline": [],
+            "process": {"cpuUserSeconds": 1.5, "cpuSystemSeconds": 0.5,
+                        "minorFaults": 7, "majorFaults": 3}
+        }))
+        .expect("summary");
+        let mut row = CombinationRow::default();
+        fill_row(&mut row, &child, Some(&merged));
+        // 2 CPU seconds over 2 s: one core.
+        assert_eq!(
+            (row.minor_faults, row.major_faults, row.cpu_percent),
+            (Some(7), Some(3), Some(100.0))
+        );
+        let mut none = CombinationRow::default();
+        fill_row(&mut none, &child, None);
+        assert_eq!((none.minor_faults, none.cpu_percent), (None, None));
     }
 
     #[test]

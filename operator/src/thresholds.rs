@@ -183,6 +183,7 @@ mod tests {
             report: Default::default(),
             timeline: vec![],
             process: Default::default(),
+            cpu_percent: None,
             prepare: None,
             pre_stat: None,
             setup: None,
@@ -195,6 +196,7 @@ mod tests {
             endpoints: Default::default(),
             tls_verification_skipped: false,
             oplog: None,
+            sizes: Default::default(),
         };
         let mut get = OpStats::default();
         let mut lat = Latency::default();

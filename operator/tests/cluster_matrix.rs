@@ -120,6 +120,15 @@ matrix:
         let total = merged.total();
         let want_rpo = (total.requests as f64 / total.count as f64 * 1000.0).round() / 1000.0;
         assert_eq!(row.requests_per_op, Some(want_rpo));
+        // The process figures of the merged summary.
+        assert_eq!(row.minor_faults, Some(merged.process.minor_faults));
+        assert_eq!(row.major_faults, Some(merged.process.major_faults));
+        assert_eq!(
+            row.cpu_percent,
+            merged
+                .cpu_percent_of_a_core()
+                .map(|v| (v * 10.0).round() / 10.0)
+        );
     }
     // Row 1 compared with the baseline (row 2), which has no change of its own.
     let (a, b) = (&m.combinations[0], &m.combinations[1]);

@@ -388,7 +388,8 @@ def check_dashboard(docs_with, docs_without):
     for needle in ["benchrun_bytes_total", "benchrun_ops_total", "benchrun_op_duration_seconds_bucket",
                    "benchrun_errors_total", "benchrun_inflight_ops", "benchrun_stage", "benchrun_operator_runs",
                    "benchrun_operator_run_p99_seconds", "benchrun_operator_run_ops_per_second",
-                   "sum by (node)", "histogram_quantile(0.5,", "histogram_quantile(0.99,", "histogram_quantile(0.999,"]:
+                   "benchrun_ttfb_seconds_bucket", "sum by (node)", "histogram_quantile(0.5,",
+                   "histogram_quantile(0.95,", "histogram_quantile(0.99,", "histogram_quantile(0.999,"]:
         check(needle in joined, f"dashboard: no panel uses {needle}")
     cms = [d for d in kinds(docs_with, "ConfigMap") if "benchrun.json" in d.get("data", {})]
     if check(len(cms) == 1, "dashboard: dashboards.enabled renders no dashboard ConfigMap"):

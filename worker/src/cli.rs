@@ -35,6 +35,9 @@ pub enum Command {
         /// Write the merged summary as JSON here (`-` for stdout).
         #[arg(long, value_name = "OUT")]
         summary: Option<PathBuf>,
+        /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).
+        #[arg(long, value_enum, default_value_t = crate::figures::Units::Binary)]
+        units: crate::figures::Units,
     },
     /// Compare two summaries: per-op deltas of every figure, with significance tests on the
     /// latency histograms (Kolmogorov-Smirnov) and the per-second throughput (Mann-Whitney).
@@ -75,6 +78,9 @@ pub struct RunArgs {
     /// Keep the dataset after the run, whatever the workload says.
     #[arg(long)]
     pub no_cleanup: bool,
+    /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).
+    #[arg(long, value_enum, default_value_t = crate::figures::Units::Binary)]
+    pub units: crate::figures::Units,
     /// Where to leave the reason when the run does not finish (a signal stopped it), for the
     /// kubelet to show in the pod's status. Written only when the file exists.
     #[arg(long, value_name = "FILE", default_value = crate::shutdown::TERMINATION_LOG)]
@@ -111,6 +117,9 @@ pub struct ReplayArgs {
     /// Issue no op meant to start later than this after the replay starts (e.g. 30s).
     #[arg(long, value_name = "DURATION")]
     pub duration_limit: Option<crate::units::HumanDuration>,
+    /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).
+    #[arg(long, value_enum, default_value_t = crate::figures::Units::Binary)]
+    pub units: crate::figures::Units,
     /// Ops in flight at most; an op waiting for a slot is late, and its latency says so.
     #[arg(long, default_value_t = 256)]
     pub concurrency: usize,
@@ -147,6 +156,9 @@ pub struct CompareArgs {
     /// (a CI gate; the comparison is printed either way).
     #[arg(long, value_name = "PCT")]
     pub fail_if_slower: Option<f64>,
+    /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).
+    #[arg(long, value_enum, default_value_t = crate::figures::Units::Binary)]
+    pub units: crate::figures::Units,
 }
 
 /// Options of `report`.
@@ -162,4 +174,7 @@ pub struct ReportArgs {
     /// file names without `.json`).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub labels: Vec<String>,
+    /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).
+    #[arg(long, value_enum, default_value_t = crate::figures::Units::Binary)]
+    pub units: crate::figures::Units,
 }

@@ -13,7 +13,7 @@ pub mod render;
 
 use serde::Serialize;
 
-use crate::figures::{relative, Figures, Metric, Scope};
+use crate::figures::{relative, Figures, Metric, Scope, Units};
 use crate::stats::{Second, Summary};
 
 /// p-value below which a difference is called significant.
@@ -148,8 +148,20 @@ fn ops_per_second(s: &Summary) -> Vec<f64> {
     full_seconds(s).map(|t| t.per_second(t.ops)).collect()
 }
 
-/// Compare `b` against `a`.
+/// Compare `b` against `a`, byte rates in MiB/s.
 pub fn compare(a_label: &str, a: &Summary, b_label: &str, b: &Summary) -> Comparison {
+    compare_in(a_label, a, b_label, b, Units::Binary)
+}
+
+/// [`compare`] with byte rates in `units` (MB/s is its own figure, `mbPerSec` in JSON).
+pub fn compare_in(
+    a_label: &str,
+    a: &Summary,
+    b_label: &str,
+    b: &Summary,
+    units: Units,
+) -> Comparison {
+    let shown = Metric::all(units);
     let mut scopes: Vec<Scope> = a
         .ops
         .keys()
@@ -178,7 +190,7 @@ pub fn compare(a_label: &str, a: &Summary, b_label: &str, b: &Summary) -> Compar
                 row.only_in = Some(if in_a { "a" } else { "b" }.into());
                 return row;
             };
-            row.deltas = Metric::ALL
+            row.deltas = shown
                 .iter()
                 .filter(|m| !(one_op && scope == Scope::All) || m.process_wide())
                 .filter_map(|m| {
@@ -283,6 +295,7 @@ pub(crate) mod tests {
                 minor_faults: 10,
                 major_faults: 0,
             },
+            cpu_percent: None,
             prepare: None,
             pre_stat: None,
             setup: None,
@@ -295,6 +308,7 @@ pub(crate) mod tests {
             endpoints: Default::default(),
             tls_verification_skipped: false,
             oplog: None,
+            sizes: Default::default(),
         };
         s.refresh();
         s
@@ -338,7 +352,11 @@ pub(crate) mod tests {
                 .iter()
                 .map(|d| d.metric)
                 .collect::<Vec<_>>(),
-            [Metric::CpuSecondsPerGib, Metric::MinorFaults]
+            [
+                Metric::CpuSecondsPerGib,
+                Metric::CpuPercent,
+                Metric::MinorFaults
+            ]
         );
         assert!(c.rows[1].latency_test.is_none());
         let cpu = delta(&c, "all", Metric::CpuSecondsPerGib);

@@ -13,8 +13,10 @@ use crate::stats::{OpReport, Summary};
 pub enum Metric {
     /// Operations per second.
     OpsPerSec,
-    /// Payload MiB per second.
+    /// Payload MiB (2^20 bytes) per second.
     MibPerSec,
+    /// Payload MB (10^6 bytes) per second: `--units decimal` shows this instead of MiB/s.
+    MbPerSec,
     /// Median latency, ms.
     P50Ms,
     /// 90th percentile latency, ms.
@@ -43,11 +45,51 @@ pub enum Metric {
     /// Minor page faults of the client process (report 003's buffered vs O_DIRECT column):
     /// a process figure, so only on the row of all ops.
     MinorFaults,
+    /// Client CPU use in percent of one core (CPU seconds over the measured stage, all
+    /// workers together): a process figure, so only on the row of all ops.
+    CpuPercent,
+}
+
+/// How byte rates are shown: binary (MiB/s, 2^20 bytes, the default) or decimal (MB/s, 10^6
+/// bytes, as storage vendors and some reports quote them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Units {
+    /// MiB/s: 2^20 bytes per second.
+    #[default]
+    Binary,
+    /// MB/s: 10^6 bytes per second.
+    Decimal,
+}
+
+impl Units {
+    /// The byte-rate heading: `MiB/s` or `MB/s`.
+    pub fn rate_label(self) -> &'static str {
+        match self {
+            Units::Binary => "MiB/s",
+            Units::Decimal => "MB/s",
+        }
+    }
+
+    /// A rate in MiB/s (as summaries keep it) in these units.
+    pub fn rate(self, mib_per_sec: f64) -> f64 {
+        match self {
+            Units::Binary => mib_per_sec,
+            Units::Decimal => mib_per_sec * (1u64 << 20) as f64 / 1e6,
+        }
+    }
+
+    /// The byte-rate figure of these units.
+    pub fn rate_metric(self) -> Metric {
+        match self {
+            Units::Binary => Metric::MibPerSec,
+            Units::Decimal => Metric::MbPerSec,
+        }
+    }
 }
 
 impl Metric {
-    /// Every figure, in table order.
-    pub const ALL: [Metric; 15] = [
+    /// Every figure, in table order, with the byte rate in binary units (see [`Metric::all`]).
+    pub const ALL: [Metric; 16] = [
         Metric::OpsPerSec,
         Metric::MibPerSec,
         Metric::P50Ms,
@@ -62,14 +104,30 @@ impl Metric {
         Metric::Errors,
         Metric::RequestsPerOp,
         Metric::CpuSecondsPerGib,
+        Metric::CpuPercent,
         Metric::MinorFaults,
     ];
+
+    /// Every figure, in table order, with the byte rate in `units`.
+    pub fn all(units: Units) -> Vec<Metric> {
+        Metric::ALL
+            .into_iter()
+            .map(|m| {
+                if m == Metric::MibPerSec {
+                    units.rate_metric()
+                } else {
+                    m
+                }
+            })
+            .collect()
+    }
 
     /// Column heading.
     pub fn label(self) -> &'static str {
         match self {
             Metric::OpsPerSec => "ops/s",
             Metric::MibPerSec => "MiB/s",
+            Metric::MbPerSec => "MB/s",
             Metric::P50Ms => "p50 ms",
             Metric::P90Ms => "p90 ms",
             Metric::P95Ms => "p95 ms",
@@ -83,19 +141,26 @@ impl Metric {
             Metric::RequestsPerOp => "req/op",
             Metric::CpuSecondsPerGib => "CPU s/GiB",
             Metric::MinorFaults => "minor faults",
+            Metric::CpuPercent => "CPU %",
         }
     }
 
     /// Whether a larger value is an improvement (throughput) or a regression (latency,
     /// errors, requests, CPU, faults).
     pub fn higher_is_better(self) -> bool {
-        matches!(self, Metric::OpsPerSec | Metric::MibPerSec)
+        matches!(
+            self,
+            Metric::OpsPerSec | Metric::MibPerSec | Metric::MbPerSec
+        )
     }
 
     /// Decimals shown; latencies in ms get three (microsecond resolution).
     pub fn decimals(self) -> usize {
         match self {
-            Metric::OpsPerSec | Metric::MibPerSec => 1,
+            Metric::OpsPerSec | Metric::MibPerSec | Metric::CpuPercent => 1,
+            // Two: a decimal rate is asked for to match a figure quoted elsewhere (1 MiB/s
+            // is 1.05 MB/s), where one decimal would round the difference away.
+            Metric::MbPerSec => 2,
             Metric::P50Ms
             | Metric::P90Ms
             | Metric::P95Ms
@@ -122,7 +187,10 @@ impl Metric {
 
     /// Whether the figure belongs to the process (only on the row of all ops).
     pub fn process_wide(self) -> bool {
-        matches!(self, Metric::CpuSecondsPerGib | Metric::MinorFaults)
+        matches!(
+            self,
+            Metric::CpuSecondsPerGib | Metric::MinorFaults | Metric::CpuPercent
+        )
     }
 }
 
@@ -161,6 +229,8 @@ pub struct Figures {
     pub cpu_seconds_per_gib: Option<f64>,
     /// Minor page faults of the client process (all ops only).
     pub minor_faults: u64,
+    /// Client CPU in percent of one core; `None` without CPU time.
+    pub cpu_percent: Option<f64>,
 }
 
 impl Figures {
@@ -175,6 +245,7 @@ impl Figures {
             // No CPU time recorded: no figure rather than a misleading 0.
             cpu_seconds_per_gib: s.cpu_seconds_per_gib().filter(|v| *v > 0.0),
             minor_faults: s.process.minor_faults,
+            cpu_percent: s.cpu_percent_of_a_core(),
         })
     }
 
@@ -191,6 +262,7 @@ impl Figures {
         Some(match m {
             Metric::OpsPerSec => r.ops_per_sec,
             Metric::MibPerSec => r.mib_per_sec,
+            Metric::MbPerSec => Units::Decimal.rate(r.mib_per_sec),
             Metric::P50Ms => r.p50_ms,
             Metric::P90Ms => r.p90_ms,
             Metric::P95Ms => r.p95_ms,
@@ -204,9 +276,26 @@ impl Figures {
             Metric::RequestsPerOp => r.requests_per_op,
             Metric::CpuSecondsPerGib => return self.cpu_seconds_per_gib,
             Metric::MinorFaults => self.minor_faults as f64,
+            Metric::CpuPercent => return self.cpu_percent,
         })
     }
 }
 
 // One definition for every table (the operator's too).
 pub use benchrun_api::change::{percent_text as percent, relative};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mebibyte_per_second_is_1_05_decimal_megabytes() {
+        assert_eq!(Units::Binary.rate(1.0), 1.0);
+        assert!((Units::Decimal.rate(1.0) - 1.048576).abs() < 1e-12);
+        assert_eq!(Metric::MbPerSec.format(Units::Decimal.rate(1.0)), "1.05");
+        assert_eq!(Metric::MbPerSec.label(), "MB/s");
+        let all = Metric::all(Units::Decimal);
+        assert!(all.contains(&Metric::MbPerSec) && !all.contains(&Metric::MibPerSec));
+        assert_eq!(Metric::all(Units::Binary), Metric::ALL);
+    }
+}

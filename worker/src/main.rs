@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use benchrun_worker::cli::{Cli, Command, CompareArgs, ReplayArgs, ReportArgs, RunArgs};
+use benchrun_worker::figures::Units;
 use benchrun_worker::matrix::{self, Matrix, Planned};
 use benchrun_worker::{oplog, progress, report, server, sweep, Engine, Metrics, Summary, Workload};
 
@@ -67,13 +68,17 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Merge { files, summary } => {
+        Command::Merge {
+            files,
+            summary,
+            units,
+        } => {
             let parts = files
                 .iter()
                 .map(|f| read_summary(f))
                 .collect::<Result<Vec<_>>>()?;
             let merged = Summary::merge(&parts)?;
-            emit(&merged, summary.as_deref())?;
+            emit(&merged, summary.as_deref(), units)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Compare(args) => compare(args),
@@ -106,11 +111,12 @@ fn parse_summary(path: &std::path::Path, text: &str) -> Result<Summary> {
 fn compare(args: CompareArgs) -> Result<ExitCode> {
     use benchrun_worker::compare;
     let (a, b) = (read_summary(&args.a)?, read_summary(&args.b)?);
-    let c = compare::compare(
+    let c = compare::compare_in(
         &args.a.display().to_string(),
         &a,
         &args.b.display().to_string(),
         &b,
+        args.units,
     );
     print!("{}", compare::render::render(&c, args.format));
     if let Some(pct) = args.fail_if_slower {
@@ -167,7 +173,7 @@ fn report_cmd(args: ReportArgs) -> Result<ExitCode> {
         let summary = parse_summary(f, &text)?;
         runs.push(Run { label, summary });
     }
-    report::write_or_print(&runs, args.out.as_deref())?;
+    report::write_or_print(&runs, args.out.as_deref(), args.units)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -217,19 +223,19 @@ fn load(path: &std::path::Path) -> Result<Plan> {
 }
 
 /// Print the table, and write the JSON summary where asked.
-fn emit(s: &Summary, summary: Option<&std::path::Path>) -> Result<()> {
+fn emit(s: &Summary, summary: Option<&std::path::Path>, units: Units) -> Result<()> {
     let json = serde_json::to_string_pretty(s)?;
     match summary {
         Some(p) if p.as_os_str() == "-" => {
-            eprint!("{}", report::table(s));
+            eprint!("{}", report::table_in(s, units));
             let mut out = std::io::stdout().lock();
             writeln!(out, "{json}")?;
         }
         Some(p) => {
-            print!("{}", report::table(s));
+            print!("{}", report::table_in(s, units));
             std::fs::write(p, json + "\n").with_context(|| format!("writing {}", p.display()))?;
         }
-        None => print!("{}", report::table(s)),
+        None => print!("{}", report::table_in(s, units)),
     }
     Ok(())
 }
@@ -313,7 +319,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             Err(e) => eprintln!("warning: cleanup failed: {e}"),
         }
     }
-    emit(&summary, args.summary.as_deref())?;
+    emit(&summary, args.summary.as_deref(), args.units)?;
     if summary.partial {
         // An evicted or deleted pod must not look like a finished benchmark.
         let message = format!(
@@ -398,7 +404,7 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
     )
     .await?;
     replayed.summary.prepare = prepare;
-    emit(&replayed.summary, args.summary.as_deref())?;
+    emit(&replayed.summary, args.summary.as_deref(), args.units)?;
     if replayed.summary.partial {
         eprintln!("error: stopped by a signal before the log was replayed: the summary is partial");
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
@@ -427,7 +433,7 @@ async fn run_sweep(
         stop,
     )
     .await?;
-    let table = sweep::table(&result);
+    let table = sweep::table(&result, args.units);
     let json = serde_json::to_string_pretty(&result)?;
     match args.summary.as_deref() {
         Some(p) if p.as_os_str() == "-" => {

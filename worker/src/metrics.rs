@@ -5,6 +5,8 @@
 //! - `benchrun_bytes_total{op}`: payload bytes moved by successful operations
 //! - `benchrun_errors_total{op,kind}`: failed operations by kind (`timeout`, `http_503`, ...)
 //! - `benchrun_op_duration_seconds{op}`: latency histogram of successful operations
+//! - `benchrun_ttfb_seconds{op}`: time to first byte of successful GETs (from the same start
+//!   as their latency), as a histogram with the latency's buckets
 //! - `benchrun_inflight_ops`: operations in flight
 //! - `benchrun_stage`: 0 idle, 1 preparing, 2 ready, 3 running, 4 cleaning up, 5 done
 
@@ -46,6 +48,8 @@ pub struct Metrics {
     /// All errors, for the progress line (the labelled family has no cheap sum).
     error_total: AtomicU64,
     latency: [Histogram; OpKind::ALL.len()],
+    /// GET's time to first byte (the only op that has one).
+    ttfb_get: Histogram,
     inflight: IntGauge,
     stage: IntGauge,
     ready: AtomicBool,
@@ -83,6 +87,16 @@ impl Metrics {
                 "benchrun_op_duration_seconds",
                 "Latency of successful operations",
             )
+            .buckets(buckets.clone()),
+            &["op"],
+        )
+        .expect("valid metric");
+        // Labelled by op like the latency, so a panel can put the two side by side.
+        let ttfb_vec = prometheus::HistogramVec::new(
+            HistogramOpts::new(
+                "benchrun_ttfb_seconds",
+                "Time to first byte of successful GETs, from the same start as their latency",
+            )
             .buckets(buckets),
             &["op"],
         )
@@ -99,6 +113,7 @@ impl Metrics {
             Box::new(bytes_vec.clone()),
             Box::new(errors.clone()),
             Box::new(latency_vec.clone()),
+            Box::new(ttfb_vec.clone()),
             Box::new(inflight.clone()),
             Box::new(stage.clone()),
         ] {
@@ -112,6 +127,7 @@ impl Metrics {
             error_total: AtomicU64::new(0),
             errors,
             latency: OpKind::ALL.map(|op| latency_vec.with_label_values(&[op.as_str()])),
+            ttfb_get: ttfb_vec.with_label_values(&[OpKind::Get.as_str()]),
             inflight,
             stage,
             registry,
@@ -131,6 +147,11 @@ impl Metrics {
         self.ops[i].inc();
         self.bytes[i].inc_by(bytes);
         self.latency[i].observe(latency.as_secs_f64());
+    }
+
+    /// A successful GET's time to first byte.
+    pub fn get_ttfb(&self, ttfb: Duration) {
+        self.ttfb_get.observe(ttfb.as_secs_f64());
     }
 
     /// An operation failed, with its error kind.
@@ -190,6 +211,7 @@ mod tests {
         let m = Metrics::new();
         m.op_started();
         m.op_done(OpKind::Get, Duration::from_millis(3), 4096);
+        m.get_ttfb(Duration::from_millis(1));
         m.op_started();
         m.op_failed(OpKind::Put, "http_503");
         let text = m.render();
@@ -204,6 +226,10 @@ mod tests {
         );
         assert!(
             text.contains("benchrun_op_duration_seconds_bucket{op=\"get\",le="),
+            "{text}"
+        );
+        assert!(
+            text.contains("benchrun_ttfb_seconds_count{op=\"get\"} 1"),
             "{text}"
         );
         assert!(text.contains("benchrun_inflight_ops 0"), "{text}");

@@ -283,6 +283,8 @@ pub async fn run(
         report: Default::default(),
         timeline: rec.timeline,
         process,
+        // Filled by `refresh` below.
+        cpu_percent: None,
         prepare: None,
         pre_stat: None,
         setup: None,
@@ -295,6 +297,8 @@ pub async fn run(
             ..rec.open_loop
         }),
         volume: None,
+        // A replay's figures are not broken down by size.
+        sizes: Default::default(),
         endpoints: Default::default(),
         tls_verification_skipped: workload.storage.tls.insecure_skip_verify
             && !workload.target_uri().is_ok_and(|u| u.is_local()),

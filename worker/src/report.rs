@@ -5,6 +5,7 @@
 //! - [`tables`]: the cells of the report tables, shared by
 //! - [`markdown`]: `report.md`, and [`terminal`]: aligned text with per-second sparklines
 //! - [`svg`]: self-contained bar and line charts, drawn for the runs by [`charts`]
+//! - [`sizes`]: the per-size tables of a run whose object sizes varied
 //! - [`files`]: the report directory (`report.md` and the charts)
 //! - `endpoints`: the result table's per-endpoint breakdown (`storage.endpoints`)
 
@@ -12,12 +13,14 @@ pub mod charts;
 mod endpoints;
 pub mod files;
 pub mod markdown;
+pub mod sizes;
 pub mod svg;
 pub mod tables;
 pub mod terminal;
 
 use std::fmt::Write;
 
+use crate::figures::Units;
 use crate::spec::OpKind;
 use crate::stats::Summary;
 
@@ -65,8 +68,13 @@ pub fn describe(s: &Summary) -> String {
     )
 }
 
-/// A plain-text table: one row per op, then the process figures.
+/// A plain-text table: one row per op, then the process figures (byte rates in MiB/s).
 pub fn table(s: &Summary) -> String {
+    table_in(s, Units::Binary)
+}
+
+/// [`table`] with byte rates in `units`, and a per-size table for each op whose sizes varied.
+pub fn table_in(s: &Summary, units: Units) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -95,7 +103,7 @@ pub fn table(s: &Summary) -> String {
         "count",
         "errors",
         "ops/s",
-        "MiB/s",
+        units.rate_label(),
         "req/op",
         "mean ms",
         "p50 ms",
@@ -106,14 +114,14 @@ pub fn table(s: &Summary) -> String {
         "p99.99 ms",
         "max ms"
     );
-    op_rows(&mut out, &s.report);
+    op_rows(&mut out, &s.report, units);
     if let Some(w) = &s.warmup {
         let _ = writeln!(
             out,
             "warm-up: {:.2}s before the measured stage, its ops not in the figures above:",
             w.seconds
         );
-        op_rows(&mut out, &w.report);
+        op_rows(&mut out, &w.report, units);
     }
     for (op, st) in &s.ops {
         if let (Some(t), Some(p50)) = (&st.ttfb, st.ttfb_ms(0.5)) {
@@ -181,6 +189,9 @@ pub fn table(s: &Summary) -> String {
         "cpu {:.2}s user + {:.2}s system",
         p.cpu_user_seconds, p.cpu_system_seconds
     );
+    if let Some(pct) = s.cpu_percent_of_a_core() {
+        let _ = write!(out, " = {pct:.1}% of a core");
+    }
     if gib > 0.0 {
         let _ = write!(out, " ({:.2} cpu-s/GiB)", cpu / gib);
     }
@@ -189,6 +200,10 @@ pub fn table(s: &Summary) -> String {
         ", page faults {} minor / {} major",
         p.minor_faults, p.major_faults
     );
+    for t in sizes::tables(s, "", units) {
+        let _ = writeln!(out, "{}:", t.title);
+        out += &terminal::table(&t);
+    }
     if let Some(st) = &s.prepare {
         let _ = writeln!(
             out,
@@ -223,16 +238,21 @@ pub fn table(s: &Summary) -> String {
 }
 
 /// One row per op of `report`, under the table's columns.
-fn op_rows(out: &mut String, report: &std::collections::BTreeMap<OpKind, crate::stats::OpReport>) {
+fn op_rows(
+    out: &mut String,
+    report: &std::collections::BTreeMap<OpKind, crate::stats::OpReport>,
+    units: Units,
+) {
+    let rate = units.rate_metric();
     for (op, r) in report {
         let _ = writeln!(
             out,
-            "{:<7} {:>10} {:>7} {:>10.1} {:>9.1} {:>8.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.3} {:>9.3}",
+            "{:<7} {:>10} {:>7} {:>10.1} {:>9} {:>8.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.3} {:>9.3}",
             op.as_str(),
             r.count,
             r.errors,
             r.ops_per_sec,
-            r.mib_per_sec,
+            rate.format(units.rate(r.mib_per_sec)),
             r.requests_per_op,
             r.mean_ms,
             r.p50_ms,
@@ -289,17 +309,21 @@ fn volume_lines(out: &mut String, s: &Summary, v: &crate::stats::VolumeStats) {
 /// Write the report of `runs` into `out` (Markdown and SVG charts), printing the paths
 /// written, or without `out` print it for the terminal: the `report` command of
 /// `benchrun-worker` and of the kubectl plugin.
-pub fn write_or_print(runs: &[Run], out: Option<&std::path::Path>) -> anyhow::Result<()> {
+pub fn write_or_print(
+    runs: &[Run],
+    out: Option<&std::path::Path>,
+    units: Units,
+) -> anyhow::Result<()> {
     use anyhow::Context;
     match out {
         Some(dir) => {
-            let written = files::write(runs, dir)
+            let written = files::write(runs, dir, units)
                 .with_context(|| format!("writing the report into {}", dir.display()))?;
             for p in written {
                 println!("{}", p.display());
             }
         }
-        None => print!("{}", terminal::render(runs)),
+        None => print!("{}", terminal::render(runs, units)),
     }
     Ok(())
 }

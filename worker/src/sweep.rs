@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_yaml::Mapping;
 
+use crate::figures::Units;
 use crate::matrix::Planned;
 use crate::stats::{OpReport, Summary};
 use crate::units::HumanDuration;
@@ -133,9 +134,10 @@ pub async fn run(
 }
 
 /// The sweep as a table: one row per combination (its representative repeat), with ops/s,
-/// MiB/s, p50, p99, errors, requests per op, client CPU per GiB, and the change of ops/s and
-/// p99 against the baseline combination.
-pub fn table(r: &SweepResult) -> String {
+/// the byte rate in `units`, p50, p99, errors, requests per op, client CPU per GiB and in
+/// percent of a core, the client's minor and major page faults (buffered against O_DIRECT
+/// reads show here), and the change of ops/s and p99 against the baseline combination.
+pub fn table(r: &SweepResult, units: Units) -> String {
     let mut out = String::new();
     let base = r
         .combinations
@@ -151,19 +153,23 @@ pub fn table(r: &SweepResult) -> String {
         .max("combination".len());
     let _ = writeln!(
         out,
-        "{:>3}  {:<w$} {:>10} {:>9} {:>8} {:>8} {:>7} {:>7} {:>9} {:>8} {:>8}",
+        "{:>3}  {:<w$} {:>10} {:>9} {:>8} {:>8} {:>7} {:>7} {:>9} {:>6} {:>10} {:>8} {:>8} {:>8}",
         "#",
         "combination",
         "ops/s",
-        "MiB/s",
+        units.rate_label(),
         "p50 ms",
         "p99 ms",
         "errors",
         "req/op",
         "CPU-s/GiB",
+        "CPU %",
+        "min flt",
+        "maj flt",
         "d ops/s",
         "d p99"
     );
+    let rate = units.rate_metric();
     for (i, c) in r.combinations.iter().enumerate() {
         let Some(s) = c.representative() else {
             continue;
@@ -179,16 +185,19 @@ pub fn table(r: &SweepResult) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>3}  {:<w$} {:>10.1} {:>9.1} {:>8.3} {:>8.3} {:>7} {:>7.2} {:>9.3} {:>8} {:>8}{}",
+            "{:>3}  {:<w$} {:>10.1} {:>9} {:>8.3} {:>8.3} {:>7} {:>7.2} {:>9.3} {:>6.1} {:>10} {:>8} {:>8} {:>8}{}",
             i + 1,
             c.name,
             t.ops_per_sec,
-            t.mib_per_sec,
+            rate.format(units.rate(t.mib_per_sec)),
             t.p50_ms,
             t.p99_ms,
             t.errors,
             t.requests_per_op,
             s.cpu_seconds_per_gib().unwrap_or(0.0),
+            s.cpu_percent_of_a_core().unwrap_or(0.0),
+            s.process.minor_faults,
+            s.process.major_faults,
             d_ops,
             d_p99,
             if s.partial {

@@ -283,6 +283,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
             })
             .collect(),
         process: ProcessStats::default(),
+        cpu_percent: None,
         prepare: None,
         pre_stat: None,
         setup: None,
@@ -295,6 +296,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
         endpoints: Default::default(),
         tls_verification_skipped: false,
         oplog: None,
+        sizes: Default::default(),
     };
     s.refresh();
     s

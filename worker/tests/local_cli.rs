@@ -528,3 +528,81 @@ fn stop_when_stable_ends_the_run_early_and_says_why() {
         "{err}"
     );
 }
+
+#[test]
+fn reads_of_a_dataset_of_several_sizes_are_split_by_size() {
+    // Real files of three sizes (two each), read in key order so each is read equally.
+    let dir = scratch();
+    let data = dir.path().join("data");
+    let sizes = [4096u64, 65536, 1 << 20];
+    std::fs::create_dir_all(data.join("sized")).unwrap();
+    for (i, size) in sizes.iter().chain(&sizes).enumerate() {
+        std::fs::write(
+            data.join(format!("sized/obj-{i}")),
+            vec![7u8; *size as usize],
+        )
+        .unwrap();
+    }
+    let workload = format!(
+        "target: file://{}\ntotalOps: 300\nconcurrency: 2\nops: [{{op: get}}]\n\
+         dataset: {{prefix: sized/, prepare: false, access: sequential}}\n",
+        data.display()
+    );
+    let (out, s) = run(&workload, dir.path());
+    let get = &s["sizes"]["get"];
+    let buckets = get
+        .as_object()
+        .unwrap_or_else(|| panic!("no sizes.get in {s}"));
+    assert_eq!(
+        buckets
+            .keys()
+            .map(|k| k.parse::<u64>().unwrap())
+            .collect::<Vec<_>>(),
+        {
+            let mut k = sizes.to_vec();
+            k.sort_by_key(|s| s.to_string());
+            k
+        },
+        "one bucket per size (JSON keys sort as text)"
+    );
+    let (mut count, mut bytes) = (0, 0);
+    for size in sizes {
+        let b = &get[size.to_string()];
+        let n = b["count"].as_u64().unwrap();
+        assert_eq!(
+            n, 100,
+            "sequential reads of six objects: 100 of each size: {b}"
+        );
+        assert_eq!(b["bytes"].as_u64().unwrap(), n * size, "count x size: {b}");
+        assert_eq!(
+            (b["smallest"].as_u64(), b["largest"].as_u64()),
+            (Some(size), Some(size))
+        );
+        count += n;
+        bytes += b["bytes"].as_u64().unwrap();
+    }
+    // The buckets add up to the op's totals.
+    assert_eq!(count, op(&s, "get", "count"));
+    assert_eq!(bytes, op(&s, "get", "bytes"));
+    // The result table has a row per size.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("get by object size (successful ops):"),
+        "{text}"
+    );
+    for label in ["4KiB", "64KiB", "1MiB"] {
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().next() == Some(label)
+                    && l.split_whitespace().nth(1) == Some("100")),
+            "{label} row: {text}"
+        );
+    }
+    // A fixed size: no per-size figures.
+    let fixed = format!(
+        "target: file://{}/fixed\ntotalOps: 20\nops: [{{op: get}}]\nobjectSize: 4KiB\ndataset: {{objects: 4}}\n",
+        dir.path().display()
+    );
+    let (_, s) = run(&fixed, dir.path());
+    assert!(s.get("sizes").is_none(), "{s}");
+}

@@ -108,10 +108,35 @@ matrix:
         .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
         .collect();
     assert_eq!(rows.len(), 4, "{stdout}");
+    let header = stdout
+        .lines()
+        .find(|l| l.contains("combination"))
+        .expect("header");
+    for col in ["CPU-s/GiB", "CPU %", "min flt", "maj flt", "d ops/s"] {
+        assert!(header.contains(col), "{col} in {header}");
+    }
     for (i, (row, name)) in rows.iter().zip(&names).enumerate() {
         assert!(row.contains(name), "row {i}: {row}");
         let fields: Vec<&str> = row.split_whitespace().collect();
         let last_two = &fields[fields.len() - 2..];
+        // Before the changes: CPU %, then the minor and major page faults of the
+        // combination's representative repeat, as its summary has them.
+        let n = fields.len();
+        let rep = &combos[i]["runs"];
+        let faults: Vec<u64> = rep
+            .as_array()
+            .expect("runs")
+            .iter()
+            .map(|s| s["process"]["minorFaults"].as_u64().expect("minorFaults"))
+            .collect();
+        let minor: u64 = fields[n - 4].parse().expect("minor faults");
+        assert!(
+            faults.contains(&minor),
+            "row {i}: {minor} not in {faults:?}: {row}"
+        );
+        fields[n - 3].parse::<u64>().expect("major faults");
+        let cpu: f64 = fields[n - 5].parse().expect("CPU %");
+        assert!(cpu >= 0.0, "{row}");
         if i == 3 {
             assert_eq!(last_two, ["base", "base"], "{row}");
         } else {

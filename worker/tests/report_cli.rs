@@ -241,8 +241,8 @@ fn compare_and_report_describe_a_slower_second_run() {
         lines[1].split_whitespace().collect::<Vec<_>>(),
         [
             "run", "ops/s", "MiB/s", "p50", "ms", "p90", "ms", "p95", "ms", "p99", "ms", "p99.9",
-            "ms", "p99.99", "ms", "max", "ms", "errors", "req/op", "CPU", "s/GiB", "minor",
-            "faults"
+            "ms", "p99.99", "ms", "max", "ms", "errors", "req/op", "CPU", "s/GiB", "CPU", "%",
+            "minor", "faults"
         ]
     );
     assert!(
@@ -308,11 +308,11 @@ fn compare_and_report_describe_a_slower_second_run() {
         ]
     );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    let header = "| run | ops/s | MiB/s | p50 ms | p90 ms | p95 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | errors | req/op | CPU s/GiB | minor faults |";
+    let header = "| run | ops/s | MiB/s | p50 ms | p90 ms | p95 ms | p99 ms | p99.9 ms | p99.99 ms | max ms | errors | req/op | CPU s/GiB | CPU % | minor faults |";
     assert!(
         md.contains(&format!(
             "## get\n\n{header}\n|---|{}\n",
-            "---:|".repeat(13)
+            "---:|".repeat(14)
         )),
         "{md}"
     );
@@ -322,7 +322,7 @@ fn compare_and_report_describe_a_slower_second_run() {
         .collect();
     assert_eq!(rows.len(), 2, "{md}");
     for r in &rows {
-        assert_eq!(r.matches('|').count(), 15, "{r}");
+        assert_eq!(r.matches('|').count(), 16, "{r}");
     }
     assert!(rows[1].contains("| 64.00 (+6300.0%) |"), "{md}");
     for n in &names[1..] {
@@ -384,7 +384,8 @@ fn compare_and_report_describe_a_slower_second_run() {
         lines[2].starts_with("get ") && lines[3].starts_with("all "),
         "{one}"
     );
-    assert!(!one.contains('%'), "{one}");
+    // (`CPU %` is a heading; a difference would be `(+1.0%)`.)
+    assert!(!one.contains("%)"), "{one}");
 }
 
 #[test]
@@ -403,4 +404,65 @@ fn bad_input_is_a_clear_error() {
     let out = run_output(&["report", b, "--labels", "x,y"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("2 labels for 1 summaries"));
+}
+
+#[test]
+fn units_decimal_prints_a_mebibyte_per_second_as_1_05_megabytes() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (_, mut s) = run(dir.path(), "units", "{wholeObject: true}");
+    // The same run over exactly as many seconds as it moved MiB: 1 MiB/s (the rates are
+    // recomputed from the counts and the length).
+    let bytes = s["ops"]["get"]["bytes"].as_u64().unwrap();
+    assert!(bytes > 0, "{s}");
+    s["elapsedSeconds"] = Value::from(bytes as f64 / (1u64 << 20) as f64);
+    let one = dir.path().join("one-mib-per-s.json");
+    std::fs::write(&one, s.to_string()).unwrap();
+    let p = one.to_str().unwrap();
+    let row = |text: &str, first: &str| -> Vec<String> {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(first))
+            .unwrap_or_else(|| panic!("no {first} row:\n{text}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    // report: the column is MB/s and the figure 1.05; by default MiB/s and 1.0.
+    let text = ok(run_output(&["report", p, "--units", "decimal"]));
+    let header = row(&text, "op");
+    let at = header
+        .iter()
+        .position(|h| h == "MB/s")
+        .expect("MB/s column");
+    // Every column before it is one word in the header as in the rows: the same index.
+    assert_eq!(row(&text, "get")[at], "1.05", "{text}");
+    let text = ok(run_output(&["report", p]));
+    let header = row(&text, "op");
+    let at = header
+        .iter()
+        .position(|h| h == "MiB/s")
+        .expect("MiB/s column");
+    assert_eq!(row(&text, "get")[at], "1.0", "{text}");
+    // compare: the decimal figure is its own metric.
+    let json: Value = serde_json::from_str(&ok(run_output(&[
+        "compare", p, p, "--format", "json", "--units", "decimal",
+    ])))
+    .unwrap();
+    let deltas = json["rows"][0]["deltas"].as_array().unwrap();
+    let mb = deltas
+        .iter()
+        .find(|d| d["metric"] == "mbPerSec")
+        .unwrap_or_else(|| panic!("mbPerSec missing: {json}"));
+    assert!((mb["a"].as_f64().unwrap() - 1.048576).abs() < 1e-9, "{mb}");
+    assert!(!deltas.iter().any(|d| d["metric"] == "mibPerSec"));
+    let text = ok(run_output(&["compare", p, p, "--units", "decimal"]));
+    assert!(text.contains("MB/s") && text.contains("1.05"), "{text}");
+    // merge prints the run's table in the units asked.
+    let text = ok(run_output(&["merge", p, "--units", "decimal"]));
+    assert!(text.contains("MB/s") && !text.contains("MiB/s"), "{text}");
+    // The whole run used CPU: its percent of a core is in the report's row of all ops.
+    let text = ok(run_output(&["report", p]));
+    assert!(
+        row(&text, "op").iter().any(|h| h == "%"),
+        "CPU % column:\n{text}"
+    );
 }

@@ -277,3 +277,29 @@ async fn a_path_that_is_neither_a_directory_nor_a_device_and_a_too_large_dataset
         "nothing was written"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mix_of_block_sizes_is_split_by_size_and_adds_up() {
+    // fio's bssplit: each I/O one of three sizes, on real files with O_DIRECT.
+    let dir = scratch();
+    let rest = "totalOps: 300\nconcurrency: 2\nops: [{op: read}]\nblock: {blockSizes: [{size: 4KiB}, {size: 64KiB}, {size: 1MiB}], queueDepth: 2, fileSize: 4MiB, files: 1}\n";
+    let s = run(files_workload(dir.path(), "direct", rest))
+        .await
+        .expect("run");
+    let read = &s.ops[&OpKind::Read];
+    let buckets = s.sizes.get(&OpKind::Read).expect("per-size figures");
+    assert_eq!(
+        buckets.keys().copied().collect::<Vec<_>>(),
+        [4096, 65536, 1 << 20],
+        "one bucket per block size"
+    );
+    for (size, b) in buckets {
+        assert!(b.count > 0, "{size}: drawn at least once in 300");
+        assert_eq!(b.bytes, b.count * size, "{size}: count x size");
+        assert_eq!((b.smallest, b.largest), (*size, *size));
+        assert_eq!(b.latency.count(), b.count);
+    }
+    assert_eq!(buckets.values().map(|b| b.count).sum::<u64>(), read.count);
+    assert_eq!(buckets.values().map(|b| b.bytes).sum::<u64>(), read.bytes);
+    assert_eq!(read.errors, 0);
+}

@@ -54,6 +54,16 @@ pub struct CombinationRow {
     /// Client CPU seconds (all workers) per GiB moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds_per_gib: Option<f64>,
+    /// Client CPU in percent of one core over the measured stage (all workers together).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<f64>,
+    /// Minor page faults of the worker processes during the measured stage (buffered reads
+    /// against O_DIRECT show here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor_faults: Option<u64>,
+    /// Major page faults (that needed I/O) of the worker processes during the measured stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major_faults: Option<u64>,
     /// Why the measured stage ended (`duration`, `stable: ...` with `stopWhenStable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::metrics::Metrics;
+use crate::size_buckets::{self, SizeBuckets};
 use crate::spec::{OpKind, Workload};
 use crate::stats::{OpStats, OpenLoop, Second};
 use crate::targets::TargetError;
@@ -55,7 +56,10 @@ pub struct Done {
 /// [`MAX_WHOLE_OBJECT_BUFFER`](crate::spec::limits::MAX_WHOLE_OBJECT_BUFFER)), one PUT payload
 /// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (56 bytes
 /// an entry: at most 5,700 for a 30-day run, see [`crate::stats::Second`]). With a warm-up, a
-/// task also keeps the warm-up's histograms (as many again, counted by validation).
+/// task also keeps the warm-up's histograms (as many again, counted by validation). When the
+/// workload's sizes vary, a task also keeps one histogram per size bucket its ops fall in,
+/// only if every bucket possible fits beside the rest under the same bound
+/// ([`size_buckets::kept`]).
 #[derive(Debug)]
 pub struct Recorder {
     /// Per op (by [`OpKind::index`]); `None` for an op the mix never picks.
@@ -73,6 +77,10 @@ pub struct Recorder {
     /// into [`Target::endpoints`](crate::targets::Target::endpoints)), grown as endpoints are
     /// first seen; one histogram each, counted by validation.
     pub endpoints: Vec<OpStats>,
+    /// Per op whose sizes vary (`None` for the others, and for every op when the workload
+    /// keeps no per-size figures): its measured successful ops by size bucket. A bucket's
+    /// histogram is allocated when the first op of its size is recorded.
+    pub sizes: [Option<SizeBuckets>; OpKind::ALL.len()],
     /// Length of the warm-up (zero: none): ops finished before it are the warm-up's.
     warmup: Duration,
     metrics: Arc<Metrics>,
@@ -92,9 +100,32 @@ impl Recorder {
             warm_ops: Default::default(),
             warm_timeline: Vec::new(),
             endpoints: Vec::new(),
+            sizes: Default::default(),
             warmup: Duration::ZERO,
             metrics,
         }
+    }
+
+    /// A task's recorder for `w`: histograms for its mix, and per-size buckets for the ops
+    /// whose sizes vary when [`size_buckets::kept`] says the run keeps them.
+    pub fn for_workload(metrics: Arc<Metrics>, w: &Workload) -> Self {
+        let mut r = Self::new(metrics, Self::mix_ops(w));
+        if size_buckets::kept(w) {
+            for (op, _) in size_buckets::varying_ops(w) {
+                r.sizes[op.index()] = Some(SizeBuckets::new());
+            }
+        }
+        r
+    }
+
+    /// The per-size buckets of the ops that have them, for the summary.
+    pub fn sizes_by_op(&mut self) -> std::collections::BTreeMap<OpKind, SizeBuckets> {
+        OpKind::ALL
+            .iter()
+            .zip(std::mem::take(&mut self.sizes))
+            .filter_map(|(op, b)| b.map(|b| (*op, b)))
+            .filter(|(_, b)| !b.is_empty())
+            .collect()
     }
 
     /// The same recorder, putting ops that finish in the first `warmup` apart.
@@ -145,14 +176,16 @@ impl Recorder {
                 }
             }
         }
-        let (s, t) = match measured {
+        let (s, t, sizes) = match measured {
             Some(measured) => (
                 self.ops[r.op.index()].get_or_insert_with(OpStats::default),
                 Second::at(&mut self.timeline, measured.as_secs()),
+                self.sizes[r.op.index()].as_mut(),
             ),
             None => (
                 self.warm_ops[r.op.index()].get_or_insert_with(OpStats::default),
                 Second::at_stage(&mut self.warm_timeline, r.finished_at.as_secs(), true),
+                None,
             ),
         };
         s.count += 1;
@@ -165,6 +198,12 @@ impl Recorder {
                 s.latency.record(r.latency);
                 if let Some(ttfb) = done.ttfb {
                     s.ttfb.get_or_insert_with(Default::default).record(ttfb);
+                    if r.op == OpKind::Get {
+                        self.metrics.get_ttfb(ttfb);
+                    }
+                }
+                if let Some(b) = sizes {
+                    size_buckets::record(b, done.bytes, done.requests as u64, r.latency);
                 }
                 t.bytes += done.bytes;
                 t.latency_sum_us = t
@@ -209,6 +248,11 @@ impl Recorder {
         }
         for (a, b) in self.endpoints.iter_mut().zip(&o.endpoints) {
             a.merge(b);
+        }
+        for (a, b) in self.sizes.iter_mut().zip(o.sizes.iter()) {
+            if let Some(b) = b {
+                size_buckets::merge(a.get_or_insert_with(SizeBuckets::new), b);
+            }
         }
     }
 }

@@ -283,6 +283,7 @@ impl Engine {
             });
         // Stopped from outside (signal, shutdown request) before the duration or op count.
         let partial = stopped_by == INTERRUPTED;
+        let sizes = all.sizes_by_op();
         let mut s = Summary {
             schema_version: SUMMARY_VERSION,
             tool_version: Some(TOOL_VERSION.to_string()),
@@ -304,6 +305,7 @@ impl Engine {
             // The warm-up's seconds (marked) first, then the measured stage's.
             timeline: all.warm_timeline.into_iter().chain(all.timeline).collect(),
             process,
+            cpu_percent: None,
             prepare: dataset.prepare.clone(),
             pre_stat: dataset.pre_stat.clone(),
             setup: Some(setup.stats),
@@ -326,6 +328,7 @@ impl Engine {
             tls_verification_skipped: w.storage.tls.insecure_skip_verify
                 && !w.target_uri().is_ok_and(|u| u.is_local()),
             oplog: None,
+            sizes,
         };
         s.refresh();
         s
@@ -538,11 +541,8 @@ impl RunCtx {
         mut rng: SmallRng,
         target: Arc<dyn Target>,
     ) -> Recorder {
-        let mut rec = Recorder::new(
-            self.metrics.clone(),
-            Recorder::mix_ops(&self.engine_workload),
-        )
-        .with_warmup(self.schedule.warmup());
+        let mut rec = Recorder::for_workload(self.metrics.clone(), &self.engine_workload)
+            .with_warmup(self.schedule.warmup());
         let open_loop = self.schedule.is_open_loop();
         let mut seq = 0u64;
         // Several endpoints: ticket i goes to endpoint i mod n (`storage.endpoints`).

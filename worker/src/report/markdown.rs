@@ -5,6 +5,7 @@ use std::fmt::Write;
 use super::charts::Chart;
 use super::tables::{tables, Table};
 use super::{describe, Run};
+use crate::figures::Units;
 
 /// A cell's text with the characters that would break a Markdown table escaped.
 fn cell(s: &str) -> String {
@@ -38,8 +39,9 @@ pub fn table(t: &Table) -> String {
     out
 }
 
-/// The whole document: the runs, their tables, and links to `charts` (files beside it).
-pub fn document(runs: &[Run], charts: &[Chart]) -> String {
+/// The whole document: the runs, their tables (byte rates in `units`), and links to `charts`
+/// (files beside it).
+pub fn document(runs: &[Run], charts: &[Chart], units: Units) -> String {
     let mut out = String::from("# benchrun report\n\n");
     for r in runs {
         let _ = writeln!(
@@ -56,7 +58,7 @@ pub fn document(runs: &[Run], charts: &[Chart]) -> String {
             cell(&runs[0].label)
         );
     }
-    for t in tables(runs) {
+    for t in tables(runs, units) {
         let _ = writeln!(out, "\n## {}\n", cell(&t.title));
         out += &table(&t);
     }

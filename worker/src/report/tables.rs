@@ -4,9 +4,10 @@
 //! One summary: one table, one row per op and one for all ops (which carries the process
 //! figures, CPU per GiB and page faults). Several summaries (runs of a parameter study, like
 //! the reports' old/new or chunk-size tables): one table per op, one row per summary, each
-//! figure after the first row followed by its relative difference to the first row.
+//! figure after the first row followed by its relative difference to the first row. After
+//! them, for each run whose sizes varied, its per-size tables ([`super::sizes`]).
 
-use crate::figures::{percent, relative, scopes, Figures, Metric, Scope};
+use crate::figures::{percent, relative, scopes, Figures, Metric, Scope, Units};
 
 use super::Run;
 
@@ -23,8 +24,8 @@ pub struct Table {
 
 /// The figures shown for `scope`: process figures only for all ops, and only when some
 /// run has them.
-fn metrics(runs: &[Run], scope: Scope) -> Vec<Metric> {
-    Metric::ALL
+fn metrics(runs: &[Run], scope: Scope, units: Units) -> Vec<Metric> {
+    Metric::all(units)
         .into_iter()
         .filter(|m| !m.process_wide() || scope == Scope::All)
         .filter(|m| {
@@ -44,20 +45,36 @@ fn metrics(runs: &[Run], scope: Scope) -> Vec<Metric> {
                         .is_some_and(|f| f.cpu_seconds_per_gib.is_some())
                 })
         })
+        .filter(|m| {
+            // Likewise CPU percent without CPU time.
+            *m != Metric::CpuPercent
+                || runs.iter().any(|r| {
+                    Figures::of(&r.summary, Scope::All).is_some_and(|f| f.cpu_percent.is_some())
+                })
+        })
         .collect()
 }
 
-/// The tables of `runs` (one or more).
-pub fn tables(runs: &[Run]) -> Vec<Table> {
-    match runs {
+/// The tables of `runs` (one or more), byte rates in `units`.
+pub fn tables(runs: &[Run], units: Units) -> Vec<Table> {
+    let mut out = match runs {
         [] => vec![],
-        [one] => vec![single(one)],
-        _ => several(runs),
+        [one] => vec![single(one, units)],
+        _ => several(runs, units),
+    };
+    for r in runs {
+        let prefix = if runs.len() > 1 {
+            format!("{}: ", r.label)
+        } else {
+            String::new()
+        };
+        out.extend(super::sizes::tables(&r.summary, &prefix, units));
     }
+    out
 }
 
-fn single(run: &Run) -> Table {
-    let all = metrics(std::slice::from_ref(run), Scope::All);
+fn single(run: &Run, units: Units) -> Table {
+    let all = metrics(std::slice::from_ref(run), Scope::All, units);
     let mut header = vec!["op".to_string()];
     header.extend(all.iter().map(|m| m.label().to_string()));
     let rows = scopes(&run.summary)
@@ -79,7 +96,7 @@ fn single(run: &Run) -> Table {
     }
 }
 
-fn several(runs: &[Run]) -> Vec<Table> {
+fn several(runs: &[Run], units: Units) -> Vec<Table> {
     let mut all_scopes: Vec<Scope> = runs.iter().flat_map(|r| scopes(&r.summary)).collect();
     all_scopes.sort();
     all_scopes.dedup();
@@ -91,9 +108,9 @@ fn several(runs: &[Run]) -> Vec<Table> {
         .filter(|s| !(single_op && *s == Scope::All))
         .map(|scope| {
             let shown = if single_op {
-                metrics(runs, Scope::All)
+                metrics(runs, Scope::All, units)
             } else {
-                metrics(runs, scope)
+                metrics(runs, scope, units)
             };
             // Process figures come from the summary whatever the op.
             let figure = |f: &Figures, m: Metric| {
@@ -152,7 +169,7 @@ mod tests {
     #[test]
     fn one_summary_is_one_row_per_op_and_one_for_all() {
         let lat: Vec<u64> = (1..=100).collect();
-        let t = tables(&[run("a", &lat, 2.0)]);
+        let t = tables(&[run("a", &lat, 2.0)], Units::Binary);
         assert_eq!(t.len(), 1);
         assert_eq!(
             t[0].header,
@@ -170,6 +187,7 @@ mod tests {
                 "errors",
                 "req/op",
                 "CPU s/GiB",
+                "CPU %",
                 "minor faults"
             ]
         );
@@ -178,11 +196,11 @@ mod tests {
             [
                 vec![
                     "get", "50.0", "50.0", "0.050", "0.090", "0.095", "0.099", "0.100", "0.100",
-                    "0.100", "0", "2.00", "", ""
+                    "0.100", "0", "2.00", "", "", ""
                 ],
                 vec![
                     "all", "50.0", "50.0", "0.050", "0.090", "0.095", "0.099", "0.100", "0.100",
-                    "0.100", "0", "2.00", "20.48", "10"
+                    "0.100", "0", "2.00", "20.48", "100.0", "10"
                 ],
             ]
         );
@@ -192,7 +210,10 @@ mod tests {
     fn several_summaries_show_the_difference_to_the_first() {
         let lat: Vec<u64> = (1..=100).collect();
         let slow: Vec<u64> = (101..=150).collect();
-        let t = tables(&[run("4MiB", &lat, 2.0), run("8MiB", &slow, 2.5)]);
+        let t = tables(
+            &[run("4MiB", &lat, 2.0), run("8MiB", &slow, 2.5)],
+            Units::Binary,
+        );
         // A single op: one table, with the process figures.
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].title, "get");
@@ -203,6 +224,46 @@ mod tests {
             ["8MiB", "20.0 (-60.0%)", "20.0 (-60.0%)", "0.125 (+150.0%)"]
         );
         assert_eq!(t[0].rows[1][12], "40.96 (+100.0%)");
-        assert_eq!(t[0].rows[1][13], "10 (0.0%)");
+        // 2 CPU seconds over 2.5 s instead of 2 s.
+        assert_eq!(t[0].rows[1][13], "80.0 (-20.0%)");
+        assert_eq!(t[0].rows[1][14], "10 (0.0%)");
+    }
+
+    #[test]
+    fn decimal_units_show_megabytes_per_second() {
+        let lat: Vec<u64> = (1..=100).collect();
+        let t = tables(&[run("a", &lat, 2.0)], Units::Decimal);
+        assert_eq!(t[0].header[2], "MB/s");
+        // 50 MiB/s is 52.43 MB/s.
+        assert_eq!(t[0].rows[0][2], "52.43");
+    }
+
+    #[test]
+    fn a_run_whose_sizes_varied_gets_a_table_per_size() {
+        use crate::size_buckets::record;
+        use crate::spec::OpKind;
+        use std::time::Duration;
+        let lat: Vec<u64> = (1..=100).collect();
+        let mut r = run("a", &lat, 2.0);
+        let b = r.summary.sizes.entry(OpKind::Get).or_default();
+        for i in 0..10u64 {
+            record(b, 4096, 1, Duration::from_micros(100 + i));
+        }
+        record(b, 1 << 20, 1, Duration::from_millis(5));
+        let t = tables(std::slice::from_ref(&r), Units::Binary);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[1].title, "get by object size (successful ops)");
+        assert_eq!(t[1].header[..4], ["size", "count", "ops/s", "MiB/s"]);
+        assert_eq!(t[1].rows[0][..3], ["4KiB", "10", "5.0"]);
+        assert_eq!(t[1].rows[1][..4], ["1MiB", "1", "0.5", "0.5"]);
+        // The bucket's own histogram: its p99 is the 5 ms op (to the histogram's 3 digits).
+        assert_eq!(t[1].rows[1][7], "5.003");
+        // One bucket only: nothing to split, no table.
+        r.summary
+            .sizes
+            .get_mut(&OpKind::Get)
+            .unwrap()
+            .remove(&(1 << 20));
+        assert_eq!(tables(&[r], Units::Binary).len(), 1);
     }
 }

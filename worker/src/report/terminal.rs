@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::tables::{tables, Table};
 use super::Run;
 use crate::compare::full_seconds;
+use crate::figures::Units;
 
 const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 /// Widest sparkline; longer timelines are averaged into this many columns.
@@ -131,10 +132,10 @@ fn spark_block(
     }
 }
 
-/// The report for a terminal.
-pub fn render(runs: &[Run]) -> String {
+/// The report for a terminal, byte rates in `units`.
+pub fn render(runs: &[Run], units: Units) -> String {
     let mut out = String::new();
-    for (i, t) in tables(runs).iter().enumerate() {
+    for (i, t) in tables(runs, units).iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }

@@ -29,7 +29,7 @@ pub(super) async fn slot(
     job: Arc<Job>,
     mut rng: SmallRng,
 ) -> Recorder {
-    let mut rec = Recorder::new(ctx.metrics.clone(), Recorder::mix_ops(&ctx.engine_workload))
+    let mut rec = Recorder::for_workload(ctx.metrics.clone(), &ctx.engine_workload)
         .with_warmup(ctx.schedule.warmup());
     let mut buf = AlignedBuf::new(volume.sizes.max() as usize);
     rng.fill_bytes(buf.as_mut_slice());

@@ -52,7 +52,7 @@ pub(super) async fn task(
     mut ring: IoUring,
     mut rng: SmallRng,
 ) -> Recorder {
-    let mut rec = Recorder::new(ctx.metrics.clone(), Recorder::mix_ops(&ctx.engine_workload))
+    let mut rec = Recorder::for_workload(ctx.metrics.clone(), &ctx.engine_workload)
         .with_warmup(ctx.schedule.warmup());
     if let Err(e) = enable(&ring) {
         ctx.stop(&format!("io_uring: enabling the ring: {e}"));
