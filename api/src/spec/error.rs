@@ -8,7 +8,7 @@ use super::{clip, limits};
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     /// The text is not a workload (too large, not UTF-8, bad YAML, a wrong type or key).
-    #[error("{path}: {}", clip_message(message))]
+    #[error("{}: {}", clip(path), clip_message(message))]
     Parse {
         /// Path of the field where parsing stopped (`workload` for the whole file).
         path: String,

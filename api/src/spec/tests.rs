@@ -564,3 +564,15 @@ fn endpoints_and_tls_are_checked_with_the_field_named() {
         "{e}"
     );
 }
+
+/// A hostile key (serde puts it in the error's field path) cannot make the error huge: the
+/// path is clipped as the message is (found by the fuzz test: an 8 KB key gave 8.5 KB).
+#[test]
+fn an_unknown_key_of_any_length_gives_a_bounded_error() {
+    let key = format!("op{}", "9".repeat(8000));
+    let m = err(&format!(
+        "target: file:///tmp/x\nduration: 1s\nops: [{{op: get, {key}: 1}}]\n"
+    ));
+    assert!(m.len() < 1024, "{} bytes of error: {m}", m.len());
+    assert!(m.starts_with("ops[0].op999"), "{m}");
+}
