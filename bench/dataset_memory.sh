@@ -24,8 +24,15 @@ fi
 apt_install e2fsprogs util-linux python3
 BASE=${BASE:-/var/tmp/benchrun-dataset-memory}
 mkdir -p "$BASE/mnt"
-cleanup() { umount "$BASE/mnt" 2>/dev/null || true; rm -rf "$BASE"; }
+# Stopped early: the worker first (it would go on writing under the unmounted directory).
+cleanup() {
+  pkill -P $$ 2>/dev/null || true
+  while pgrep -f "run $BASE/w.yaml" >/dev/null; do sleep 0.2; done
+  umount "$BASE/mnt" 2>/dev/null || true
+  rm -rf "$BASE"
+}
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # peak N: lay out N empty objects on a fresh file system, GET for 2 s, print the peak RSS in KiB.
 peak() {
@@ -44,9 +51,19 @@ objectSize: 0
 dataset: {objects: $1, prepare: true, cleanup: false}
 YAML
   python3 - "$BIN" "$BASE/w.yaml" "$BASE/summary-$1.json" <<'PY'
-import os, subprocess, sys
+import ctypes, os, signal, subprocess, sys
+# Each process dies with its parent (PR_SET_PDEATHSIG): the script stopped, nothing goes on
+# writing under an unmounted directory.
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(1, signal.SIGTERM)
 p = subprocess.Popen([sys.argv[1], "run", sys.argv[2], "--summary", sys.argv[3]],
-                     stdout=subprocess.DEVNULL)
+                     stdout=subprocess.DEVNULL,
+                     preexec_fn=lambda: libc.prctl(1, signal.SIGKILL))
+# Stopped: stop the worker too, and wait for it (it must not outlive the mount).
+def stop(*_):
+    p.kill(); p.wait(); sys.exit(130)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
 _, status, ru = os.wait4(p.pid, 0)
 if status != 0:
     sys.exit(f"the worker failed: wait status {status}")
