@@ -472,6 +472,42 @@ impl OplogStats {
     }
 }
 
+impl Default for Summary {
+    /// A summary in this build's format with nothing measured: what a summary built field by
+    /// field starts from (`Summary { ops, ..Default::default() }`).
+    fn default() -> Self {
+        Summary {
+            schema_version: SUMMARY_VERSION,
+            tool_version: Some(TOOL_VERSION.to_string()),
+            workload: None,
+            target: String::new(),
+            workers: 0,
+            worker_ids: Vec::new(),
+            started_at: DateTime::<Utc>::default(),
+            elapsed_seconds: 0.0,
+            stopped_by: String::new(),
+            ops: BTreeMap::new(),
+            report: BTreeMap::new(),
+            timeline: Vec::new(),
+            process: ProcessStats::default(),
+            cpu_percent: None,
+            prepare: None,
+            pre_stat: None,
+            setup: None,
+            warmup: None,
+            access: None,
+            cleanup: None,
+            partial: false,
+            open_loop: None,
+            volume: None,
+            endpoints: BTreeMap::new(),
+            tls_verification_skipped: false,
+            oplog: None,
+            sizes: BTreeMap::new(),
+        }
+    }
+}
+
 /// The format version of the summaries this build writes. It reads this one and every older
 /// one down to [`OLDEST_SUMMARY_VERSION`] ([`crate::summary_read`]); see docs/RESULTS.md for
 /// what changed between versions.
@@ -749,9 +785,6 @@ mod tests {
             get.latency.record(Duration::from_micros(us));
         }
         let mut s = Summary {
-            schema_version: SUMMARY_VERSION,
-            tool_version: Some(TOOL_VERSION.into()),
-            workload: None,
             target: "file:///x".into(),
             workers: 1,
             worker_ids: vec![id.into()],
@@ -759,28 +792,13 @@ mod tests {
             elapsed_seconds: 2.0,
             stopped_by: "duration".into(),
             ops: [(OpKind::Get, get)].into(),
-            report: BTreeMap::new(),
             timeline: vec![Second {
                 second: 0,
                 ops: samples.len() as u64,
                 bytes: 1,
                 ..Default::default()
             }],
-            process: ProcessStats::default(),
-            cpu_percent: None,
-            prepare: None,
-            pre_stat: None,
-            setup: None,
-            warmup: None,
-            access: None,
-            cleanup: None,
-            partial: false,
-            open_loop: None,
-            volume: None,
-            endpoints: Default::default(),
-            tls_verification_skipped: false,
-            oplog: None,
-            sizes: BTreeMap::new(),
+            ..Default::default()
         };
         s.refresh();
         s

@@ -157,9 +157,6 @@ mod tests {
             get.latency.record(Duration::from_millis(ms));
         }
         Summary {
-            schema_version: benchrun_api::stats::SUMMARY_VERSION,
-            tool_version: None,
-            workload: None,
             target: "s3://bench".into(),
             workers: 1,
             worker_ids: vec!["w0".into()],
@@ -167,23 +164,7 @@ mod tests {
             elapsed_seconds: 10.0,
             stopped_by: "duration".into(),
             ops: [(OpKind::Get, get)].into(),
-            report: Default::default(),
-            timeline: vec![],
-            process: Default::default(),
-            cpu_percent: None,
-            prepare: None,
-            pre_stat: None,
-            setup: None,
-            warmup: None,
-            access: None,
-            cleanup: None,
-            partial: false,
-            open_loop: None,
-            volume: None,
-            endpoints: Default::default(),
-            tls_verification_skipped: false,
-            oplog: None,
-            sizes: Default::default(),
+            ..Default::default()
         }
     }
 

@@ -356,9 +356,6 @@ mod tests {
             Second::at(&mut measured, sec).add(&second(sec));
         }
         let s = Summary {
-            schema_version: SUMMARY_VERSION,
-            tool_version: None,
-            workload: None,
             target: "s3://bucket/prefix".into(),
             workers: 1,
             worker_ids: vec![id.into()],
@@ -370,23 +367,9 @@ mod tests {
                 ops: ops.clone(),
                 ..Default::default()
             }),
-            access: None,
             ops,
-            report: BTreeMap::new(),
             timeline: warm.into_iter().chain(measured).collect(),
-            process: ProcessStats::default(),
-            cpu_percent: None,
-            prepare: None,
-            pre_stat: None,
-            setup: None,
-            cleanup: None,
-            partial: false,
-            open_loop: None,
-            volume: None,
-            endpoints: Default::default(),
-            tls_verification_skipped: false,
-            oplog: None,
-            sizes: Default::default(),
+            ..Default::default()
         };
         // Fills `report` as a worker's summary has it.
         Summary::merge(&[s]).expect("one summary merges")

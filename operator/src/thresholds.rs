@@ -170,33 +170,13 @@ mod tests {
     /// out of `puts`.
     fn summary(puts: u64, errors: u64) -> Summary {
         let mut s = Summary {
-            schema_version: benchrun_api::stats::SUMMARY_VERSION,
-            tool_version: None,
-            workload: None,
             target: "file:///data".into(),
             workers: 1,
             worker_ids: vec!["w0".into()],
             started_at: chrono::DateTime::UNIX_EPOCH,
             elapsed_seconds: 10.0,
             stopped_by: "duration".into(),
-            ops: Default::default(),
-            report: Default::default(),
-            timeline: vec![],
-            process: Default::default(),
-            cpu_percent: None,
-            prepare: None,
-            pre_stat: None,
-            setup: None,
-            warmup: None,
-            access: None,
-            cleanup: None,
-            partial: false,
-            open_loop: None,
-            volume: None,
-            endpoints: Default::default(),
-            tls_verification_skipped: false,
-            oplog: None,
-            sizes: Default::default(),
+            ..Default::default()
         };
         let mut get = OpStats::default();
         let mut lat = Latency::default();

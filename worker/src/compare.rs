@@ -266,9 +266,6 @@ pub(crate) mod tests {
             get.latency.record(Duration::from_micros(us));
         }
         let mut s = Summary {
-            schema_version: SUMMARY_VERSION,
-            tool_version: None,
-            workload: None,
             target: "file:///x".into(),
             workers: 1,
             worker_ids: vec!["local".into()],
@@ -276,7 +273,6 @@ pub(crate) mod tests {
             elapsed_seconds: elapsed,
             stopped_by: "duration".into(),
             ops: [(OpKind::Get, get)].into(),
-            report: BTreeMap::new(),
             timeline: per_second
                 .iter()
                 .enumerate()
@@ -295,20 +291,7 @@ pub(crate) mod tests {
                 minor_faults: 10,
                 major_faults: 0,
             },
-            cpu_percent: None,
-            prepare: None,
-            pre_stat: None,
-            setup: None,
-            warmup: None,
-            access: None,
-            cleanup: None,
-            partial: false,
-            open_loop: None,
-            volume: None,
-            endpoints: Default::default(),
-            tls_verification_skipped: false,
-            oplog: None,
-            sizes: Default::default(),
+            ..Default::default()
         };
         s.refresh();
         s

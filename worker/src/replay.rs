@@ -264,8 +264,6 @@ pub async fn run(
     read?;
     let process = ProcessStats::now().since(&cpu0);
     let mut s = Summary {
-        schema_version: SUMMARY_VERSION,
-        tool_version: Some(TOOL_VERSION.to_string()),
         // The workload the replay ran as (the recorded one, retargeted): what `compare`
         // and `report` show beside the figures.
         workload: Some(workload.clone()),
@@ -280,29 +278,17 @@ pub async fn run(
             .zip(rec.ops)
             .filter_map(|(op, s)| s.map(|s| (*op, s)))
             .collect(),
-        report: Default::default(),
         timeline: rec.timeline,
         process,
-        // Filled by `refresh` below.
-        cpu_percent: None,
-        prepare: None,
-        pre_stat: None,
-        setup: None,
-        warmup: None,
-        access: None,
-        cleanup: None,
         partial: stopped_by == INTERRUPTED,
         open_loop: Some(OpenLoop {
             due: issued,
             ..rec.open_loop
         }),
-        volume: None,
-        // A replay's figures are not broken down by size.
-        sizes: Default::default(),
-        endpoints: Default::default(),
         tls_verification_skipped: workload.storage.tls.insecure_skip_verify
             && !workload.target_uri().is_ok_and(|u| u.is_local()),
-        oplog: None,
+        // Not broken down by size or endpoint; CPU % is filled by `refresh`.
+        ..Default::default()
     };
     s.refresh();
     Ok(Replayed {

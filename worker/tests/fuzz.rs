@@ -264,9 +264,6 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
     get.ttfb = Some(ttfb);
     get.errors_by_kind.insert("timeout".into(), 3);
     let mut s = Summary {
-        schema_version: SUMMARY_VERSION,
-        tool_version: None,
-        workload: None,
         target: "s3://bucket/p/".into(),
         workers: 1,
         worker_ids: vec![id.into()],
@@ -274,7 +271,6 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
         elapsed_seconds: 3.0,
         stopped_by: "duration".into(),
         ops: [(OpKind::Get, get)].into(),
-        report: Default::default(),
         timeline: (0..3)
             .map(|second| Second {
                 second,
@@ -285,21 +281,7 @@ fn sample_summary(id: &str, seed: u64) -> Summary {
                 ..Default::default()
             })
             .collect(),
-        process: ProcessStats::default(),
-        cpu_percent: None,
-        prepare: None,
-        pre_stat: None,
-        setup: None,
-        warmup: None,
-        access: None,
-        cleanup: None,
-        partial: false,
-        open_loop: None,
-        volume: None,
-        endpoints: Default::default(),
-        tls_verification_skipped: false,
-        oplog: None,
-        sizes: Default::default(),
+        ..Default::default()
     };
     s.refresh();
     s
