@@ -292,7 +292,7 @@ pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use benchrun_api::stats::{Latency, OpStats, ProcessStats, Second, SUMMARY_VERSION};
+    use benchrun_api::stats::{Latency, OpStats, Second, SUMMARY_VERSION};
     use benchrun_api::OpKind;
     use std::collections::BTreeMap;
     use std::time::Duration;

@@ -248,12 +248,11 @@ impl Comparison {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::collections::BTreeMap;
     use std::time::Duration;
 
     use super::*;
     use crate::spec::OpKind;
-    use crate::stats::{OpStats, ProcessStats, SUMMARY_VERSION};
+    use crate::stats::{OpStats, ProcessStats};
 
     /// A summary of GETs with these latencies (us) over `elapsed` seconds, one timeline entry
     /// per `per_second` value, 1 MiB per GET and 2 requests each.

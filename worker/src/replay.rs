@@ -29,7 +29,7 @@ use crate::oplog::record::{Phase, Record};
 use crate::oplog::remap::{self, Remap};
 use crate::oplog::{OplogError, Reader};
 use crate::spec::{OpKind, Workload};
-use crate::stats::{OpenLoop, ProcessStats, Summary, SUMMARY_VERSION, TOOL_VERSION};
+use crate::stats::{OpenLoop, ProcessStats, Summary};
 use crate::targets::{self, GetRequest, ReadCheck, Target, TargetError};
 
 /// `stopped_by` of a replay that issued every op of its log.

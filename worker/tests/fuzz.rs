@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use benchrun_worker::engine::sizes::SizeSampler;
 use benchrun_worker::engine::{Recorder, Schedule};
 use benchrun_worker::spec::OpKind;
-use benchrun_worker::stats::{Latency, OpStats, ProcessStats, Second, SUMMARY_VERSION};
+use benchrun_worker::stats::{Latency, OpStats, Second};
 use benchrun_worker::{Summary, Workload};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
