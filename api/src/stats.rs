@@ -591,33 +591,15 @@ impl Summary {
             return Err(MergeError::Version(p.schema_version));
         }
         let mut out = Summary {
-            schema_version: SUMMARY_VERSION,
             tool_version: merged_tool_version(parts),
             workload: merged_workload(parts),
             target: first.target.clone(),
             workers: 0,
-            worker_ids: vec![],
             started_at: first.started_at,
             elapsed_seconds: 0.0,
             stopped_by: first.stopped_by.clone(),
-            ops: BTreeMap::new(),
-            report: BTreeMap::new(),
-            timeline: vec![],
-            process: ProcessStats::default(),
-            cpu_percent: None,
-            prepare: None,
-            pre_stat: None,
-            setup: None,
-            warmup: None,
             access: first.access.clone(),
-            cleanup: None,
-            partial: false,
-            open_loop: None,
-            volume: None,
-            endpoints: BTreeMap::new(),
-            tls_verification_skipped: false,
-            oplog: None,
-            sizes: BTreeMap::new(),
+            ..Default::default()
         };
         for p in parts {
             if let Some(s) = p.timeline.iter().find(|s| s.second > MAX_TIMELINE_SECONDS) {
