@@ -285,8 +285,7 @@ pub async fn run(
             due: issued,
             ..rec.open_loop
         }),
-        tls_verification_skipped: workload.storage.tls.insecure_skip_verify
-            && !workload.target_uri().is_ok_and(|u| u.is_local()),
+        tls_verification_skipped: workload.skips_tls_verification(),
         // Not broken down by size or endpoint; CPU % is filled by `refresh`.
         ..Default::default()
     };

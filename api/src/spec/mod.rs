@@ -585,6 +585,12 @@ impl Workload {
         self.dataset.size.as_ref().unwrap_or(&self.object_size)
     }
 
+    /// Whether this run skips certificate verification (`storage.tls.insecureSkipVerify` on
+    /// a network target; local targets have no certificates to skip).
+    pub fn skips_tls_verification(&self) -> bool {
+        self.storage.tls.insecure_skip_verify && !self.target_uri().is_ok_and(|u| u.is_local())
+    }
+
     /// Weight of one op in the mix (0 when absent).
     pub fn weight_of(&self, op: OpKind) -> u64 {
         self.ops

@@ -155,7 +155,7 @@ impl Engine {
             e.volume = Some(Arc::new(volume));
             return Ok(e);
         }
-        if workload.storage.tls.insecure_skip_verify && !local(&workload) {
+        if workload.skips_tls_verification() {
             // Loud on purpose: the run's figures may come from whoever answered.
             let list = workload.storage.endpoint_list().join(", ");
             let shown = match list.as_str() {
@@ -277,10 +277,6 @@ fn put_keys_per_task(w: &Workload) -> Option<u64> {
 }
 
 /// Whether the workload's target is a local `file://` or `direct://` one.
-fn local(w: &Workload) -> bool {
-    w.target_uri().is_ok_and(|u| u.is_local())
-}
-
 /// How long until `at`, or zero if it has passed.
 pub fn until(at: SystemTime) -> Duration {
     at.duration_since(SystemTime::now()).unwrap_or_default()

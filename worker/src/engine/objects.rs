@@ -1,10 +1,13 @@
 //! The dataset's objects as a run reads them, in as little memory as each kind allows.
 //!
 //! A dataset the prepare stage wrote is named by index (`{prefix}obj-{i:08}`), so it keeps
-//! only each object's size: 8 bytes an object (100 million objects: 800 MB), where a key
-//! string each cost ~70 bytes more and was held twice during the prepare stage. A listed
+//! only each object's size: 8 bytes an object (100 million objects: 800 MB), where its keys
+//! as strings, held twice during the prepare stage, cost 160-190 bytes an object (measured:
+//! BENCHMARKS.md). A listed
 //! dataset (`prepare: false`) keeps what the listing returned: its keys are arbitrary. Both
-//! are behind an `Arc`, shared by every task of the run, never copied.
+//! are behind an `Arc`, shared by every task of the run, never copied. The price: a read of a
+//! generated object formats its key (one small allocation, well under a microsecond, against
+//! an operation's tens of microseconds at least).
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -325,8 +325,7 @@ impl Engine {
                 per.resize_with(urls.len(), Default::default);
                 urls.iter().map(|e| e.url.clone()).zip(per).collect()
             },
-            tls_verification_skipped: w.storage.tls.insecure_skip_verify
-                && !w.target_uri().is_ok_and(|u| u.is_local()),
+            tls_verification_skipped: w.skips_tls_verification(),
             oplog: None,
             sizes,
         };
