@@ -278,6 +278,7 @@ impl WorkerFigures {
 /// Fill the run's aggregate figures from the merged summary.
 pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
     status.results = state::op_results(merged);
+    status.endpoints = state::endpoint_results(merged);
     status.volume = merged.volume.clone();
     if let Some(all) = status.results.get("all") {
         status.throughput = Some(state::throughput_text(
@@ -544,5 +545,91 @@ mod tests {
             merged.len(),
             json.len()
         );
+    }
+
+    /// Two workers that spread their ops over two gateways (one answering slowly and with
+    /// errors): `.status.endpoints` holds a row per URL, its counts summed over the workers
+    /// and its percentiles read from the merged histograms, not averaged; a run through one
+    /// endpoint has none (the row of all ops says it all).
+    #[test]
+    fn the_status_has_a_row_per_endpoint_merged_over_workers() {
+        let ep = |count: u64, errors: u64, us: &[u64]| {
+            let mut s = OpStats {
+                count,
+                errors,
+                requests: count,
+                bytes: count << 20,
+                ..Default::default()
+            };
+            for &u in us {
+                s.latency.record(Duration::from_micros(u));
+            }
+            s
+        };
+        let worker = |id: &str, fast: &[u64], slow: &[u64]| {
+            let mut get = OpStats::default();
+            for &u in fast.iter().chain(slow) {
+                get.count += 1;
+                get.requests += 1;
+                get.bytes += 1 << 20;
+                get.latency.record(Duration::from_micros(u));
+            }
+            get.count += 1;
+            get.errors += 1;
+            Summary {
+                worker_ids: vec![id.into()],
+                workers: 1,
+                elapsed_seconds: 2.0,
+                ops: [(OpKind::Get, get)].into(),
+                endpoints: [
+                    ("https://gw-a:9000".to_string(), ep(fast.len() as u64, 0, fast)),
+                    (
+                        "https://gw-b:9000".to_string(),
+                        ep(slow.len() as u64 + 1, 1, slow),
+                    ),
+                ]
+                .into(),
+                ..Default::default()
+            }
+        };
+        // Worker 1's gateway B is fast, worker 2's slow: an average of the two p99s would
+        // sit between them, the merged histogram's p99 is worker 2's.
+        let w1 = worker("w1", &[1_000, 1_000, 1_000], &[2_000]);
+        let w2 = worker("w2", &[1_000; 3], &[50_000, 50_000, 50_000]);
+        let merged = Summary::merge(&[w1, w2]).unwrap();
+        let mut status = BenchmarkRunStatus::default();
+        fold_merged(&mut status, &merged);
+        assert_eq!(
+            status.endpoints.keys().collect::<Vec<_>>(),
+            ["https://gw-a:9000", "https://gw-b:9000"]
+        );
+        let (a, b) = (
+            &status.endpoints["https://gw-a:9000"],
+            &status.endpoints["https://gw-b:9000"],
+        );
+        assert_eq!((a.count, a.errors), (6, 0));
+        assert_eq!((b.count, b.errors), (6, 2));
+        // 6 ops over 2 s at each; B moved 6 MiB (as the fixture counts) in 2 s.
+        assert_eq!((a.ops_per_sec, b.ops_per_sec), (3.0, 3.0));
+        assert_eq!(b.mib_per_sec, 3.0);
+        assert!((b.p99_ms - 50.0).abs() < 0.1, "{b:?}");
+        assert!((b.p50_ms - 50.0).abs() < 0.1, "{b:?}");
+        assert!((a.p99_ms - 1.0).abs() < 0.01, "{a:?}");
+        // The endpoints add up to the run's row of all ops.
+        let all = &status.results["all"];
+        assert_eq!(a.count + b.count, all.count);
+        assert_eq!(a.errors + b.errors, all.errors);
+        // Written as `.status.endpoints`, keyed by URL, in the results' own row format.
+        let v = serde_json::to_value(&status).unwrap();
+        assert_eq!(v["endpoints"]["https://gw-b:9000"]["errors"], 2);
+        assert_eq!(v["endpoints"]["https://gw-a:9000"]["p50Ms"], a.p50_ms);
+
+        // One endpoint: no per-endpoint rows, and no key in the status.
+        let mut one = merged.clone();
+        one.endpoints.retain(|k, _| k == "https://gw-a:9000");
+        let mut status = BenchmarkRunStatus::default();
+        fold_merged(&mut status, &one);
+        assert!(status.endpoints.is_empty());
+        assert!(serde_json::to_value(&status).unwrap().get("endpoints").is_none());
     }
 }

@@ -268,6 +268,20 @@ pub fn op_results(summary: &Summary) -> BTreeMap<String, OpReport> {
     out
 }
 
+/// Per-endpoint results (all ops at each `storage.endpoints` URL), computed from the merged
+/// histograms like [`op_results`]; empty when the run had fewer than two endpoints, where
+/// they would only repeat the row of all ops.
+pub fn endpoint_results(summary: &Summary) -> BTreeMap<String, OpReport> {
+    if summary.endpoints.len() < 2 {
+        return BTreeMap::new();
+    }
+    summary
+        .endpoints
+        .iter()
+        .map(|(url, stats)| (url.clone(), op_result(stats, summary.elapsed_seconds)))
+        .collect()
+}
+
 fn op_result(stats: &OpStats, elapsed: f64) -> OpReport {
     let mut r = stats.report(elapsed);
     r.ops_per_sec = round2(r.ops_per_sec);

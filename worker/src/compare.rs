@@ -4,9 +4,11 @@
 //! Every figure of [`Metric`] is compared as an absolute and a relative delta (B against A).
 //! Latency distributions are compared whole with a two-sample Kolmogorov-Smirnov test on the
 //! HDR histograms ([`ks`]); throughput with a rank-sum test on the per-second timeline
-//! ([`rank_sum`]), on the row of all ops (the timeline is not kept per op). [`render`] prints
-//! the result as text, Markdown or JSON.
+//! ([`rank_sum`]), on the row of all ops (the timeline is not kept per op). With
+//! `storage.endpoints`, each gateway is compared too ([`endpoints`]). [`render`] prints the
+//! result as text, Markdown or JSON.
 
+pub mod endpoints;
 pub mod ks;
 pub mod rank_sum;
 pub mod render;
@@ -31,6 +33,10 @@ pub struct Comparison {
     pub b: Side,
     /// One row per op of either summary, then all ops together.
     pub rows: Vec<Row>,
+    /// One row per endpoint URL of either summary (`storage.endpoints`); absent when neither
+    /// has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<endpoints::EndpointRow>,
 }
 
 /// What identifies one compared summary.
@@ -221,6 +227,7 @@ pub fn compare_in(
         a: Side::of(a_label, a),
         b: Side::of(b_label, b),
         rows,
+        endpoints: endpoints::rows(a, b),
     }
 }
 

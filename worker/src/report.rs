@@ -7,10 +7,11 @@
 //! - [`svg`]: self-contained bar and line charts, drawn for the runs by [`charts`]
 //! - [`sizes`]: the per-size tables of a run whose object sizes varied
 //! - [`files`]: the report directory (`report.md` and the charts)
-//! - `endpoints`: the result table's per-endpoint breakdown (`storage.endpoints`)
+//! - [`endpoints`]: the per-endpoint breakdown (`storage.endpoints`) of the result table and
+//!   of the report
 
 pub mod charts;
-mod endpoints;
+pub mod endpoints;
 pub mod files;
 pub mod markdown;
 pub mod sizes;

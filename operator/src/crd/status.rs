@@ -94,6 +94,11 @@ pub struct BenchmarkRunStatus {
     /// Per-operation results computed from the merged histograms of every collected worker.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub results: BTreeMap<String, OpReport>,
+    /// With two or more `storage.endpoints`: the same figures per endpoint URL (all ops
+    /// together, from the endpoint's histograms merged over every worker), so a slow or
+    /// failing gateway shows here. Absent with one endpoint (it would repeat `results.all`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, OpReport>,
     /// Block workloads: the I/O engines the workers ran (and why `sync`, where io_uring was
     /// refused), the queue depth and how much of the dataset the page cache held, merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -230,5 +235,9 @@ mod tests {
         assert_eq!(s.results["all"].p99_ms, 3.0);
         assert_eq!(s.results["all"].mean_ms, 0.0);
         assert_eq!(s.workers[0].phase, WorkerPhase::Collected);
+        // Written before per-endpoint figures: none, and none written back.
+        assert!(s.endpoints.is_empty());
+        let back = serde_json::to_value(&s).expect("status encodes");
+        assert!(back.get("endpoints").is_none(), "{back}");
     }
 }

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use super::ks::KsTest;
 use super::rank_sum::RankSum;
+use super::endpoints::EndpointRow;
 use super::{significance, Change, Comparison, Delta, Row, Side};
 use crate::figures::percent;
 
@@ -147,6 +148,86 @@ fn only(r: &Row) -> Option<String> {
         .map(|w| format!("only in {}", w.to_uppercase()))
 }
 
+fn only_endpoint(r: &EndpointRow) -> Option<String> {
+    r.only_in
+        .as_ref()
+        .map(|w| format!("only in {}", w.to_uppercase()))
+}
+
+/// The per-endpoint rows as text, after the ops: nothing without endpoints.
+fn endpoints_text(out: &mut String, c: &Comparison) {
+    if c.endpoints.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nper endpoint (all ops):");
+    for r in &c.endpoints {
+        if let Some(o) = only_endpoint(r) {
+            let _ = writeln!(out, "{}: {o}", r.endpoint);
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{}\n  {:<12} {:>12} {:>12} {:>12} {:>10}",
+            r.endpoint, "", "A", "B", "delta", "delta %"
+        );
+        for d in &r.deltas {
+            let [a, b, delta, rel] = cells(d);
+            let line = format!(
+                "  {:<12} {a:>12} {b:>12} {delta:>12} {rel:>10}  {}",
+                d.metric.label(),
+                change(d.change)
+            );
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        if let Some(t) = &r.latency_test {
+            let _ = writeln!(out, "  latency: {}", latency_hint(t));
+        }
+    }
+}
+
+/// The per-endpoint rows as a Markdown table of figures and one of tests.
+fn endpoints_markdown(out: &mut String, c: &Comparison) {
+    if c.endpoints.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n| endpoint | metric | A | B | Δ | Δ% | |");
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---|");
+    for r in &c.endpoints {
+        let url = r.endpoint.replace('|', "\\|");
+        if let Some(o) = only_endpoint(r) {
+            let _ = writeln!(out, "| {url} | | | | | | {o} |");
+        }
+        for d in &r.deltas {
+            let [a, b, delta, rel] = cells(d);
+            let _ = writeln!(
+                out,
+                "| {url} | {} | {a} | {b} | {delta} | {rel} | {} |",
+                d.metric.label(),
+                change(d.change)
+            );
+        }
+    }
+    let tests: Vec<String> = c
+        .endpoints
+        .iter()
+        .filter_map(|r| {
+            let t = r.latency_test.as_ref()?;
+            Some(format!(
+                "| {} | latency | {} |",
+                r.endpoint.replace('|', "\\|"),
+                latency_hint(t)
+            ))
+        })
+        .collect();
+    if !tests.is_empty() {
+        let _ = writeln!(out, "\n| endpoint | distribution | test |");
+        let _ = writeln!(out, "|---|---|---|");
+        for t in tests {
+            let _ = writeln!(out, "{t}");
+        }
+    }
+}
+
 fn text(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "A: {}", side(&c.a));
@@ -178,6 +259,7 @@ fn text(c: &Comparison) -> String {
             let _ = writeln!(out, "  ops per second: {}", throughput_hint(t));
         }
     }
+    endpoints_text(&mut out, c);
     out
 }
 
@@ -226,6 +308,7 @@ fn markdown(c: &Comparison) -> String {
             let _ = writeln!(out, "{t}");
         }
     }
+    endpoints_markdown(&mut out, c);
     out
 }
 
@@ -301,6 +384,53 @@ mod tests {
         assert_eq!(v["rows"][0]["deltas"][0]["change"], "worse");
         assert_eq!(v["rows"][0]["latencyTest"]["d"], 1.0);
         assert_eq!(v["rows"][1]["throughputTest"]["u"], 4.0);
+    }
+
+    #[test]
+    fn endpoints_are_rendered_only_when_a_side_has_them() {
+        for f in [Format::Text, Format::Markdown, Format::Json] {
+            let out = render(&pair(), f);
+            assert!(!out.contains("endpoint"), "{f:?}: {out}");
+        }
+        let mut c = pair();
+        let ep = |us: std::ops::RangeInclusive<u64>| {
+            let mut s = crate::stats::OpStats::default();
+            for u in us {
+                s.count += 1;
+                s.latency.record(std::time::Duration::from_micros(u));
+            }
+            s
+        };
+        let (mut a, mut b) = (
+            summary(&[1], &[1], 2.0),
+            summary(&[1], &[1], 2.0),
+        );
+        a.endpoints = [
+            ("https://gw|1".to_string(), ep(1..=100)),
+            ("https://gw-2".to_string(), ep(1..=10)),
+        ]
+        .into();
+        b.endpoints = [("https://gw|1".to_string(), ep(101..=150))].into();
+        c.endpoints = crate::compare::endpoints::rows(&a, &b);
+        let t = render(&c, Format::Text);
+        let tail = &t[t.find("per endpoint (all ops):").expect("section")..];
+        assert!(tail.contains("\nhttps://gw|1\n"), "{tail}");
+        assert!(
+            tail.contains("  ops/s                50.0         25.0        -25.0     -50.0%  worse\n"),
+            "{tail}"
+        );
+        assert!(tail.contains("  latency: KS D = 1.000 (large)"), "{tail}");
+        assert!(tail.contains("https://gw-2: only in A\n"), "{tail}");
+        let m = render(&c, Format::Markdown);
+        assert!(m.contains("| endpoint | metric | A | B | Δ | Δ% | |\n"), "{m}");
+        assert!(m.contains("| https://gw\\|1 | errors | 0 | 0 | +0 | n/a | |\n"), "{m}");
+        assert!(m.contains("| https://gw-2 | | | | | | only in A |\n"), "{m}");
+        assert!(m.contains("| https://gw\\|1 | latency | KS D = 1.000"), "{m}");
+        let v: serde_json::Value = serde_json::from_str(&render(&c, Format::Json)).unwrap();
+        assert_eq!(v["endpoints"][0]["endpoint"], "https://gw|1");
+        assert_eq!(v["endpoints"][0]["deltas"][0]["metric"], "opsPerSec");
+        assert_eq!(v["endpoints"][0]["latencyTest"]["d"], 1.0);
+        assert_eq!(v["endpoints"][1]["onlyIn"], "a");
     }
 
     #[test]

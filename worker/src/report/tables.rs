@@ -5,7 +5,8 @@
 //! figures, CPU per GiB and page faults). Several summaries (runs of a parameter study, like
 //! the reports' old/new or chunk-size tables): one table per op, one row per summary, each
 //! figure after the first row followed by its relative difference to the first row. After
-//! them, for each run whose sizes varied, its per-size tables ([`super::sizes`]).
+//! them, for each run whose sizes varied, its per-size tables ([`super::sizes`]), and for
+//! each run through two or more endpoints its per-endpoint table ([`super::endpoints`]).
 
 use crate::figures::{percent, relative, scopes, Figures, Metric, Scope, Units};
 
@@ -69,6 +70,7 @@ pub fn tables(runs: &[Run], units: Units) -> Vec<Table> {
             String::new()
         };
         out.extend(super::sizes::tables(&r.summary, &prefix, units));
+        out.extend(super::endpoints::table(&r.summary, &prefix, units));
     }
     out
 }
