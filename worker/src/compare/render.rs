@@ -423,7 +423,7 @@ mod tests {
         assert!(tail.contains("https://gw-2: only in A\n"), "{tail}");
         let m = render(&c, Format::Markdown);
         assert!(m.contains("| endpoint | metric | A | B | Δ | Δ% | |\n"), "{m}");
-        assert!(m.contains("| https://gw\\|1 | errors | 0 | 0 | +0 | n/a | |\n"), "{m}");
+        assert!(m.contains("| https://gw\\|1 | errors | 0 | 0 | +0 | n/a |  |\n"), "{m}");
         assert!(m.contains("| https://gw-2 | | | | | | only in A |\n"), "{m}");
         assert!(m.contains("| https://gw\\|1 | latency | KS D = 1.000"), "{m}");
         let v: serde_json::Value = serde_json::from_str(&render(&c, Format::Json)).unwrap();
