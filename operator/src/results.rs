@@ -582,7 +582,10 @@ mod tests {
                 elapsed_seconds: 2.0,
                 ops: [(OpKind::Get, get)].into(),
                 endpoints: [
-                    ("https://gw-a:9000".to_string(), ep(fast.len() as u64, 0, fast)),
+                    (
+                        "https://gw-a:9000".to_string(),
+                        ep(fast.len() as u64, 0, fast),
+                    ),
                     (
                         "https://gw-b:9000".to_string(),
                         ep(slow.len() as u64 + 1, 1, slow),
@@ -630,6 +633,9 @@ mod tests {
         let mut status = BenchmarkRunStatus::default();
         fold_merged(&mut status, &one);
         assert!(status.endpoints.is_empty());
-        assert!(serde_json::to_value(&status).unwrap().get("endpoints").is_none());
+        assert!(serde_json::to_value(&status)
+            .unwrap()
+            .get("endpoints")
+            .is_none());
     }
 }

@@ -185,7 +185,10 @@ async fn cli_run(dir: &std::path::Path, name: &str, yaml: String) -> (String, se
         String::from_utf8_lossy(&out.stderr)
     );
     let text = std::fs::read_to_string(&summary).unwrap();
-    (summary.display().to_string(), serde_json::from_str(&text).unwrap())
+    (
+        summary.display().to_string(),
+        serde_json::from_str(&text).unwrap(),
+    )
 }
 
 /// `benchrun-worker ARGS`' standard output, which must succeed.
@@ -244,12 +247,25 @@ async fn compare_and_report_show_each_endpoint_of_real_runs() {
     // The figures are the summaries' own: gateway 1's 20 ops over each run's measured stage.
     let rate = |j: &serde_json::Value| 20.0 / j["elapsedSeconds"].as_f64().unwrap();
     let ops = &r1["deltas"][0];
-    assert!((ops["a"].as_f64().unwrap() - rate(&ja)).abs() < 1e-9, "{ops}");
-    assert!((ops["b"].as_f64().unwrap() - rate(&jb)).abs() < 1e-9, "{ops}");
-    assert_eq!((r1["deltas"][3]["a"].as_f64(), r1["deltas"][3]["b"].as_f64()), (Some(0.0), Some(0.0)));
+    assert!(
+        (ops["a"].as_f64().unwrap() - rate(&ja)).abs() < 1e-9,
+        "{ops}"
+    );
+    assert!(
+        (ops["b"].as_f64().unwrap() - rate(&jb)).abs() < 1e-9,
+        "{ops}"
+    );
+    assert_eq!(
+        (r1["deltas"][3]["a"].as_f64(), r1["deltas"][3]["b"].as_f64()),
+        (Some(0.0), Some(0.0))
+    );
     // Every successful op of gateway 1 in each run was tested whole.
     let ks = &r1["latencyTest"];
-    assert_eq!((ks["n"].as_u64(), ks["m"].as_u64()), (Some(20), Some(20)), "{ks}");
+    assert_eq!(
+        (ks["n"].as_u64(), ks["m"].as_u64()),
+        (Some(20), Some(20)),
+        "{ks}"
+    );
     let text = cli(&["compare", &a, &b]);
     assert!(text.contains("per endpoint (all ops):"), "{text}");
     assert!(text.contains(&format!("{e2}: only in A")), "{text}");
@@ -259,9 +275,15 @@ async fn compare_and_report_show_each_endpoint_of_real_runs() {
 
     // report: the terminal and the Markdown both have B's endpoints with its counts.
     let term = cli(&["report", &b]);
-    assert!(term.contains("per endpoint (all ops; round robin per operation)"), "{term}");
+    assert!(
+        term.contains("per endpoint (all ops; round robin per operation)"),
+        "{term}"
+    );
     for url in [&e1, &e3] {
-        let line = term.lines().find(|l| l.starts_with(url.as_str())).expect(url);
+        let line = term
+            .lines()
+            .find(|l| l.starts_with(url.as_str()))
+            .expect(url);
         assert!(line.contains(" 20 ") && line.contains("50.0%"), "{line}");
     }
     let out = dir.path().join("report");

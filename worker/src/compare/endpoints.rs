@@ -11,7 +11,12 @@ use crate::figures::{relative, Metric};
 use crate::stats::{OpStats, Summary};
 
 /// The figures compared per endpoint, in this order.
-pub const METRICS: [Metric; 4] = [Metric::OpsPerSec, Metric::P50Ms, Metric::P99Ms, Metric::Errors];
+pub const METRICS: [Metric; 4] = [
+    Metric::OpsPerSec,
+    Metric::P50Ms,
+    Metric::P99Ms,
+    Metric::Errors,
+];
 
 /// One endpoint (all its ops together) compared.
 #[derive(Clone, Debug, Serialize)]
@@ -55,7 +60,14 @@ pub fn rows(a: &Summary, b: &Summary) -> Vec<EndpointRow> {
                 latency_test: None,
             };
             let (Some(ea), Some(eb)) = (a.endpoints.get(url), b.endpoints.get(url)) else {
-                row.only_in = Some(if a.endpoints.contains_key(url) { "a" } else { "b" }.into());
+                row.only_in = Some(
+                    if a.endpoints.contains_key(url) {
+                        "a"
+                    } else {
+                        "b"
+                    }
+                    .into(),
+                );
                 return row;
             };
             row.deltas = METRICS
@@ -139,7 +151,10 @@ mod tests {
         let gw2 = &r[1];
         assert_eq!(gw2.only_in, None);
         let d = |m: Metric| gw2.deltas.iter().find(|d| d.metric == m).unwrap().clone();
-        assert_eq!((d(Metric::OpsPerSec).a, d(Metric::OpsPerSec).b), (50.0, 25.0));
+        assert_eq!(
+            (d(Metric::OpsPerSec).a, d(Metric::OpsPerSec).b),
+            (50.0, 25.0)
+        );
         assert_eq!(d(Metric::OpsPerSec).relative, Some(-0.5));
         assert_eq!((d(Metric::Errors).a, d(Metric::Errors).b), (0.0, 2.0));
         assert_eq!(d(Metric::Errors).change, Change::Worse);

@@ -3,9 +3,9 @@
 
 use std::fmt::Write;
 
+use super::endpoints::EndpointRow;
 use super::ks::KsTest;
 use super::rank_sum::RankSum;
-use super::endpoints::EndpointRow;
 use super::{significance, Change, Comparison, Delta, Row, Side};
 use crate::figures::percent;
 
@@ -401,10 +401,7 @@ mod tests {
             }
             s
         };
-        let (mut a, mut b) = (
-            summary(&[1], &[1], 2.0),
-            summary(&[1], &[1], 2.0),
-        );
+        let (mut a, mut b) = (summary(&[1], &[1], 2.0), summary(&[1], &[1], 2.0));
         a.endpoints = [
             ("https://gw|1".to_string(), ep(1..=100)),
             ("https://gw-2".to_string(), ep(1..=10)),
@@ -416,21 +413,37 @@ mod tests {
         let tail = &t[t.find("per endpoint (all ops):").expect("section")..];
         assert!(tail.contains("\nhttps://gw|1\n"), "{tail}");
         assert!(
-            tail.contains("  ops/s                50.0         25.0        -25.0     -50.0%  worse\n"),
+            tail.contains(
+                "  ops/s                50.0         25.0        -25.0     -50.0%  worse\n"
+            ),
             "{tail}"
         );
         assert!(tail.contains("  latency: KS D = 1.000 (large)"), "{tail}");
         assert!(tail.contains("https://gw-2: only in A\n"), "{tail}");
         let m = render(&c, Format::Markdown);
-        assert!(m.contains("| endpoint | metric | A | B | Δ | Δ% | |\n"), "{m}");
-        assert!(m.contains("| https://gw\\|1 | errors | 0 | 0 | +0 | n/a |  |\n"), "{m}");
-        assert!(m.contains("| https://gw-2 | | | | | | only in A |\n"), "{m}");
-        assert!(m.contains("| https://gw\\|1 | latency | KS D = 1.000"), "{m}");
+        assert!(
+            m.contains("| endpoint | metric | A | B | Δ | Δ% | |\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("| https://gw\\|1 | errors | 0 | 0 | +0 | n/a |  |\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("| https://gw-2 | | | | | | only in A |\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("| https://gw\\|1 | latency | KS D = 1.000"),
+            "{m}"
+        );
         let v: serde_json::Value = serde_json::from_str(&render(&c, Format::Json)).unwrap();
-        assert_eq!(v["endpoints"][0]["endpoint"], "https://gw|1");
-        assert_eq!(v["endpoints"][0]["deltas"][0]["metric"], "opsPerSec");
-        assert_eq!(v["endpoints"][0]["latencyTest"]["d"], 1.0);
-        assert_eq!(v["endpoints"][1]["onlyIn"], "a");
+        // In URL order: `-` sorts before `|`.
+        assert_eq!(v["endpoints"][0]["endpoint"], "https://gw-2");
+        assert_eq!(v["endpoints"][0]["onlyIn"], "a");
+        assert_eq!(v["endpoints"][1]["endpoint"], "https://gw|1");
+        assert_eq!(v["endpoints"][1]["deltas"][0]["metric"], "opsPerSec");
+        assert_eq!(v["endpoints"][1]["latencyTest"]["d"], 1.0);
     }
 
     #[test]
