@@ -3,7 +3,6 @@
 
 use std::fmt::Write;
 
-use super::endpoints::EndpointRow;
 use super::ks::KsTest;
 use super::rank_sum::RankSum;
 use super::{significance, Change, Comparison, Delta, Row, Side};
@@ -142,16 +141,14 @@ pub fn throughput_hint(t: &RankSum) -> String {
     s
 }
 
-fn only(r: &Row) -> Option<String> {
-    r.only_in
-        .as_ref()
+/// `only in A` or `only in B` for a row (op or endpoint) of one summary only.
+fn only_in(side: &Option<String>) -> Option<String> {
+    side.as_ref()
         .map(|w| format!("only in {}", w.to_uppercase()))
 }
 
-fn only_endpoint(r: &EndpointRow) -> Option<String> {
-    r.only_in
-        .as_ref()
-        .map(|w| format!("only in {}", w.to_uppercase()))
+fn only(r: &Row) -> Option<String> {
+    only_in(&r.only_in)
 }
 
 /// The per-endpoint rows as text, after the ops: nothing without endpoints.
@@ -161,7 +158,7 @@ fn endpoints_text(out: &mut String, c: &Comparison) {
     }
     let _ = writeln!(out, "\nper endpoint (all ops):");
     for r in &c.endpoints {
-        if let Some(o) = only_endpoint(r) {
+        if let Some(o) = only_in(&r.only_in) {
             let _ = writeln!(out, "{}: {o}", r.endpoint);
             continue;
         }
@@ -194,7 +191,7 @@ fn endpoints_markdown(out: &mut String, c: &Comparison) {
     let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---|");
     for r in &c.endpoints {
         let url = r.endpoint.replace('|', "\\|");
-        if let Some(o) = only_endpoint(r) {
+        if let Some(o) = only_in(&r.only_in) {
             let _ = writeln!(out, "| {url} | | | | | | {o} |");
         }
         for d in &r.deltas {
