@@ -294,7 +294,12 @@ async fn compare_and_report_show_each_endpoint_of_real_runs() {
     assert!(md.contains("## b: per endpoint"), "{md}");
 
     // One endpoint: nothing per endpoint anywhere.
-    let (one, jo) = cli_run(dir.path(), "one", yaml(&[e1.clone()], "ep-cli-one")).await;
+    let (one, jo) = cli_run(
+        dir.path(),
+        "one",
+        yaml(std::slice::from_ref(&e1), "ep-cli-one"),
+    )
+    .await;
     assert!(jo.get("endpoints").is_none(), "{jo}");
     assert!(!cli(&["compare", &one, &one]).contains("endpoint"));
     assert!(!cli(&["compare", &one, &one, "--format", "json"]).contains("endpoints"));

@@ -190,7 +190,7 @@ mod tests {
         s.endpoints = [("https://a:1".to_string(), e.clone())].into();
         assert_eq!(titled(&s), 0, "one endpoint repeats the row of all ops");
         e.errors = 1;
-        e.count = 1 + e.count;
+        e.count += 1;
         s.endpoints.insert("https://b:2".into(), e);
         let t = table(&s, "r: ", Units::Decimal).unwrap();
         assert_eq!(
