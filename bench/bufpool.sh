@@ -37,7 +37,10 @@ OUT=$BASE/out; rm -rf "$BASE"; mkdir -p "$OUT"
 # The S3 server, if there is one: the shared test servers' settings (never started here).
 S3=""
 if [ -f "$STATE_DIR/storage.env" ]; then
-  set -a; . "$STATE_DIR/storage.env"; set +a
+  set -a
+  # shellcheck disable=SC1091  # written by tests/storage/up.sh
+  . "$STATE_DIR/storage.env"
+  set +a
   if curl -sf -o /dev/null "$BENCHRUN_S3_ENDPOINT/minio/health/live"; then
     S3=$BENCHRUN_S3_ENDPOINT
   else
@@ -135,4 +138,9 @@ for c in cases:
         return f"{st.median(per):.3f} [{' '.join(f'{x:.3f}' for x in per)}]"
     print(f"  {names[c]}: ops/s {ratio(0)}, CPU-s/GiB {ratio(3)}, minor faults/GiB {ratio(4)}, p99 {ratio(2)}")
 P
+# The S3 dataset goes as it came: the prepare run again, this time deleting its prefix after.
+if [ -n "$S3" ]; then
+  sed 's/cleanup: false/cleanup: true/' "$OUT/s3whole-prep.yaml" > "$OUT/s3whole-clean.yaml"
+  "$BR" run "$OUT/s3whole-clean.yaml" --progress never > /dev/null
+fi
 rm -rf "$BASE/data"
