@@ -23,7 +23,7 @@ export CARGO_TARGET_DIR ?= $(BENCHRUN_CACHE)/target
 export CARGO_TERM_COLOR ?= never
 CARGO ?= cargo
 
-.PHONY: test lint chart unit local storage cluster build release images soak bench-local bench-object clean-state
+.PHONY: test lint chart unit local storage cluster build release images soak bench-local bench-object bench-bufpool clean-state
 
 test: lint chart unit local storage cluster
 
@@ -75,6 +75,9 @@ bench-local:
 
 bench-object:
 	bench/object.sh
+
+bench-bufpool:
+	bench/bufpool.sh
 
 clean-state:
 	-tests/cluster/down.sh --wipe

@@ -43,6 +43,12 @@ pub struct OpStats {
     /// `requests`. 0 (absent) otherwise.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub heads: u64,
+    /// GET: read buffers allocated by successful GETs. With the buffer pool (the default) at
+    /// most one per operation in flight over the run (a buffer is reused once warm); with
+    /// `read.bufferPool: false`, one per GET. 0 (absent) where GETs read into no buffer
+    /// (streamed or ranged object GETs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub buffers_allocated: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -59,6 +65,7 @@ impl OpStats {
         self.bytes = self.bytes.saturating_add(o.bytes);
         self.requests = self.requests.saturating_add(o.requests);
         self.heads = self.heads.saturating_add(o.heads);
+        self.buffers_allocated = self.buffers_allocated.saturating_add(o.buffers_allocated);
         for (k, v) in &o.errors_by_kind {
             let e = self.errors_by_kind.entry(k.clone()).or_default();
             *e = e.saturating_add(*v);

@@ -369,6 +369,7 @@ async fn issue(
         requests,
         ttfb: None,
         heads: 0,
+        buffers: 0,
     };
     match p.op {
         OpKind::Get => {
@@ -380,6 +381,7 @@ async fn issue(
                 requests: out.requests,
                 ttfb: Some(out.ttfb),
                 heads: 0,
+                buffers: out.buffers,
             })
         }
         OpKind::Put => {
@@ -424,6 +426,7 @@ mod tests {
                 bytes: req.size_hint.unwrap_or(0),
                 requests: 1,
                 ttfb: Duration::ZERO,
+                buffers: 0,
             })
         }
         async fn put(&self, _: &str, _: Payload) -> Result<u32, TargetError> {

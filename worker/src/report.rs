@@ -146,6 +146,7 @@ pub fn table_in(s: &Summary, units: Units) -> String {
             );
         }
     }
+    buffer_lines(&mut out, s);
     for (op, st) in &s.ops {
         if !st.errors_by_kind.is_empty() {
             let kinds: Vec<String> = st
@@ -236,6 +237,28 @@ pub fn table_in(s: &Summary, units: Units) -> String {
         );
     }
     out
+}
+
+/// The read buffers GETs allocated, when they read into buffers at all, and whether they
+/// were pooled (`read.bufferPool`, the experiment of design report 004).
+fn buffer_lines(out: &mut String, s: &Summary) {
+    let pooled = s.workload.as_ref().is_none_or(|w| w.read.buffer_pool);
+    for (op, st) in &s.ops {
+        if st.buffers_allocated == 0 && (pooled || *op != OpKind::Get) {
+            continue;
+        }
+        let how = if pooled {
+            "pooled: reused once warm"
+        } else {
+            "experiment read.bufferPool: false, a fresh buffer per GET"
+        };
+        let _ = writeln!(
+            out,
+            "read buffers of {op}: {} allocated for {} successful {op}s ({how})",
+            st.buffers_allocated,
+            st.count.saturating_sub(st.errors)
+        );
+    }
 }
 
 /// One row per op of `report`, under the table's columns.

@@ -197,3 +197,107 @@ fn the_engine_reports_one_request_per_chunk() {
         );
     }
 }
+
+/// Run `w` through the engine (prepare, then the measured GETs) on a runtime of its own.
+fn engine_run(w: Workload, before_run: impl FnOnce()) -> benchrun_worker::Summary {
+    let rt = runtime();
+    rt.block_on(async {
+        let engine = Engine::open(w, Arc::new(Metrics::new()), "t")
+            .await
+            .expect("open");
+        let ds = engine.prepare().await.expect("prepare");
+        before_run();
+        engine
+            .run(&ds, None, std::future::pending())
+            .await
+            .expect("run")
+    })
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).expect("read_dir") {
+        let p = e.expect("entry").path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// `read.bufferPool` (design report 004's allocation per read): with the pool, the GETs of a
+/// run allocate at most one buffer per task (concurrency 2); without it, one per GET. Either
+/// way every byte read is verified against what the dataset's writer wrote, and a corrupted
+/// byte is caught in a fresh buffer as in a pooled one.
+#[test]
+fn the_buffer_pool_switch_allocates_once_per_task_or_once_per_get() {
+    const GETS: u64 = 24;
+    for (scheme, chunk) in [("file", "1MiB"), ("direct", "4MiB")] {
+        for pooled in [true, false] {
+            let what = format!("{scheme}, bufferPool: {pooled}");
+            let yaml = |dir: &tempfile::TempDir| {
+                let text = format!(
+                    "target: {scheme}://{}\ntotalOps: {GETS}\nconcurrency: 2\nops: [{{op: get}}]\n\
+                     dataset: {{objects: 4, size: 3MiB}}\n\
+                     read: {{chunkSize: {chunk}, verify: true, bufferPool: {pooled}}}\n",
+                    dir.path().display()
+                );
+                Workload::from_yaml(&text).expect("workload")
+            };
+            let dir = scratch();
+            let s = engine_run(yaml(&dir), || {});
+            let get = &s.ops[&benchrun_worker::OpKind::Get];
+            assert_eq!(
+                (get.count, get.errors, get.bytes),
+                (GETS, 0, GETS * 3 * MIB),
+                "{what}: every GET read and verified its 3 MiB"
+            );
+            if pooled {
+                assert!(
+                    (1..=2).contains(&get.buffers_allocated),
+                    "{what}: at most one buffer per task, got {}",
+                    get.buffers_allocated
+                );
+            } else {
+                assert_eq!(get.buffers_allocated, GETS, "{what}: one buffer per GET");
+                let w = s.workload.as_ref().expect("the summary's workload");
+                assert!(!w.read.buffer_pool, "{what}: reported as run");
+                let table = benchrun_worker::report::table(&s);
+                assert!(
+                    table.contains(&format!(
+                        "read buffers of get: {GETS} allocated for {GETS} successful gets (experiment read.bufferPool: false"
+                    )),
+                    "{what}: {table}"
+                );
+            }
+            let json = serde_json::to_value(&s).expect("summary json");
+            assert_eq!(
+                json["ops"]["get"]["buffersAllocated"].as_u64(),
+                Some(get.buffers_allocated),
+                "{what}"
+            );
+
+            // The same run over a dataset with one byte changed in every object: each GET
+            // reads into its buffer and fails as corrupt.
+            let dir = scratch();
+            let s = engine_run(yaml(&dir), || {
+                let files = files_under(dir.path());
+                assert_eq!(files.len(), 4, "{what}: the prepared dataset");
+                for f in files {
+                    let mut bytes = std::fs::read(&f).expect("read object");
+                    bytes[(2 * MIB + 5) as usize] ^= 0xff;
+                    std::fs::write(&f, bytes).expect("corrupt object");
+                }
+            });
+            let get = &s.ops[&benchrun_worker::OpKind::Get];
+            assert_eq!(
+                (get.count, get.errors, get.errors_by_kind.get("corrupt")),
+                (GETS, GETS, Some(&GETS)),
+                "{what}: every GET caught the changed byte"
+            );
+        }
+    }
+}

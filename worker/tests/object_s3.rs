@@ -132,6 +132,46 @@ async fn head_before_get_sends_one_head_per_get_and_reports_it() {
     e.cleanup().await.expect("cleanup");
 }
 
+/// `read.bufferPool` on whole-object GETs: pooled, at most one buffer per task in flight
+/// (concurrency 4); off, one per GET; every byte verified either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_object_gets_allocate_per_task_pooled_and_per_get_without_the_pool() {
+    let env = storage_env();
+    let creds = s3_creds(&env);
+    for pooled in [true, false] {
+        let prefix = unique("s3-bufpool");
+        let w = workload(&s3_yaml(
+            &env,
+            &env["BENCHRUN_S3_ENDPOINT"],
+            creds.path().to_str().unwrap(),
+            &prefix,
+            &format!(
+                "totalOps: 40\nconcurrency: 4\nops: [{{op: get}}]\ndataset: {{ objects: 5, size: 256KiB }}\n\
+                 read: {{ wholeObject: true, verify: true, bufferPool: {pooled} }}"
+            ),
+        ));
+        let e = engine(w).await;
+        let ds = e.prepare().await.expect("prepare");
+        let s = e.run(&ds, None, std::future::pending()).await.expect("run");
+        let g = &s.ops[&OpKind::Get];
+        assert_eq!(
+            (g.count, g.errors, g.bytes),
+            (40, 0, 40 * 256 * 1024),
+            "bufferPool: {pooled}"
+        );
+        if pooled {
+            assert!(
+                (1..=4).contains(&g.buffers_allocated),
+                "at most one buffer per task: {}",
+                g.buffers_allocated
+            );
+        } else {
+            assert_eq!(g.buffers_allocated, 40, "one buffer per GET");
+        }
+        e.cleanup().await.expect("cleanup");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn range_engine_fetches_exact_ranges_with_no_head_and_right_bytes() {
     let env = storage_env();

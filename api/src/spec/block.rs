@@ -291,10 +291,15 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
         }
     }
     let r = &w.read;
-    if r.chunk_size.is_some() || r.whole_object || r.adaptive.is_some() || r.verify {
+    if r.chunk_size.is_some()
+        || r.whole_object
+        || r.adaptive.is_some()
+        || r.verify
+        || !r.buffer_pool
+    {
         bad(
             "read",
-            "a block workload reads `blockSize` at a time: read.chunkSize, wholeObject, adaptive and verify do not apply".into(),
+            "a block workload reads `blockSize` at a time: read.chunkSize, wholeObject, adaptive, verify and bufferPool do not apply".into(),
         );
     }
     if w.write.max_objects.is_some() || w.write.fsync {

@@ -32,6 +32,10 @@ pub fn objects() -> u64 {
 pub fn yes() -> bool {
     true
 }
+/// For `skip_serializing_if` on a field whose default is [`yes`].
+pub fn is_true(b: &bool) -> bool {
+    *b
+}
 pub fn growth() -> f64 {
     1.5
 }

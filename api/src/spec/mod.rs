@@ -339,7 +339,7 @@ pub enum Access {
 }
 
 /// How objects are read.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadSpec {
     /// Read in chunks of this size into reused buffers. Defaults: 1MiB for `file://`,
@@ -364,6 +364,28 @@ pub struct ReadSpec {
     /// the HEADs (`heads`). Never needed: a GET learns the object's size without it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub head_before_get: bool,
+    /// Reuse read buffers (default true): a GET borrows an aligned buffer from a pool and
+    /// gives it back, so at most one exists per operation in flight. `false` is an experiment
+    /// (design report 004's "allocation per read"): every GET allocates, zeroes and frees a
+    /// buffer of its read's size, as a client without a pool does. The summary counts the
+    /// buffers allocated (`ops.get.buffersAllocated`). Applies where reads land in a buffer:
+    /// `file://`, `direct://`, and object storage with `wholeObject` or the range engine
+    /// (streamed and ranged GETs discard the bodies the HTTP client hands over).
+    #[serde(default = "defaults::yes", skip_serializing_if = "defaults::is_true")]
+    pub buffer_pool: bool,
+}
+
+impl Default for ReadSpec {
+    fn default() -> Self {
+        Self {
+            chunk_size: None,
+            whole_object: false,
+            adaptive: None,
+            verify: false,
+            head_before_get: false,
+            buffer_pool: true,
+        }
+    }
 }
 
 /// Adaptive chunk growth within one object.

@@ -576,3 +576,47 @@ fn an_unknown_key_of_any_length_gives_a_bounded_error() {
     assert!(m.len() < 1024, "{} bytes of error: {m}", m.len());
     assert!(m.starts_with("ops[0].op999"), "{m}");
 }
+
+#[test]
+fn buffer_pool_is_on_by_default_and_off_only_where_reads_use_a_buffer() {
+    let w = Workload::from_yaml(GOOD).unwrap();
+    assert!(w.read.buffer_pool, "pooled by default");
+    assert!(ReadSpec::default().buffer_pool);
+    // The default is not written out; the experiment is, so a summary's workload shows it.
+    let yaml = serde_yaml::to_string(&w).unwrap();
+    assert!(!yaml.contains("bufferPool"), "{yaml}");
+    let off = Workload::from_yaml(&format!("{GOOD}read: {{ bufferPool: false }}\n")).unwrap();
+    assert!(!off.read.buffer_pool);
+    let yaml = serde_yaml::to_string(&off).unwrap();
+    assert!(yaml.contains("bufferPool: false"), "{yaml}");
+    let direct = GOOD.replace("file://", "direct://");
+    assert!(Workload::from_yaml(&format!("{direct}read: {{ bufferPool: false }}\n")).is_ok());
+
+    let e = err(&format!("{GOOD}read: {{ bufferPool: maybe }}\n"));
+    assert!(e.contains("read.bufferPool"), "{e}");
+    let e = err(&format!("{GOOD}read: {{ bufferPools: false }}\n"));
+    assert!(e.contains("unknown field `bufferPools`"), "{e}");
+
+    // Object storage: only whole-object and range-engine reads land in a buffer.
+    let s3 = GOOD.replace("file:///tmp/bench", "s3://bkt/p");
+    let e = err(&format!("{s3}read: {{ bufferPool: false }}\n"));
+    assert!(
+        e.contains("read.bufferPool: false changes nothing here") && e.contains("wholeObject"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{s3}read: {{ bufferPool: false, chunkSize: 1MiB }}\n"
+    ));
+    assert!(e.contains("read.bufferPool"), "{e}");
+    for ok in [
+        "read: { bufferPool: false, wholeObject: true }\n",
+        "read: { bufferPool: false }\nrangeEngine: { enabled: true }\n",
+    ] {
+        let w = Workload::from_yaml(&format!("{s3}{ok}")).unwrap();
+        assert!(!w.read.buffer_pool, "{ok}");
+    }
+
+    // Block I/O has buffers of its own.
+    let e = err("target: direct:///data\nduration: 1s\nops: [{op: read}]\nblock: {fileSize: 1GiB}\nread: {bufferPool: false}\n");
+    assert!(e.contains("bufferPool do not apply"), "{e}");
+}

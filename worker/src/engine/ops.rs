@@ -65,6 +65,7 @@ impl RunCtx {
                     requests: out.requests + heads,
                     ttfb: Some(head.unwrap_or_default() + out.ttfb),
                     heads,
+                    buffers: out.buffers,
                 })
             }
             OpKind::Put => {
@@ -91,6 +92,7 @@ impl RunCtx {
                     requests,
                     ttfb: None,
                     heads: 0,
+                    buffers: 0,
                 })
             }
             OpKind::Stat => {
@@ -100,6 +102,7 @@ impl RunCtx {
                     requests: 1,
                     ttfb: None,
                     heads: 0,
+                    buffers: 0,
                 })
             }
             OpKind::List => {
@@ -111,6 +114,7 @@ impl RunCtx {
                     requests: l.requests,
                     ttfb: None,
                     heads: 0,
+                    buffers: 0,
                 })
             }
             OpKind::Delete => {
@@ -123,6 +127,7 @@ impl RunCtx {
                     requests: 1,
                     ttfb: None,
                     heads: 0,
+                    buffers: 0,
                 })
             }
         }

@@ -38,6 +38,8 @@ pub struct Done {
     pub ttfb: Option<Duration>,
     /// HEADs sent before a GET (`read.headBeforeGet`), counted in `requests` too.
     pub heads: u32,
+    /// Read buffers a GET newly allocated (see [`GetOutcome::buffers`](crate::targets::GetOutcome::buffers)).
+    pub buffers: u32,
 }
 
 /// One task's statistics.
@@ -168,6 +170,7 @@ impl Recorder {
                     e.bytes += done.bytes;
                     e.requests += done.requests as u64;
                     e.heads += done.heads as u64;
+                    e.buffers_allocated += done.buffers as u64;
                     e.latency.record(r.latency);
                 }
                 Err(err) => {
@@ -195,6 +198,7 @@ impl Recorder {
                 s.bytes += done.bytes;
                 s.requests += done.requests as u64;
                 s.heads += done.heads as u64;
+                s.buffers_allocated += done.buffers as u64;
                 s.latency.record(r.latency);
                 if let Some(ttfb) = done.ttfb {
                     s.ttfb.get_or_insert_with(Default::default).record(ttfb);

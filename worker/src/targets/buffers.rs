@@ -92,40 +92,71 @@ thread_local! {
 /// A task on a thread of its own keeps its buffer on that thread between ops, and never
 /// touches the shared list: at concurrency 1,024 on two cores, threads preempted while holding
 /// its lock made others wait for it for seconds (p99.9 of a 64 KiB `file://` GET: 4.8 s).
-#[derive(Debug, Default)]
+///
+/// [`BufferPool::unpooled`] is the experiment `read.bufferPool: false`: the same buffers,
+/// allocated (and zeroed, so their pages are faulted in) for every take and freed on give.
+#[derive(Debug)]
 pub struct BufferPool {
     free: Mutex<Vec<AlignedBuf>>,
+    /// Keep returned buffers for the next take (false: free them).
+    reuse: bool,
+}
+
+impl Default for BufferPool {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl BufferPool {
     /// An empty pool; buffers are allocated on first use and kept for the next.
     pub fn new() -> Self {
-        Self::default()
+        Self::reusing(true)
+    }
+
+    /// No pool: every take allocates a fresh buffer, every give frees it.
+    pub fn unpooled() -> Self {
+        Self::reusing(false)
+    }
+
+    /// [`new`](Self::new) if `reuse`, else [`unpooled`](Self::unpooled): `read.bufferPool`.
+    pub fn reusing(reuse: bool) -> Self {
+        Self {
+            free: Mutex::new(Vec::new()),
+            reuse,
+        }
     }
 
     /// A buffer of at least `size` bytes: this thread's own if big enough, else a pooled one
-    /// if one is big enough, else a new one.
-    pub fn take(&self, size: usize) -> AlignedBuf {
+    /// if one is big enough, else a new one. The flag says whether it was newly allocated
+    /// (what the summary counts as `buffersAllocated`).
+    pub fn take(&self, size: usize) -> (AlignedBuf, bool) {
+        if !self.reuse {
+            return (AlignedBuf::new(size), true);
+        }
         if super::io_inline_here() {
             if let Some(b) = OWN.take() {
                 if b.capacity() >= size {
-                    return b;
+                    return (b, false);
                 }
             }
-            return AlignedBuf::new(size);
+            return (AlignedBuf::new(size), true);
         }
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = free.iter().position(|b| b.capacity() >= size) {
-            return free.swap_remove(i);
+            return (free.swap_remove(i), false);
         }
         // Drop one too-small buffer so the pool does not keep dead weight as sizes grow.
         free.pop();
         drop(free);
-        AlignedBuf::new(size)
+        (AlignedBuf::new(size), true)
     }
 
-    /// Return a buffer for reuse.
+    /// Return a buffer for reuse (unpooled: free it).
     pub fn give(&self, buf: AlignedBuf) {
+        if !self.reuse {
+            return;
+        }
         if super::io_inline_here() {
             OWN.set(Some(buf));
             return;
@@ -144,10 +175,11 @@ mod tests {
     #[test]
     fn buffers_are_aligned_and_reused() {
         let pool = BufferPool::new();
-        let b = pool.take(10_000);
+        let (b, fresh) = pool.take(10_000);
+        assert!(fresh);
         assert_eq!(b.as_slice().as_ptr() as usize % DIRECT_ALIGN, 0);
         assert_eq!(b.capacity(), 12_288);
-        let big = pool.take(3 << 20);
+        let (big, _) = pool.take(3 << 20);
         assert_eq!(
             big.as_slice().as_ptr() as usize % HUGE,
             0,
@@ -157,7 +189,8 @@ mod tests {
         assert!(big.as_slice().iter().all(|b| *b == 0));
         let addr = b.as_slice().as_ptr();
         pool.give(b);
-        let again = pool.take(4096);
+        let (again, fresh) = pool.take(4096);
+        assert!(!fresh, "a reused buffer is not counted as allocated");
         assert_eq!(
             again.as_slice().as_ptr(),
             addr,
@@ -166,14 +199,36 @@ mod tests {
     }
 
     #[test]
+    fn unpooled_allocates_every_take_and_keeps_nothing() {
+        let pool = BufferPool::unpooled();
+        let run = || {
+            for _ in 0..3 {
+                let (b, fresh) = pool.take(1 << 20);
+                assert!(fresh, "every take allocates");
+                assert_eq!(b.as_slice().as_ptr() as usize % DIRECT_ALIGN, 0);
+                assert!(b.as_slice().iter().all(|b| *b == 0));
+                pool.give(b);
+            }
+        };
+        run();
+        // On a task's own thread too: nothing is kept on the thread.
+        super::super::io_inline(|| {
+            run();
+            assert!(OWN.take().is_none(), "nothing kept on the thread");
+        });
+        assert!(pool.free.lock().unwrap().is_empty());
+    }
+
+    #[test]
     fn a_task_thread_keeps_its_buffer_out_of_the_shared_pool() {
         let pool = BufferPool::new();
         super::super::io_inline(|| {
-            let b = pool.take(1 << 20);
+            let (b, _) = pool.take(1 << 20);
             let addr = b.as_slice().as_ptr();
             pool.give(b);
             assert!(pool.free.lock().unwrap().is_empty(), "kept on the thread");
-            let again = pool.take(4096);
+            let (again, fresh) = pool.take(4096);
+            assert!(!fresh);
             assert_eq!(
                 again.as_slice().as_ptr(),
                 addr,
@@ -181,7 +236,8 @@ mod tests {
             );
             // Too small for a bigger chunk: a new one, and the small one is dropped.
             pool.give(again);
-            let big = pool.take(4 << 20);
+            let (big, fresh) = pool.take(4 << 20);
+            assert!(fresh);
             assert_eq!(big.capacity(), 4 << 20);
             pool.give(big);
         });

@@ -38,7 +38,10 @@ pub struct DirectTarget {
 #[derive(Debug)]
 struct Direct {
     root: LocalRoot,
+    /// Read buffers (`read.bufferPool`).
     pool: BufferPool,
+    /// The aligned buffers writes are staged in, always reused: the switch is about reads.
+    staging: BufferPool,
     fsync: bool,
 }
 
@@ -50,7 +53,8 @@ impl DirectTarget {
                     root,
                     uri: workload.target.clone(),
                 },
-                pool: BufferPool::new(),
+                pool: BufferPool::reusing(workload.read.buffer_pool),
+                staging: BufferPool::new(),
                 fsync: workload.write.fsync,
             }),
         }
@@ -94,7 +98,7 @@ impl Direct {
             Some(c) => round_up(c),
             None => round_up(whole_object_buffer(key, size)?.max(1) as u64),
         } as usize;
-        let mut buf = self.pool.take(buf_len);
+        let (mut buf, fresh) = self.pool.take(buf_len);
         // A whole-object read is one request, as `read.wholeObject` promises: a single
         // aligned pread of the buffer's (rounded-up) length, the pattern design report 003
         // compared with chunked reads. (It used to be filled by 4 MiB preads, which made it
@@ -109,7 +113,10 @@ impl Direct {
         }
         .run(&file, &mut buf, buf_len, &req.check, key, root, start);
         self.pool.give(buf);
-        result
+        result.map(|o| GetOutcome {
+            buffers: u32::from(fresh),
+            ..o
+        })
     }
 
     fn put(&self, key: &str, data: &Payload) -> Result<u32, TargetError> {
@@ -123,7 +130,7 @@ impl Direct {
             other => other,
         }
         .map_err(|e| root.err(key, e))?;
-        let mut buf = self.pool.take(WRITE_CHUNK);
+        let (mut buf, _) = self.staging.take(WRITE_CHUNK);
         let result = (|| {
             let mut writes = 0u32;
             let mut offset = 0u64;
@@ -165,7 +172,7 @@ impl Direct {
             }
             Ok(writes)
         })();
-        self.pool.give(buf);
+        self.staging.give(buf);
         result
     }
 }

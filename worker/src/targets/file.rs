@@ -26,6 +26,7 @@ pub struct FileTarget {
 #[derive(Debug)]
 struct Files {
     root: LocalRoot,
+    /// Read buffers (`read.bufferPool`).
     pool: BufferPool,
     fsync: bool,
 }
@@ -38,7 +39,7 @@ impl FileTarget {
                     root,
                     uri: workload.target.clone(),
                 },
-                pool: BufferPool::new(),
+                pool: BufferPool::reusing(workload.read.buffer_pool),
                 fsync: workload.write.fsync,
             }),
         }
@@ -56,7 +57,7 @@ impl Files {
             None if req.plan == ChunkPlan::Whole => whole_object_buffer(key, size)?.max(1),
             None => DEFAULT_CHUNK as usize,
         };
-        let mut buf = self.pool.take(buf_len);
+        let (mut buf, fresh) = self.pool.take(buf_len);
         let result = ReadPlan {
             size,
             plan: &req.plan,
@@ -65,7 +66,10 @@ impl Files {
         }
         .run(&file, &mut buf, buf_len, &req.check, key, root, start);
         self.pool.give(buf);
-        result
+        result.map(|o| GetOutcome {
+            buffers: u32::from(fresh),
+            ..o
+        })
     }
 
     fn put(&self, key: &str, data: &Payload) -> Result<u32, TargetError> {

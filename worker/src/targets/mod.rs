@@ -127,6 +127,9 @@ pub struct GetOutcome {
     pub requests: u32,
     /// Time to the first byte.
     pub ttfb: Duration,
+    /// Read buffers newly allocated for it: 0 when a pooled one was reused (or the bytes
+    /// landed in no buffer of ours), 1 when the pool had none or is off (`read.bufferPool`).
+    pub buffers: u32,
 }
 
 /// An object's metadata.

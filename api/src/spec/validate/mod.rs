@@ -41,6 +41,7 @@ impl Workload {
         self.check_rate_limit(bad);
         self.check_read(bad);
         self.check_direct_alignment(uri.as_ref(), bad);
+        self.check_buffer_pool(uri.as_ref(), bad);
         self.check_write(uri.as_ref(), bad);
         self.check_range_engine(bad);
         self.check_warmup(bad);

@@ -69,6 +69,29 @@ impl Workload {
         }
     }
 
+    /// `read.bufferPool: false` only where reads land in a buffer: local files, and object
+    /// storage read whole or by the range engine (a streamed or ranged GET discards the
+    /// bodies its HTTP client allocates, pool or not, so the switch would change nothing).
+    pub(super) fn check_buffer_pool(
+        &self,
+        uri: Option<&TargetUri>,
+        bad: &mut impl FnMut(&str, String),
+    ) {
+        let local = matches!(
+            uri,
+            None | Some(TargetUri::File { .. } | TargetUri::Direct { .. })
+        );
+        if self.read.buffer_pool || local {
+            return;
+        }
+        if !(self.read.whole_object || self.range_engine.enabled) {
+            bad(
+                "read.bufferPool",
+                "false changes nothing here: object storage GETs use a buffer only with read.wholeObject or rangeEngine.enabled (streamed and ranged GETs discard the HTTP client's bodies)".into(),
+            );
+        }
+    }
+
     /// `rangeEngine`: ranges of some size, at least one at a time, a timeout above 0, and
     /// `preStat` only with the engine on.
     pub(super) fn check_range_engine(&self, bad: &mut impl FnMut(&str, String)) {

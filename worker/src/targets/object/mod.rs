@@ -164,7 +164,7 @@ fn open_one(uri: &TargetUri, workload: &Workload) -> Result<Arc<ObjectTarget>, T
             max_in_flight: re.max_concurrent_ranges.max(1) as usize,
             timeout: re.range_timeout.0,
         }),
-        pool: Arc::new(BufferPool::new()),
+        pool: Arc::new(BufferPool::reusing(workload.read.buffer_pool)),
         redact,
         opened_as: (uri.clone(), workload.clone()),
     }))
@@ -211,7 +211,7 @@ pub struct ObjectTarget {
     part_size: u64,
     /// The range engine's settings, when it is enabled.
     range: Option<RangeSettings>,
-    /// Buffers for whole-object and range-engine reads.
+    /// Buffers for whole-object and range-engine reads (`read.bufferPool`).
     pool: Arc<BufferPool>,
     redact: Redactor,
     /// What it was opened from, to open another client for an engine shard.
@@ -303,6 +303,7 @@ impl ObjectTarget {
             bytes,
             requests: 1,
             ttfb: first.unwrap_or_else(|| start.elapsed()),
+            buffers: 0,
         })
     }
 
@@ -316,7 +317,7 @@ impl ObjectTarget {
         let start = Instant::now();
         let res = self.get_plain(path, key).await?;
         let size = whole_object_buffer(key, res.meta.size)?;
-        let mut buf = self.pool.take(size);
+        let (mut buf, fresh) = self.pool.take(size);
         let dst = &mut buf.as_mut_slice()[..size];
         let result = self
             .drain(res, key, &req.check, start, |off, c| {
@@ -329,6 +330,7 @@ impl ObjectTarget {
             bytes,
             requests: 1,
             ttfb: first.unwrap_or_else(|| start.elapsed()),
+            buffers: u32::from(fresh),
         })
     }
 

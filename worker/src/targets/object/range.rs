@@ -70,7 +70,7 @@ pub async fn get(
         return Ok(out);
     }
     let len = crate::targets::whole_object_buffer(key, size)?;
-    let mut buf = t.pool.take(len);
+    let (mut buf, fresh) = t.pool.take(len);
     let result = fill(
         t,
         path,
@@ -86,6 +86,7 @@ pub async fn get(
     let (requests, ttfb) = result?;
     out.requests += requests;
     out.bytes = size;
+    out.buffers = u32::from(fresh);
     out.ttfb = ttfb.unwrap_or_else(|| start.elapsed());
     Ok(out)
 }
