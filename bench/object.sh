@@ -32,7 +32,7 @@ fi
 PARTS=${PARTS:-12}
 REPS=${REPS:-3}
 RATE_MIB=${RATE_MIB:-16}
-apt_install rclone s3cmd python3 curl
+apt_install rclone s3cmd awscli python3 curl
 "$REPO_ROOT/tests/storage/up.sh" > /dev/null
 set -a; . "$STATE_DIR/storage.env"; set +a
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BENCHRUN_CACHE/target}
@@ -132,6 +132,16 @@ check_ssl_certificate = False
 C
 S3CMD=()
 if command -v s3cmd > /dev/null; then S3CMD=(s3cmd -c "$OUT/s3cfg" --no-progress --quiet); fi
+# awscli (Debian's /usr/bin/aws; a pip-installed `aws` earlier in PATH is another version):
+# PUT only, `aws s3 cp --recursive` from the same tmpfs files with 16 concurrent requests.
+# Its GET to /dev/null is `aws s3 cp s3://.../KEY -`, one process per object (no recursive
+# copy to standard output): not like for like, so left out.
+AWS=()
+if [ -x /usr/bin/aws ]; then
+  printf '[default]\nregion = us-east-1\ns3 =\n  max_concurrent_requests = %s\n  multipart_threshold = 64MB\n' \
+    "$STREAMS" > "$OUT/awsconfig"
+  AWS=(env AWS_CONFIG_FILE="$OUT/awsconfig" /usr/bin/aws --endpoint-url "$EP" --no-cli-pager)
+fi
 # The PUT sources: PUT_OBJECTS files of 1 MiB in tmpfs, one directory per stream (rclone and
 # s3cmd read local files; benchrun generates its bodies in memory).
 SRC=/dev/shm/benchrun-peer-src
@@ -158,6 +168,10 @@ if [ ${#S3CMD[@]} -gt 0 ]; then
   cmds "$OUT/s3cmd-get.json" "${S3CMD[@]}" get --recursive "s3://$B/bench/peer/pNN/" -
   cmds "$OUT/s3cmd-put.json" "${S3CMD[@]}" put --recursive "$SRC/pNN/" "s3://$B/bench/put-s3cmd/pNN/"
 fi
+if [ ${#AWS[@]} -gt 0 ]; then
+  python3 -c 'import json,sys; print(json.dumps([sys.argv[1:]]))' "${AWS[@]}" s3 cp --recursive \
+    --only-show-errors "$SRC" "s3://$B/bench/put-aws/" > "$OUT/aws-put.json"
+fi
 # Every tool reads what it should: the bytes of one stream's prefix, once, outside the rounds.
 want=$((PER_STREAM * MIB))
 got=$("${RC[@]}" cat "bench:$B/bench/peer/p00/" | wc -c)
@@ -180,6 +194,7 @@ for r in $(seq 1 "$REPS"); do
   row benchrun-put-sig "$r" bench_round "$OUT/put-sign-true.yaml" "$OUT/put-signed-$r.json" "$PUT_OBJECTS"
   row rclone-copy "$r" peer "$PUT_OBJECTS" $MIB - "$OUT/rclone-put.json"
   [ ${#S3CMD[@]} -eq 0 ] || row s3cmd-put "$r" peer "$PUT_OBJECTS" $MIB - "$OUT/s3cmd-put.json"
+  [ ${#AWS[@]} -eq 0 ] || row awscli-put "$r" peer "$PUT_OBJECTS" $MIB - "$OUT/aws-put.json"
 done | tee "$OUT/part1.txt"
 python3 - "$OUT/part1.txt" <<'P'
 import statistics, sys
@@ -189,7 +204,7 @@ for line in open(sys.argv[1]):
     if f and f[0] != "tool":
         rows.setdefault(f[0], []).append((float(f[2]), float(f[4])))
 med = {t: (statistics.median(o for o, _ in v), statistics.median(c for _, c in v)) for t, v in rows.items()}
-for base, peers in (("benchrun-get", ("rclone-cat", "s3cmd-get")), ("benchrun-put", ("rclone-copy", "s3cmd-put"))):
+for base, peers in (("benchrun-get", ("rclone-cat", "s3cmd-get")), ("benchrun-put", ("rclone-copy", "s3cmd-put", "awscli-put"))):
     for p in peers:
         if p in med and base in med:
             (bo, bc), (po, pc) = med[base], med[p]
