@@ -10,7 +10,8 @@
 #    their client CPU-s/GiB (getrusage of the children); benchrun's own figures (ops/s of
 #    its measured stage, CPU-s/GiB, p50/p99, requests/op) beside; MinIO's CPU seconds in each
 #    round (a server-bound round shows as such) and the 1-minute load average before it.
-#    STREAMS=16 PER_STREAM=128 PUT_OBJECTS=1024 change the work.
+#    STREAMS=16 PER_STREAM=128 PUT_OBJECTS=1024 change the work, S3CMD_ROUNDS how many
+#    rounds s3cmd takes part in (it is slow).
 # 2. Range engine on one 256 MiB object: single GET vs 8 MiB ranges x 8 in flight,
 #    (a) behind bench/bwproxy.py limiting each connection to RATE_MIB MiB/s, (b) direct.
 # Figures go to stdout; BENCHMARKS.md records them.
@@ -73,6 +74,8 @@ row() {
 # tool is measured from outside the same way (bench/peer_round.py: wall time from spawn to
 # exit, CPU of the child processes); benchrun's own figures for its measured stage beside.
 STREAMS=${STREAMS:-16}
+# s3cmd moves 10-30 MiB/s here (CPU-bound in Python): S3CMD_ROUNDS=1 runs it in round 1 only.
+S3CMD_ROUNDS=${S3CMD_ROUNDS:-$REPS}
 PER_STREAM=${PER_STREAM:-128}
 PUT_OBJECTS=${PUT_OBJECTS:-1024}
 GET_OBJECTS=$((STREAMS * PER_STREAM))
@@ -189,11 +192,11 @@ for r in $(seq 1 "$REPS"); do
   [ "$r" != 1 ] || header
   row benchrun-get "$r" bench_round "$OUT/get.yaml" "$OUT/get-$r.json" "$GET_OBJECTS"
   row rclone-cat "$r" peer "$GET_OBJECTS" $MIB - "$OUT/rclone-get.json"
-  [ ${#S3CMD[@]} -eq 0 ] || row s3cmd-get "$r" peer "$GET_OBJECTS" $MIB - "$OUT/s3cmd-get.json"
+  [ ${#S3CMD[@]} -eq 0 ] || [ "$r" -gt "$S3CMD_ROUNDS" ] || row s3cmd-get "$r" peer "$GET_OBJECTS" $MIB - "$OUT/s3cmd-get.json"
   row benchrun-put "$r" bench_round "$OUT/put-sign-false.yaml" "$OUT/put-$r.json" "$PUT_OBJECTS"
   row benchrun-put-sig "$r" bench_round "$OUT/put-sign-true.yaml" "$OUT/put-signed-$r.json" "$PUT_OBJECTS"
   row rclone-copy "$r" peer "$PUT_OBJECTS" $MIB - "$OUT/rclone-put.json"
-  [ ${#S3CMD[@]} -eq 0 ] || row s3cmd-put "$r" peer "$PUT_OBJECTS" $MIB - "$OUT/s3cmd-put.json"
+  [ ${#S3CMD[@]} -eq 0 ] || [ "$r" -gt "$S3CMD_ROUNDS" ] || row s3cmd-put "$r" peer "$PUT_OBJECTS" $MIB - "$OUT/s3cmd-put.json"
   [ ${#AWS[@]} -eq 0 ] || row awscli-put "$r" peer "$PUT_OBJECTS" $MIB - "$OUT/aws-put.json"
 done | tee "$OUT/part1.txt"
 python3 - "$OUT/part1.txt" <<'P'
