@@ -39,7 +39,7 @@ study() {
     000) echo "sweep-range-engine|000: the range engine against object size|4MiB-off,4MiB-on>4MiB-off,8MiB-off,8MiB-on>8MiB-off,16MiB-off,16MiB-on>16MiB-off,32MiB-off,32MiB-on>32MiB-off" ;;
     001) echo "sweep-extra-head|001: the 60/30/10 mix, range engine and pre-stat, extra HEADs emulated|mix-off,mix-on,mix-on-prestat,HEAD-emul-off,HEAD-emul-on>mix-on,HEAD-emul-on-prestat>mix-on-prestat" ;;
     001-head) echo "sweep-head-before-get|001: a HEAD before every GET (read.headBeforeGet)|no-HEAD-off,no-HEAD-on,HEAD-off,HEAD-on>no-HEAD-on" ;;
-    002) echo "sweep-single-stream|002: single-stream download against chunk size|64KiB,64-256KiB-adaptive,1MiB,whole" ;;
+    002) echo "sweep-single-stream|002: single-stream download against chunk size|64KiB,64-256KiB-adaptive>64KiB,1MiB>64-256KiB-adaptive,whole>1MiB" ;;
     003) echo "sweep-chunked-read|003: chunked against whole-file reads, file:// and direct://|file-whole,file-256KiB,file-1MiB,file-4MiB,direct-whole,direct-256KiB>direct-whole,direct-1MiB>direct-whole,direct-4MiB>direct-whole" ;;
     *) echo "unknown study '$1' (one of: ${ALL[*]})" >&2; return 1 ;;
   esac
