@@ -4,7 +4,8 @@
 #   bench/reproductions.sh [STUDY...]          run each study's sweep with repeats, then render
 #   bench/reproductions.sh render [STUDY...]   render from the committed sweep.json (no servers)
 #   bench/reproductions.sh check [STUDY...]    exit 1 when a committed table is not what
-#                                              `render` makes of the committed sweep.json
+#                                              `render` makes of the committed sweep.json, or
+#                                              docs/REPRODUCTIONS.md does not quote it as it is
 #
 # STUDY: 000 (examples/sweep-range-engine.yaml), 001 (sweep-extra-head.yaml), 001-head
 # (sweep-head-before-get.yaml), 002 (sweep-single-stream.yaml), 003 (sweep-chunked-read.yaml);
@@ -117,6 +118,17 @@ case $mode in
           bad=1
         fi
       done
+      # docs/REPRODUCTIONS.md quotes every table of table.md: each must be there as it is.
+      if ! python3 - "$REPO/docs/reproductions/$s/table.md" "$REPO/docs/REPRODUCTIONS.md" <<'P'
+import sys
+table, doc = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+blocks = [b for b in table.split("\n\n") if b.startswith("|")]
+sys.exit(any(b.strip() not in doc for b in blocks))
+P
+      then
+        echo "docs/REPRODUCTIONS.md does not quote every table of docs/reproductions/$s/table.md as it is" >&2
+        bad=1
+      fi
       rm -rf "$tmp"
     done
     exit $bad
