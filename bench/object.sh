@@ -164,6 +164,9 @@ print(json.dumps([[a.replace("NN", f"{i:02d}") for a in tmpl] for i in range(n)]
 P
 }
 cmds "$OUT/rclone-get.json" "${RC[@]}" cat "bench:$B/bench/peer/pNN/"
+# rclone's start-up and listing alone: the same 16 processes on empty prefixes (its part of
+# rclone's CPU per GiB when each process reads few objects).
+cmds "$OUT/rclone-empty.json" "${RC[@]}" cat "bench:$B/bench/peer-empty/pNN/"
 python3 -c 'import json,sys; print(json.dumps([sys.argv[1:]]))' "${RC[@]}" copy "$SRC" \
   "bench:$B/bench/put-rclone/" --transfers "$STREAMS" --checkers "$STREAMS" --no-check-dest \
   --no-traverse --multi-thread-streams 0 > "$OUT/rclone-put.json"
@@ -192,6 +195,7 @@ for r in $(seq 1 "$REPS"); do
   [ "$r" != 1 ] || header
   row benchrun-get "$r" bench_round "$OUT/get.yaml" "$OUT/get-$r.json" "$GET_OBJECTS"
   row rclone-cat "$r" peer "$GET_OBJECTS" $MIB - "$OUT/rclone-get.json"
+  row rclone-cat-empty "$r" peer 0 $MIB - "$OUT/rclone-empty.json"
   [ ${#S3CMD[@]} -eq 0 ] || [ "$r" -gt "$S3CMD_ROUNDS" ] || row s3cmd-get "$r" peer "$GET_OBJECTS" $MIB - "$OUT/s3cmd-get.json"
   row benchrun-put "$r" bench_round "$OUT/put-sign-false.yaml" "$OUT/put-$r.json" "$PUT_OBJECTS"
   row benchrun-put-sig "$r" bench_round "$OUT/put-sign-true.yaml" "$OUT/put-signed-$r.json" "$PUT_OBJECTS"
@@ -204,7 +208,7 @@ import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     f = line.split()
-    if f and f[0] != "tool":
+    if f and f[0] != "tool" and f[2] != "-":
         rows.setdefault(f[0], []).append((float(f[2]), float(f[4])))
 med = {t: (statistics.median(o for o, _ in v), statistics.median(c for _, c in v)) for t, v in rows.items()}
 for base, peers in (("benchrun-get", ("rclone-cat", "s3cmd-get")), ("benchrun-put", ("rclone-copy", "s3cmd-put", "awscli-put"))):

@@ -11,7 +11,8 @@ and the CPU of the children (getrusage RUSAGE_CHILDREN before and after). When S
 benchrun summary written by the round, its own figures for the measured stage are added.
 
 Prints one line: wall-ops/s wall-MiB/s cpu-s/GiB own-ops/s own-cpu-s/GiB p50 p99 req/op
-errors ("-" where a tool has no such figure). Exits non-zero when a command failed.
+errors ("-" where a tool has no such figure). With OBJECTS 0 (a tool's start-up alone) the
+third figure is the round's CPU seconds, marked "s". Exits non-zero when a command failed.
 """
 import json
 import resource
@@ -51,6 +52,9 @@ def main():
     cpu = children_cpu() - cpu0
     if failed:
         sys.exit("\n".join(failed))
+    if objects == 0:  # start-up alone: the CPU seconds of the round, not per GiB
+        print(f"- - {cpu:.2f}s - - - - - 0")
+        return
     gib = objects * size / 2**30
     row = [f"{objects / wall:.0f}", f"{objects * size / 2**20 / wall:.0f}", f"{cpu / gib:.2f}"]
     row += own_figures(summary) if summary != "-" else ["-", "-", "-", "-", "-", "0"]
