@@ -10,7 +10,7 @@
 #    their client CPU-s/GiB (getrusage of the children); benchrun's own figures (ops/s of
 #    its measured stage, CPU-s/GiB, p50/p99, requests/op) beside; MinIO's CPU seconds in each
 #    round (a server-bound round shows as such) and the 1-minute load average before it.
-#    STREAMS=16 PER_STREAM=128 PUT_OBJECTS=1024 change the work, S3CMD_ROUNDS how many
+#    STREAMS=16 PER_STREAM=256 PUT_OBJECTS=1024 change the work, S3CMD_ROUNDS how many
 #    rounds s3cmd takes part in (it is slow).
 # 2. Range engine on one 256 MiB object: single GET vs 8 MiB ranges x 8 in flight,
 #    (a) behind bench/bwproxy.py limiting each connection to RATE_MIB MiB/s, (b) direct.
@@ -76,7 +76,7 @@ row() {
 STREAMS=${STREAMS:-16}
 # s3cmd moves 10-30 MiB/s here (CPU-bound in Python): S3CMD_ROUNDS=1 runs it in round 1 only.
 S3CMD_ROUNDS=${S3CMD_ROUNDS:-$REPS}
-PER_STREAM=${PER_STREAM:-128}
+PER_STREAM=${PER_STREAM:-256}
 PUT_OBJECTS=${PUT_OBJECTS:-1024}
 GET_OBJECTS=$((STREAMS * PER_STREAM))
 MIB=1048576
@@ -218,6 +218,8 @@ for base, peers in (("benchrun-get", ("rclone-cat", "s3cmd-get")), ("benchrun-pu
             print(f"median {base} vs {p}: {bo / po:.2f}x its ops/s (wall), {bc / pc:.2f}x its client CPU-s/GiB")
 P
 rm -rf "$SRC"
+# What part 1 wrote to MinIO (4-7 GiB) is removed.
+for p in peer put put-rclone put-aws put-s3cmd; do "${RC[@]}" purge "bench:$B/bench/$p/" 2> /dev/null || true; done
 fi
 case $PARTS in *2*) ;; *) exit 0 ;; esac
 
