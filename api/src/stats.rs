@@ -462,10 +462,20 @@ pub struct OplogStats {
     pub records: u64,
     /// Records lost because the writer's queue was full or the writer had failed.
     pub dropped: u64,
+    /// In a cluster (`BenchmarkRun.spec.oplog`): the object this worker's log was uploaded
+    /// to, `<spec.oplog.uri><run>/<worker>.oplog.gz`. Absent standalone (the log is the
+    /// local `--oplog` file), in a merged summary and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// In a cluster: why the upload of this worker's log failed. The measurement is still
+    /// the worker's result; only the log is missing (`uri` is then absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_error: Option<String>,
 }
 
 impl OplogStats {
-    /// Fold another worker's figures into these.
+    /// Fold another worker's figures into these. Where each log is stays per worker: a
+    /// merged summary names no `uri`.
     pub fn merge(&mut self, o: &OplogStats) {
         self.records = self.records.saturating_add(o.records);
         self.dropped = self.dropped.saturating_add(o.dropped);
