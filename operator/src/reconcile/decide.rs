@@ -502,6 +502,7 @@ workers: {count: 2}
             p99_ms: 2.5,
             errors: 0,
             started_at: now().to_rfc3339(),
+            oplog: None,
         }
     }
 
