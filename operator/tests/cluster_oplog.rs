@@ -1,5 +1,5 @@
-//! `spec.oplog` on the real two-node test cluster against MinIO on the host (tests/cluster/up.sh
-//! + image.sh, tests/storage/up.sh): two workers record every operation and upload their
+//! `spec.oplog` on the real two-node test cluster against MinIO on the host (tests/cluster/up.sh,
+//! image.sh and tests/storage/up.sh): two workers record every operation and upload their
 //! op-logs through the run's own S3 settings; each worker's status names its log, and each log,
 //! read back from MinIO on 127.0.0.1, holds exactly that worker's measured operations.
 //!
