@@ -705,6 +705,33 @@ fn merged_tool_version(parts: &[Summary]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A standalone summary's `oplog` (no `uri`) still reads, a worker's names its object,
+    /// and a merged one names none: each log stays the worker's own.
+    #[test]
+    fn oplog_uri_is_optional_and_per_worker() {
+        let old: OplogStats =
+            serde_json::from_str(r#"{"records": 5, "dropped": 1}"#).expect("old oplog");
+        assert_eq!(
+            (old.records, old.dropped, &old.uri, &old.upload_error),
+            (5, 1, &None, &None)
+        );
+        let w = OplogStats {
+            records: 3,
+            dropped: 0,
+            uri: Some("s3://b/logs/run/w0.oplog.gz".into()),
+            upload_error: None,
+        };
+        let text = serde_json::to_string(&w).expect("json");
+        assert_eq!(
+            text,
+            r#"{"records":3,"dropped":0,"uri":"s3://b/logs/run/w0.oplog.gz"}"#
+        );
+        let mut merged = OplogStats::default();
+        merged.merge(&w);
+        merged.merge(&old);
+        assert_eq!((merged.records, merged.dropped, merged.uri), (8, 1, None));
+    }
     use rand::{Rng, SeedableRng};
     use std::time::Duration;
 
