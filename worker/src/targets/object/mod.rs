@@ -519,8 +519,11 @@ impl Target for ObjectTarget {
             .await
             .map_err(|e| TargetError::io(what(), e))?
             .len();
-        if len < self.multipart_threshold {
-            let data = super::read_bounded(file, self.multipart_threshold).await?;
+        // One PUT holds the file in memory: never above the in-memory bound, whatever
+        // threshold the workload sets.
+        let whole = self.multipart_threshold.min(super::PUT_FILE_IN_MEMORY_MAX);
+        if len < whole {
+            let data = super::read_bounded(file, whole).await?;
             self.store
                 .put_opts(&path, PutPayload::from(data), PutOptions::default())
                 .await
