@@ -469,10 +469,20 @@ pub struct OplogStats {
     pub records: u64,
     /// Records lost because the writer's queue was full or the writer had failed.
     pub dropped: u64,
+    /// In a cluster (`BenchmarkRun.spec.oplog`): the object this worker's log was uploaded
+    /// to, `<spec.oplog.uri><run>/<worker>.oplog.gz`. Absent standalone (the log is the
+    /// local `--oplog` file), in a merged summary and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// In a cluster: why the upload of this worker's log failed. The measurement is still
+    /// the worker's result; only the log is missing (`uri` is then absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_error: Option<String>,
 }
 
 impl OplogStats {
-    /// Fold another worker's figures into these.
+    /// Fold another worker's figures into these. Where each log is stays per worker: a
+    /// merged summary names no `uri`.
     pub fn merge(&mut self, o: &OplogStats) {
         self.records = self.records.saturating_add(o.records);
         self.dropped = self.dropped.saturating_add(o.dropped);
@@ -702,6 +712,33 @@ fn merged_tool_version(parts: &[Summary]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A standalone summary's `oplog` (no `uri`) still reads, a worker's names its object,
+    /// and a merged one names none: each log stays the worker's own.
+    #[test]
+    fn oplog_uri_is_optional_and_per_worker() {
+        let old: OplogStats =
+            serde_json::from_str(r#"{"records": 5, "dropped": 1}"#).expect("old oplog");
+        assert_eq!(
+            (old.records, old.dropped, &old.uri, &old.upload_error),
+            (5, 1, &None, &None)
+        );
+        let w = OplogStats {
+            records: 3,
+            dropped: 0,
+            uri: Some("s3://b/logs/run/w0.oplog.gz".into()),
+            upload_error: None,
+        };
+        let text = serde_json::to_string(&w).expect("json");
+        assert_eq!(
+            text,
+            r#"{"records":3,"dropped":0,"uri":"s3://b/logs/run/w0.oplog.gz"}"#
+        );
+        let mut merged = OplogStats::default();
+        merged.merge(&w);
+        merged.merge(&old);
+        assert_eq!((merged.records, merged.dropped, merged.uri), (8, 1, None));
+    }
     use rand::{Rng, SeedableRng};
     use std::time::Duration;
 

@@ -129,6 +129,7 @@ pub fn parse(text: &str, source: &str) -> Result<BenchmarkRun> {
         thresholds: vec![],
         baseline_ref: None,
         matrix,
+        oplog: None,
     };
     let mut run = BenchmarkRun::new("", spec);
     run.metadata = ObjectMeta {

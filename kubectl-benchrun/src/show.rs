@@ -23,6 +23,24 @@ pub fn encode<T: Serialize>(value: &T, output: Output) -> Result<String> {
     })
 }
 
+/// Where each worker's op-log is (`spec.oplog`), one line each; empty without op-logs.
+pub fn oplogs(run: &BenchmarkRun) -> String {
+    let mut out = String::new();
+    for w in run.status.iter().flat_map(|s| &s.workers) {
+        let Some(o) = &w.oplog else { continue };
+        let _ = match (&o.uri, &o.error) {
+            (Some(uri), _) => writeln!(
+                out,
+                "oplog {}: {uri} ({} records, {} dropped)",
+                w.name, o.records, o.dropped
+            ),
+            (None, Some(e)) => writeln!(out, "oplog {}: NOT STORED: {e}", w.name),
+            (None, None) => writeln!(out, "oplog {}: not stored", w.name),
+        };
+    }
+    out
+}
+
 /// The thresholds of a run as evaluated, one line each.
 pub fn thresholds(run: &BenchmarkRun) -> String {
     let mut out = String::new();
@@ -103,6 +121,33 @@ async fn tables(t: &Target, run: &BenchmarkRun, per_worker: bool) -> Result<Stri
             }
         }
     }
+    out.push_str(&oplogs(run));
     out.push_str(&thresholds(run));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_workers_oplog_is_named_or_its_failure_said() {
+        let run: BenchmarkRun = serde_json::from_value(serde_json::json!({
+            "apiVersion": "benchrun.dev/v1alpha1", "kind": "BenchmarkRun",
+            "metadata": {"name": "r"},
+            "spec": {"workload": {"target": "s3://b/p/", "duration": "1s", "ops": [{"op": "get"}]}},
+            "status": {"phase": "Succeeded", "workers": [
+                {"name": "w0", "pod": "r-w0", "phase": "Collected",
+                 "oplog": {"uri": "s3://b/logs/r/w0.oplog.gz", "records": 10, "dropped": 1}},
+                {"name": "w1", "pod": "r-w1", "phase": "Collected",
+                 "oplog": {"records": 7, "dropped": 0, "error": "uploading: HTTP 403"}},
+                {"name": "w2", "pod": "r-w2", "phase": "Collected"}
+            ]}
+        }))
+        .expect("run");
+        assert_eq!(
+            oplogs(&run),
+            "oplog w0: s3://b/logs/r/w0.oplog.gz (10 records, 1 dropped)\noplog w1: NOT STORED: uploading: HTTP 403\n"
+        );
+    }
 }

@@ -20,6 +20,7 @@
 //! - [`sweep`]: `spec.matrix`: the combinations, their child runs' specs, and the table
 //! - [`decode`]: runs decoded one at a time, so one unreadable run is reported, not fatal
 //! - [`podfields`]: the Kubernetes-typed fields copied into worker pods, checked before any pod
+//! - [`oplog`]: `spec.oplog` checked, and the directory a run's workers upload their op-logs to
 //! - [`netpol`]: the per-run NetworkPolicy: only the operator (and named scrapers) reach workers
 //! - [`policy`]: the administrator's limits on runs (worker images, hostPath)
 //! - [`apicount`]: the operator's own API requests, counted by verb
@@ -43,6 +44,7 @@ pub mod failpoint;
 pub mod leader;
 pub mod metrics;
 pub mod netpol;
+pub mod oplog;
 pub mod placement;
 pub mod podfields;
 pub mod policy;

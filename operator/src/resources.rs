@@ -527,22 +527,7 @@ fn worker_container(
                 .clone()
                 .unwrap_or_else(|| default_image.to_string()),
         ),
-        args: Some(
-            [
-                "agent",
-                "--workload",
-                &format!("{CONFIG_DIR}/workload.yaml"),
-                "--listen",
-                &format!("0.0.0.0:{AGENT_PORT}"),
-                "--token-file",
-                &format!("{TOKEN_DIR}/token"),
-                "--linger",
-                &linger,
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-        ),
+        args: Some(worker_args(run, &linger)),
         env: Some(vec![
             EnvVar {
                 name: "BENCHRUN_WORKER_ID".into(),
@@ -589,6 +574,34 @@ fn worker_container(
     }
 }
 
+/// The agent's command line. With `spec.oplog`, the run's op-log directory, and the pod's
+/// writable scratch `/tmp` (an emptyDir; the root filesystem is read-only) as the spool.
+fn worker_args(run: &BenchmarkRun, linger: &str) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "agent",
+        "--workload",
+        &format!("{CONFIG_DIR}/workload.yaml"),
+        "--listen",
+        &format!("0.0.0.0:{AGENT_PORT}"),
+        "--token-file",
+        &format!("{TOKEN_DIR}/token"),
+        "--linger",
+        linger,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(dir) = crate::oplog::run_dir(&run.spec, &run.name_any()) {
+        args.extend([
+            "--oplog-uri".into(),
+            dir,
+            "--oplog-spool".into(),
+            "/tmp".into(),
+        ]);
+    }
+    args
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -620,6 +633,27 @@ secretRef: {name: creds}
             phase: crate::crd::WorkerPhase::Pending,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_oplog_run_tells_each_agent_its_directory_and_spool() {
+        let args = |spec: &str| {
+            let p = worker_pod(&run(spec), &worker(), "img:1").unwrap();
+            p.spec.unwrap().containers[0].args.clone().unwrap()
+        };
+        assert!(!args(SPEC).iter().any(|a| a.starts_with("--oplog")));
+        let with = args(&format!("{SPEC}oplog: {{uri: file:///data/logs/}}\n"));
+        let at = with
+            .iter()
+            .position(|a| a == "--oplog-uri")
+            .expect("--oplog-uri");
+        assert_eq!(with[at + 1], "file:///data/logs/bench/");
+        let at = with
+            .iter()
+            .position(|a| a == "--oplog-spool")
+            .expect("--oplog-spool");
+        // The pod's emptyDir: the only writable place besides the data volume.
+        assert_eq!(with[at + 1], "/tmp");
     }
 
     #[test]

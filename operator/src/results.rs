@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 
+use crate::crd::oplog::WorkerOplog;
 use crate::crd::MERGED_KEY;
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus, WorkerStatus};
 use crate::resources::{
@@ -245,6 +246,7 @@ pub fn fold_worker(w: &mut WorkerStatus, f: &WorkerFigures) {
     w.p99_ms = Some(f.p99_ms);
     w.errors = Some(f.errors);
     w.started_at = Some(f.started_at.clone());
+    w.oplog = f.oplog.clone();
 }
 
 /// What a worker's status shows of its summary: taken as soon as the summary is persisted,
@@ -260,6 +262,8 @@ pub struct WorkerFigures {
     pub errors: u64,
     /// Start of its measured stage, RFC 3339.
     pub started_at: String,
+    /// With `spec.oplog`: where its log is, or why it is not.
+    pub oplog: Option<WorkerOplog>,
 }
 
 impl WorkerFigures {
@@ -271,6 +275,12 @@ impl WorkerFigures {
             p99_ms: total.p99_ms,
             errors: total.errors,
             started_at: s.started_at.to_rfc3339(),
+            oplog: s.oplog.as_ref().map(|o| WorkerOplog {
+                uri: o.uri.clone(),
+                records: o.records,
+                dropped: o.dropped,
+                error: o.upload_error.clone(),
+            }),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! baseline, sweep); this module calls them in one fixed order.
 
 use crate::crd::{BenchmarkRunSpec, MAX_START_DELAY, MAX_THRESHOLDS, MAX_TIMEOUT, MAX_TTL_SECONDS};
-use crate::{baseline, podfields, resources, sweep, thresholds};
+use crate::{baseline, oplog, podfields, resources, sweep, thresholds};
 
 /// Check what the schema cannot (durations are strings to it): each problem as
 /// `spec.<field>: <why>`. Bounds keep every timestamp sum the reconciler makes in range.
@@ -40,6 +40,7 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
     errs.extend(claim_template(spec));
     errs.extend(thresholds::validate(&spec.thresholds, &spec.workload));
     errs.extend(podfields::check(spec));
+    errs.extend(oplog::validate(spec));
     if spec.thresholds.len() > MAX_THRESHOLDS {
         errs.push(format!(
             "spec.thresholds: at most {MAX_THRESHOLDS} (got {})",

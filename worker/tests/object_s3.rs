@@ -480,3 +480,57 @@ fn endpoint_without_keys_is_a_config_error_not_a_metadata_lookup() {
         "{err}"
     );
 }
+
+/// `put_file` (how an agent uploads its op-log): a file below the multipart threshold in one
+/// PUT, a larger one streamed part by part; MinIO holds both byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_are_uploaded_whole_or_in_parts_byte_for_byte() {
+    let env = storage_env();
+    let creds = s3_creds(&env);
+    let prefix = unique("s3-put-file");
+    let w = workload(&s3_yaml(
+        &env,
+        &env["BENCHRUN_S3_ENDPOINT"],
+        creds.path().to_str().unwrap(),
+        &prefix,
+        "totalOps: 1\nops: [{op: get}]\nwrite: { multipartThreshold: 5MiB, partSize: 5MiB }",
+    ));
+    let t = targets::open(&w).await.expect("open");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pattern = std::sync::Arc::new(benchrun_worker::datagen::DataPattern::new(7, 0.0));
+    // 12 MiB + 5 bytes: two whole parts and a short last one.
+    for (key, len) in [
+        ("small.oplog.gz", 100 * 1024u64),
+        ("large.oplog.gz", (12 << 20) + 5),
+    ] {
+        let path = dir.path().join(key);
+        let mut bytes = Vec::with_capacity(len as usize);
+        for p in pattern.payload(key, len).parts {
+            bytes.extend_from_slice(&p);
+        }
+        std::fs::write(&path, &bytes).expect("write the local file");
+        assert_eq!(t.put_file(key, &path).await.expect("upload"), len, "{key}");
+        assert_eq!(t.stat(key).await.expect("stat").size, len, "{key}");
+        let got = t
+            .get(
+                key,
+                &GetRequest {
+                    plan: ChunkPlan::Stream,
+                    check: ReadCheck::Verify(pattern.clone()),
+                    size_hint: None,
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{key} reads back as written: {e}"));
+        assert_eq!(got.bytes, len, "{key}");
+        t.delete(key).await.expect("delete");
+    }
+    // A file that is not there: an error naming it, nothing stored.
+    let missing = dir.path().join("missing.oplog.gz");
+    let e = t
+        .put_file("missing.oplog.gz", &missing)
+        .await
+        .expect_err("no file");
+    assert!(e.to_string().contains("missing.oplog.gz"), "{e}");
+    assert!(t.stat("missing.oplog.gz").await.is_err());
+}

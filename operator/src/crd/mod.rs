@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 pub mod baseline;
 pub mod ca;
 pub mod matrix;
+pub mod oplog;
 pub mod status;
 pub mod thresholds;
 
@@ -142,6 +143,12 @@ pub struct BenchmarkRunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "matrix_schema")]
     pub matrix: Option<Matrix>,
+    /// Record every operation of every worker, and keep each worker's op-log with the run's
+    /// results as `<uri><run>/<worker>.oplog.gz` (uri: a directory of the target's scheme,
+    /// written with the run's storage settings); `status.workers[].oplog` says where each
+    /// is. Object workloads only, not with `matrix` (docs/OPLOG.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oplog: Option<oplog::OplogSpec>,
 }
 
 /// The schema of `spec.matrix`, structural: parameter values may be any YAML value, so the

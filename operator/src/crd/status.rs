@@ -201,6 +201,10 @@ pub struct WorkerStatus {
     /// Failed operations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<u64>,
+    /// With `spec.oplog`: where its op-log is stored, its records and those dropped, or why
+    /// the upload failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oplog: Option<super::oplog::WorkerOplog>,
 }
 
 /// Live progress of the measured stage, summed over workers.

@@ -246,6 +246,11 @@ pub(crate) fn collected(d: &mut Draft, outcomes: Vec<(usize, Collected)>) -> Opt
                     figures.ops_per_sec, figures.p99_ms
                 );
                 d.event(EventType::Normal, "Collected", note);
+                // The result counts; only the worker's op-log is missing: say why, loudly.
+                if let Some(why) = figures.oplog.as_ref().and_then(|o| o.error.as_ref()) {
+                    let msg = format!("worker {name}: op-log not stored: {why}");
+                    d.event(EventType::Warning, "OplogNotStored", msg);
+                }
             }
             Collected::NotYet(e) => tracing::debug!("summary of {name}: {e}"),
             Collected::Invalid(message) => d.worker_failed(i, "InvalidSummary", message),
@@ -502,6 +507,7 @@ workers: {count: 2}
             p99_ms: 2.5,
             errors: 0,
             started_at: now().to_rfc3339(),
+            oplog: None,
         }
     }
 
@@ -586,6 +592,33 @@ workers: {count: 2}
         assert!(matches!(err, Some(Error::Invalid(_))));
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Collected);
         assert_eq!(d.status.workers[1].phase, WorkerPhase::Done);
+    }
+
+    #[test]
+    fn a_failed_oplog_upload_keeps_the_result_and_warns() {
+        let mut d = draft(&[WorkerPhase::Done]);
+        let mut f = figures();
+        f.oplog = Some(crate::crd::oplog::WorkerOplog {
+            uri: None,
+            records: 40,
+            dropped: 0,
+            error: Some("uploading to s3://b/o/r/w0.oplog.gz: HTTP 403".into()),
+        });
+        assert!(collected(&mut d, vec![(0, Collected::Persisted(f))]).is_none());
+        let w = &d.status.workers[0];
+        assert_eq!(w.phase, WorkerPhase::Collected);
+        assert_eq!(w.oplog.as_ref().map(|o| o.records), Some(40));
+        assert!(
+            d.events
+                .iter()
+                .any(|(t, reason, msg)| *t == EventType::Warning
+                    && reason == "OplogNotStored"
+                    && msg.ends_with(
+                        "op-log not stored: uploading to s3://b/o/r/w0.oplog.gz: HTTP 403"
+                    )),
+            "{:?}",
+            d.events
+        );
     }
 
     #[test]

@@ -41,9 +41,16 @@ async fn drive_inner(
         // deleted by the first one done while the others still read it.
         workload.dataset.prefix = format!("{}{worker_id}/", workload.dataset.prefix);
     }
-    let engine = Engine::open(workload, agent.metrics.clone(), &worker_id)
+    let mut engine = Engine::open(workload, agent.metrics.clone(), &worker_id)
         .await
         .map_err(|e| format!("opening the target: {e}"))?;
+    // The spool is created before anything is prepared, so a bad one fails first.
+    let mut recording = None;
+    if let Some(plan) = &agent.oplog {
+        let (r, sink) = plan.start(&engine, &worker_id)?;
+        engine = engine.with_oplog(sink);
+        recording = Some(r);
+    }
     let dataset = tokio::select! {
         r = engine.prepare() => Some(r.map_err(|e| format!("preparing the dataset: {e}"))?),
         _ = agent.wait_shutdown() => None,
@@ -90,6 +97,11 @@ async fn drive_inner(
     }
     if cut_short {
         return Ok(());
+    }
+    // Uploaded after the cleanup (which could otherwise delete a log stored under the
+    // dataset's prefix) and before the summary is served, which names where it is.
+    if let Some(r) = recording {
+        summary.oplog = Some(r.finish(engine.workload(), &worker_id).await);
     }
     {
         let mut i = agent.lock();

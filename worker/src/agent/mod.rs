@@ -31,8 +31,10 @@
 //! - `mod.rs`: the options, the shared state and its token check, and `main`
 //! - `server.rs`: the HTTP routes and handlers of `/v1/*`
 //! - `drive.rs`: one workload driven through the agent's stages by the engine
+//! - `oplog.rs`: the op-log recorded to a spool and uploaded after the run (`--oplog-uri`)
 
 mod drive;
+mod oplog;
 mod server;
 
 use std::net::SocketAddr;
@@ -54,6 +56,7 @@ use crate::units::HumanDuration;
 use crate::Workload;
 
 pub use drive::drive;
+pub use oplog::OplogPlan;
 pub use server::router;
 
 /// Options of `benchrun-worker agent`.
@@ -80,6 +83,19 @@ pub struct AgentArgs {
     /// Where the kubelet picks up the failure message for the pod's status.
     #[arg(long, default_value = "/dev/termination-log")]
     pub termination_log: PathBuf,
+    /// Record every op to an op-log and upload it, after the measured stage, as
+    /// `<URI><worker-id>.oplog.gz` with the workload's own storage settings. URI is a
+    /// directory of the target's scheme ending in `/` (the operator passes
+    /// `<spec.oplog.uri><run>/`).
+    #[arg(long, value_name = "URI")]
+    pub oplog_uri: Option<String>,
+    /// With --oplog-uri: the writable directory the log is spooled to during the run.
+    #[arg(long, value_name = "DIR", default_value = "/tmp")]
+    pub oplog_spool: PathBuf,
+    /// With --oplog-uri: records queued for the writer; when full, records are dropped (and
+    /// counted in the summary's `oplog.dropped`) so the run never waits for the disk.
+    #[arg(long, value_name = "N", default_value_t = crate::oplog::writer::DEFAULT_QUEUE)]
+    pub oplog_queue: usize,
 }
 
 /// Shared state between the HTTP handlers and the driving task.
@@ -108,6 +124,8 @@ pub struct Agent {
     start_tx: watch::Sender<Option<DateTime<Utc>>>,
     /// Wakes the driver (and a running measured stage) on shutdown.
     shutdown: Arc<Notify>,
+    /// With `--oplog-uri`: where the run's op-log is recorded and uploaded.
+    oplog: Option<Arc<OplogPlan>>,
 }
 
 impl Agent {
@@ -129,7 +147,14 @@ impl Agent {
             metrics,
             start_tx: watch::channel(None).0,
             shutdown: Arc::new(Notify::new()),
+            oplog: None,
         }
+    }
+
+    /// The same agent recording its run's op-log as `plan` says.
+    pub fn with_oplog(mut self, plan: OplogPlan) -> Self {
+        self.oplog = Some(Arc::new(plan));
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -248,7 +273,14 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let token = read_token(&args.token_file)?;
     let metrics = Arc::new(Metrics::new());
-    let agent = Agent::new(&args.worker_id, &token, metrics);
+    let mut agent = Agent::new(&args.worker_id, &token, metrics);
+    if let Some(uri) = &args.oplog_uri {
+        agent = agent.with_oplog(OplogPlan {
+            uri: uri.clone(),
+            spool: args.oplog_spool.clone(),
+            queue: args.oplog_queue,
+        });
+    }
     let bound = crate::server::spawn(args.listen, router(agent.clone()))
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

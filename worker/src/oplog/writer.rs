@@ -130,6 +130,7 @@ impl Writer {
         Ok(OplogStats {
             records,
             dropped: self.sink.dropped(),
+            ..Default::default()
         })
     }
 }

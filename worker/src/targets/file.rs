@@ -72,6 +72,19 @@ impl Files {
         })
     }
 
+    /// Copy a local file in as `key` (the kernel copies it: no buffer of its size).
+    fn put_file(&self, key: &str, from: &std::path::Path) -> Result<u64, TargetError> {
+        let root = &self.root;
+        root.make_parent(key)?;
+        let n = std::fs::copy(from, root.path(key)).map_err(|e| root.err(key, e))?;
+        if self.fsync {
+            std::fs::File::open(root.path(key))
+                .and_then(|f| f.sync_all())
+                .map_err(|e| root.err(key, e))?;
+        }
+        Ok(n)
+    }
+
     fn put(&self, key: &str, data: &Payload) -> Result<u32, TargetError> {
         let root = &self.root;
         let create = || std::fs::File::create(root.path(key));
@@ -111,6 +124,11 @@ impl Target for FileTarget {
         }
         let (inner, key) = (self.inner.clone(), key.to_string());
         blocking(move || inner.put(&key, &data)).await
+    }
+
+    async fn put_file(&self, key: &str, path: &std::path::Path) -> Result<u64, TargetError> {
+        let (inner, key, path) = (self.inner.clone(), key.to_string(), path.to_path_buf());
+        blocking(move || inner.put_file(&key, &path)).await
     }
 
     async fn stat(&self, key: &str) -> Result<ObjectInfo, TargetError> {

@@ -165,6 +165,16 @@ pub trait Target: Send + Sync + fmt::Debug {
     async fn delete(&self, key: &str) -> Result<(), TargetError>;
     /// Fail early, with a clear message, when the target cannot be used at all.
     async fn check(&self) -> Result<(), TargetError>;
+    /// Store the local file `path` as the object `key` (an agent's op-log, after its run);
+    /// the bytes sent. Not a benchmark op: nothing is timed or counted. Backends that can
+    /// stream override this so that memory stays bounded whatever the file's size; this
+    /// default reads the file whole, and refuses one above [`PUT_FILE_IN_MEMORY_MAX`].
+    async fn put_file(&self, key: &str, path: &std::path::Path) -> Result<u64, TargetError> {
+        let data = read_bounded(path, PUT_FILE_IN_MEMORY_MAX).await?;
+        let len = data.len() as u64;
+        self.put(key, Payload::new(vec![data])).await?;
+        Ok(len)
+    }
     /// The default read plan for this backend when the workload sets none.
     fn default_plan(&self) -> ChunkPlan;
     /// Bytes that can still be written, when the backend can tell (local file systems);
@@ -192,6 +202,31 @@ pub trait Target: Send + Sync + fmt::Debug {
     fn endpoints(&self) -> &[Endpoint] {
         &[]
     }
+}
+
+/// The largest file [`Target::put_file`] reads whole into memory on a backend that cannot
+/// stream an upload: 256 MiB, about 2.5 million op-log records.
+pub const PUT_FILE_IN_MEMORY_MAX: u64 = 256 << 20;
+
+/// Read `path` whole, refusing a file larger than `max` with an error naming it.
+pub async fn read_bounded(path: &std::path::Path, max: u64) -> Result<bytes::Bytes, TargetError> {
+    let what = || path.display().to_string();
+    let len = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| TargetError::io(what(), e))?
+        .len();
+    if len > max {
+        return Err(TargetError::Unsupported(format!(
+            "{}: {} is more than the {} this backend uploads from memory",
+            what(),
+            crate::units::ByteSize(len),
+            crate::units::ByteSize(max)
+        )));
+    }
+    let data = tokio::fs::read(path)
+        .await
+        .map_err(|e| TargetError::io(what(), e))?;
+    Ok(bytes::Bytes::from(data))
 }
 
 /// A failed storage operation.

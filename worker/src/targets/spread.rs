@@ -76,6 +76,10 @@ impl Target for Spread {
         self.turn().delete(key).await
     }
 
+    async fn put_file(&self, key: &str, path: &std::path::Path) -> Result<u64, TargetError> {
+        self.turn().put_file(key, path).await
+    }
+
     /// Every endpoint is checked, in order: a gateway that is down or whose certificate
     /// cannot be verified stops the run before it starts, named by its own message.
     async fn check(&self) -> Result<(), TargetError> {
