@@ -439,7 +439,7 @@ async fn a_stop_before_the_start_time_ends_the_run_at_once() {
 
 /// The measured stage starts once its 1,024 tasks' threads exist (parked at a gate), not
 /// before: the spawning is reported as `setup` and lies before `startedAt`, and the stage
-/// lasts its configured duration within a bound that does not depend on the concurrency.
+/// lasts its configured duration plus at most its slowest op, whatever the concurrency.
 /// (Taken before the spawning, the start put the spawning inside every rate: a 3 s run at
 /// concurrency 4,096 measured 4.26 s.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -468,9 +468,13 @@ async fn the_measured_window_excludes_starting_1024_tasks() {
         waited >= setup * 0.99,
         "the stage started {waited:.3} s after the call, before its {setup:.3} s of setup ended"
     );
+    // The stage ends with its last op: no later than the deadline plus the slowest op (and a
+    // little for the instructions between taking a ticket and starting the op), however long
+    // joining 1,024 tasks takes on a loaded machine.
+    let slowest = s.ops[&OpKind::Get].latency.0.max() as f64 / 1e6;
     assert!(
-        (2.0..3.0).contains(&s.elapsed_seconds),
-        "a 2 s stage measured {} s",
+        s.elapsed_seconds >= 2.0 && s.elapsed_seconds <= 2.0 + slowest + 0.25,
+        "a 2 s stage measured {} s (slowest op {slowest} s)",
         s.elapsed_seconds
     );
     assert!(s.ops[&OpKind::Get].count > 0, "the tasks ran");

@@ -83,6 +83,10 @@ pub struct Recorder {
     /// keeps no per-size figures): its measured successful ops by size bucket. A bucket's
     /// histogram is allocated when the first op of its size is recorded.
     pub sizes: [Option<SizeBuckets>; OpKind::ALL.len()],
+    /// When the last op of any stage finished, from the schedule's start: where the
+    /// measured stage really ends (joining the tasks and merging this recorder is not part
+    /// of it).
+    pub last_finished: Option<Duration>,
     /// Length of the warm-up (zero: none): ops finished before it are the warm-up's.
     warmup: Duration,
     metrics: Arc<Metrics>,
@@ -103,6 +107,7 @@ impl Recorder {
             warm_timeline: Vec::new(),
             endpoints: Vec::new(),
             sizes: Default::default(),
+            last_finished: None,
             warmup: Duration::ZERO,
             metrics,
         }
@@ -158,6 +163,7 @@ impl Recorder {
     /// warm-up counts in the warm-up's figures, any other in the measured stage's (an op
     /// in flight when the warm-up ends is measured, as fio's `ramp_time` counts it).
     pub fn record(&mut self, r: OpResult) -> Option<String> {
+        self.last_finished = self.last_finished.max(Some(r.finished_at));
         let measured = r.finished_at.checked_sub(self.warmup);
         if let (Some(i), Some(_)) = (r.endpoint, measured) {
             if self.endpoints.len() <= i {
@@ -229,6 +235,7 @@ impl Recorder {
 
     /// Fold another task's recorder into this one.
     pub fn absorb(&mut self, o: Recorder) {
+        self.last_finished = self.last_finished.max(o.last_finished);
         for (a, b) in self.ops.iter_mut().zip(o.ops.iter()) {
             if let Some(b) = b {
                 a.get_or_insert_with(OpStats::default).merge(b);

@@ -227,6 +227,11 @@ impl Engine {
         let schedule = &setup.schedule;
         let measured_start = schedule.measured_start();
         // The measured stage's length: zero if the run was stopped in its warm-up.
+        let end = stage_end(
+            end,
+            all.last_finished.map(|f| start + f),
+            schedule.deadline(),
+        );
         let elapsed = end.saturating_duration_since(measured_start);
         let open_loop = schedule.due_before(end).map(|due| OpenLoop {
             due,
@@ -697,5 +702,44 @@ impl RunCtx {
                 ));
             }
         }
+    }
+}
+
+/// Where the measured stage ends, given when its tasks were all joined (`joined`), when its
+/// last op finished and its deadline. Joining a thousand tasks and merging their histograms
+/// takes time that is no part of the stage (on a loaded machine, seconds), so the stage ends
+/// with its last op; but at its deadline at the earliest when it ran that long, since an open
+/// loop may have nothing in flight then. With no op at all, the join is all there is.
+fn stage_end(joined: Instant, last_op: Option<Instant>, deadline: Option<Instant>) -> Instant {
+    match (last_op, deadline) {
+        (None, _) => joined,
+        (Some(last), Some(deadline)) if joined >= deadline => last.max(deadline),
+        (Some(last), _) => last,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stage_ends_with_its_last_op_or_its_deadline_never_with_the_join() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // Ran its duration: ops in flight at the deadline end it; joining later does not.
+        assert_eq!(
+            stage_end(at(3500), Some(at(2040)), Some(at(2000))),
+            at(2040)
+        );
+        // An open loop idle at its deadline: the stage still lasted until the deadline.
+        assert_eq!(
+            stage_end(at(2100), Some(at(1950)), Some(at(2000))),
+            at(2000)
+        );
+        // Stopped early (a signal, totalOps): its last op ends it.
+        assert_eq!(stage_end(at(900), Some(at(800)), Some(at(2000))), at(800));
+        assert_eq!(stage_end(at(900), Some(at(800)), None), at(800));
+        // No op at all.
+        assert_eq!(stage_end(at(900), None, Some(at(2000))), at(900));
     }
 }

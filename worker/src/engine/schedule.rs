@@ -103,7 +103,8 @@ impl Schedule {
         at < self.measured_start()
     }
 
-    fn deadline(&self) -> Option<Instant> {
+    /// When the measured stage's `duration` runs out (`None`: it has none).
+    pub fn deadline(&self) -> Option<Instant> {
         self.duration
             .and_then(|d| self.measured_start().checked_add(d))
     }
