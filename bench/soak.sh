@@ -3,9 +3,11 @@
 # directory for SOAK_SECONDS (default 600) with /metrics scraped every second throughout.
 # Checks: no operation errors, every scrape answered, memory flat (RSS at the end of the run
 # within SOAK_RSS_SLACK, default 20%, of RSS 30 s in), the summary's counts equal the final
-# scrape's counters. Prints the figures for docs/RELIABILITY.md.
+# scrape's counters, the timeline exact and bounded (past an hour: 5-minute entries). Prints
+# the figures for docs/RELIABILITY.md.
 #
 #   make soak          or    SOAK_SECONDS=60 bench/soak.sh [DIR]
+#   SOAK_SECONDS=4500 bench/soak.sh     a run past the first hour (its timeline compacted)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/lib/cache.sh
@@ -78,6 +80,19 @@ if rss30 and rssend > rss30 * (100 + slack) / 100: bad.append(f"RSS grew {rss30}
 behind = {op: n - scraped.get(op, 0) for op, n in counts.items()}
 if not scraped or any(not 0 <= d <= 2000 for d in behind.values()):
     bad.append(f"last scrape {scraped} does not match summary {counts}")
+# Runs of any length: the timeline is exact (its entries add up to the ops counted) and
+# bounded (one entry a second for the first hour, one per 5 minutes after: docs/REPORTS.md).
+tl = [e for e in s.get("timeline", []) if not e.get("warmup")]
+spans = {}
+for e in tl: spans[e.get("span", 1)] = spans.get(e.get("span", 1), 0) + 1
+size = len(open(summary).read())
+print(f"soak: timeline {len(tl)} entries (by span: {dict(sorted(spans.items()))}), summary {size:,} bytes of JSON")
+if sum(e["ops"] for e in tl) != sum(counts.values()):
+    bad.append(f"timeline ops {sum(e['ops'] for e in tl)} != counted {sum(counts.values())}")
+late = [e for e in tl if e["second"] >= 3600 and e.get("span", 1) != 300]
+if late: bad.append(f"{len(late)} timeline entries after the first hour are not 5-minute spans")
+if len(tl) > 3600 + (s["elapsedSeconds"] - 3600) / 300 + 2:
+    bad.append(f"{len(tl)} timeline entries for {s['elapsedSeconds']:.0f} s: not bounded")
 for b in bad: print("FAIL:", b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
