@@ -391,7 +391,9 @@ pub struct Summary {
     /// Wall-clock start of the measured stage (the earliest, once merged), RFC 3339 UTC.
     #[schemars(with = "String", extend("format" = "date-time"))]
     pub started_at: DateTime<Utc>,
-    /// Length of the measured stage in seconds (the longest, once merged).
+    /// Length of the measured stage in seconds, from its start until its last op finished
+    /// (or its deadline, when it ran that long and nothing was in flight then); the longest,
+    /// once merged.
     pub elapsed_seconds: f64,
     /// Why the measured stage ended: `duration`, `totalOps`, `errorBudget: ...`, `interrupted`.
     pub stopped_by: String,
