@@ -151,6 +151,23 @@ fn only(r: &Row) -> Option<String> {
     only_in(&r.only_in)
 }
 
+/// One line per figure compared (A, B, the change and whether it is significant), then the
+/// latency test: the body of an op's or an endpoint's block of the text form.
+fn deltas_text(out: &mut String, deltas: &[Delta], latency: Option<&KsTest>) {
+    for d in deltas {
+        let [a, b, delta, rel] = cells(d);
+        let line = format!(
+            "  {:<12} {a:>12} {b:>12} {delta:>12} {rel:>10}  {}",
+            d.metric.label(),
+            change(d.change)
+        );
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if let Some(t) = latency {
+        let _ = writeln!(out, "  latency: {}", latency_hint(t));
+    }
+}
+
 /// The per-endpoint rows as text, after the ops: nothing without endpoints.
 fn endpoints_text(out: &mut String, c: &Comparison) {
     if c.endpoints.is_empty() {
@@ -167,18 +184,7 @@ fn endpoints_text(out: &mut String, c: &Comparison) {
             "{}\n  {:<12} {:>12} {:>12} {:>12} {:>10}",
             r.endpoint, "", "A", "B", "delta", "delta %"
         );
-        for d in &r.deltas {
-            let [a, b, delta, rel] = cells(d);
-            let line = format!(
-                "  {:<12} {a:>12} {b:>12} {delta:>12} {rel:>10}  {}",
-                d.metric.label(),
-                change(d.change)
-            );
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
-        if let Some(t) = &r.latency_test {
-            let _ = writeln!(out, "  latency: {}", latency_hint(t));
-        }
+        deltas_text(out, &r.deltas, r.latency_test.as_ref());
     }
 }
 
@@ -240,18 +246,7 @@ fn text(c: &Comparison) -> String {
             "{:<14} {:>12} {:>12} {:>12} {:>10}",
             r.op, "A", "B", "delta", "delta %"
         );
-        for d in &r.deltas {
-            let [a, b, delta, rel] = cells(d);
-            let line = format!(
-                "  {:<12} {a:>12} {b:>12} {delta:>12} {rel:>10}  {}",
-                d.metric.label(),
-                change(d.change)
-            );
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
-        if let Some(t) = &r.latency_test {
-            let _ = writeln!(out, "  latency: {}", latency_hint(t));
-        }
+        deltas_text(&mut out, &r.deltas, r.latency_test.as_ref());
         if let Some(t) = &r.throughput_test {
             let _ = writeln!(out, "  ops per second: {}", throughput_hint(t));
         }
