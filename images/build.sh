@@ -37,10 +37,8 @@ for tool in file strip tar sha256sum; do
 done
 [ -f "$CA_BUNDLE" ] || die "$CA_BUNDLE is missing (Debian: apt-get install ca-certificates)"
 
-pkgs=(); for b in "${BINS[@]}"; do pkgs+=(-p "$b"); done
-log "cargo build --release (static) ${pkgs[*]} into $CARGO_TARGET_DIR"
-(cd "$REPO_ROOT" && RUSTFLAGS='-C target-feature=+crt-static' \
-  cargo build --release --target "$TARGET" "${pkgs[@]}") || die "static cargo build failed"
+log "cargo build --release (static) ${BINS[*]} into $CARGO_TARGET_DIR"
+IMAGES_TARGET_DIR=$CARGO_TARGET_DIR "$HERE/static-build.sh" || die "static cargo build failed"
 
 # blob FILE DIR: store FILE as DIR/blobs/sha256/<digest>; prints "<digest> <size>".
 blob() {

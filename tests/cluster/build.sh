@@ -8,6 +8,7 @@ set -euo pipefail
 CMDS="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 mkdir -p "$K8S_BIN"
+cache_lock k8s-build
 
 have_all() { for c in $CMDS etcd; do [ -x "$K8S_BIN/$c" ] || return 1; done; [ -x "$COREDNS_BIN" ]; }
 if have_all; then exit 0; fi

@@ -8,13 +8,8 @@
 # content hash changes whenever the code does, so a pod can never run a stale image under a
 # reused tag (the kubelet never re-pulls with Never).
 #
-# Static glibc, not musl: the rustup musl target would have to be downloaded from
-# static.rust-lang.org, which this machine (and CI) cannot reach; only package registries are
-# reachable and Debian ships no Rust std for musl. `-C target-feature=+crt-static` with the gnu
-# target gives a fully static executable. glibc >= 2.34 has its files and dns NSS backends inside
-# libc itself, so hostname lookups (/etc/hosts, DNS) work in an image with no shared libraries.
-# The explicit --target keeps RUSTFLAGS off build scripts and proc macros, which must stay
-# dynamic, and the separate target dir keeps these flags from invalidating the dev build.
+# The executables are static glibc builds from images/static-build.sh (why static, why not musl:
+# see there), shared with images/build.sh.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/cluster.sh"
@@ -27,13 +22,10 @@ done
 
 TARGET=x86_64-unknown-linux-gnu
 export CARGO_TARGET_DIR=$BENCHRUN_CACHE/target-static
-BINS=(benchrun-worker)
-[ -f "$REPO_ROOT/operator/Cargo.toml" ] && BINS+=(benchrun-operator)
-pkgs=(); for b in "${BINS[@]}"; do pkgs+=(-p "$b"); done
+BINS=(benchrun-worker benchrun-operator)
 
-log "cargo build --release (static) ${pkgs[*]}; log $LOG_DIR/image-build.log"
-if ! (cd "$REPO_ROOT" && RUSTFLAGS='-C target-feature=+crt-static' \
-      cargo build --release --target "$TARGET" "${pkgs[@]}") > "$LOG_DIR/image-build.log" 2>&1; then
+log "cargo build --release (static) of ${BINS[*]}; log $LOG_DIR/image-build.log"
+if ! IMAGES_TARGET_DIR=$CARGO_TARGET_DIR "$REPO_ROOT/images/static-build.sh" > "$LOG_DIR/image-build.log" 2>&1; then
   die "static cargo build failed" image-build
 fi
 

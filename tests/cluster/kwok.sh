@@ -15,9 +15,11 @@ KWOK_BIN=$BENCHRUN_CACHE/kwok/$KWOK_VERSION/kwok
 
 install() {
   [ -x "$KWOK_BIN" ] && return 0
+  cache_lock kwok-build
+  [ -x "$KWOK_BIN" ] && return 0
   log "building kwok $KWOK_VERSION from the Go module proxy (first time only, ~3 min on 2 cores)"
   mkdir -p "$(dirname "$KWOK_BIN")"
-  (cd /tmp && CGO_ENABLED=0 GOBIN=$(dirname "$KWOK_BIN") go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
+  (cd /tmp && CGO_ENABLED=0 GOBIN=$(dirname "$KWOK_BIN") go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
   [ -x "$KWOK_BIN" ] || die "go install did not produce $KWOK_BIN"
 }
 

@@ -7,6 +7,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/cache.sh"
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 HELM_BIN=$BENCHRUN_CACHE/helm/$HELM_VERSION/bin
+[ -x "$HELM_BIN/helm" ] || cache_lock helm-build
 if [ ! -x "$HELM_BIN/helm" ]; then
   command -v go >/dev/null || { echo "install.sh: go not found (needed to build helm)" >&2; exit 1; }
   echo ">>> building helm $HELM_VERSION from the Go module proxy (GOPATH=$GOPATH)" >&2

@@ -25,3 +25,16 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
+
+# cache_lock NAME: hold $BENCHRUN_CACHE/locks/NAME.lock until the calling script exits, so two
+# builds of one thing into the cache (the background prefetch of `make test` and a stage, or two
+# checkouts) run one after the other; the second then finds the cache warm and returns at once.
+cache_lock() {
+  mkdir -p "$BENCHRUN_CACHE/locks"
+  local fd
+  exec {fd}>"$BENCHRUN_CACHE/locks/$1.lock"
+  if ! flock -n "$fd"; then
+    echo ">>> waiting for another build of $1 into the cache (the background prefetch of make test?)" >&2
+    flock -w 3600 "$fd" || { echo "still locked after 60 min: $BENCHRUN_CACHE/locks/$1.lock" >&2; exit 1; }
+  fi
+}

@@ -10,19 +10,20 @@ FAKEGCS_VERSION=${FAKEGCS_VERSION:-v1.56.1}
 AZURITE_VERSION=${AZURITE_VERSION:-3.35.0}
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
 mkdir -p "$STORAGE_BIN"
+cache_lock storage-install
 export CGO_ENABLED=0
 
 if [ ! -x "$STORAGE_BIN/fake-gcs-server" ]; then
   echo ">>> go install fake-gcs-server@$FAKEGCS_VERSION"
-  GOBIN=$STORAGE_BIN go install "github.com/fsouza/fake-gcs-server@$FAKEGCS_VERSION"
+  GOBIN=$STORAGE_BIN go install -trimpath -ldflags "-s -w" "github.com/fsouza/fake-gcs-server@$FAKEGCS_VERSION"
 fi
 if [ ! -x "$STORAGE_BIN/minio" ]; then
   echo ">>> go install minio@$MINIO_VERSION (first time only; ~7 min on 2 cores)"
-  GOBIN=$STORAGE_BIN go install "github.com/minio/minio@$MINIO_VERSION"
+  GOBIN=$STORAGE_BIN go install -trimpath -ldflags "-s -w" "github.com/minio/minio@$MINIO_VERSION"
 fi
 if [ ! -x "$STORAGE_BIN/versitygw" ]; then
   echo ">>> go install versitygw@$VERSITYGW_VERSION (first time only; ~2 min on 2 cores)"
-  GOBIN=$STORAGE_BIN go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+  GOBIN=$STORAGE_BIN go install -trimpath -ldflags "-s -w" "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
 fi
 AZ=$BENCHRUN_CACHE/storage/azurite-$AZURITE_VERSION
 if [ ! -x "$AZ/node_modules/.bin/azurite-blob" ]; then
