@@ -28,7 +28,7 @@ bash sh env cat cp mv rm ln mkdir rmdir touch chmod chown ls head tail wc sort u
 date sleep true false echo printf test expr seq basename dirname readlink realpath mktemp stat
 du df id whoami uname nproc timeout kill xargs find grep egrep sed awk tar gzip gunzip zcat
 sha256sum md5sum cmp diff od dd sync yes nohup nice setsid flock pgrep pkill ps sum comm
-fold split truncate hostname getent install paste tac rev numfmt fallocate mountpoint mount umount
+fold split truncate renice logger hostname getent install paste tac rev numfmt fallocate mountpoint mount umount
 losetup blockdev findmnt lsblk wipefs
 cargo rustc go python3 pip3 git make node npm base64 apt-get dpkg
 """.split())
@@ -94,6 +94,7 @@ def shell_commands(text):
         line, quote = strip_quotes(raw)
         # Parameter expansions and arithmetic are not commands; nor is a `case` pattern.
         line = re.sub(r"\$\{[^}]*\}", "V", line)
+        line = re.sub(r"\{[A-Za-z_]+\}[<>]", "V>", line)  # exec {fd}>file
         while re.search(r"\$?\(\([^()]*\)\)", line):
             line = re.sub(r"\$?\(\([^()]*\)\)", "V", line)
         line = re.sub(r"^\s*[^\s()$]+\)(\s|$)", " ", line)
