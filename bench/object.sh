@@ -260,6 +260,7 @@ printf '%-28s %5s %8s %8s %8s %8s %10s %7s %6s\n' case round ops/s MiB/s p50ms p
 for r in $(seq 1 "$REPS"); do
   for c in lim-single lim-range direct-single direct-whole direct-range; do
     "$BR" run "$OUT/$c.yaml" --progress never --summary "$OUT/$c-$r.json" > /dev/null 2>&1
+    # shellcheck disable=SC2046,SC2183  # summary prints the row's 7 fields, split on purpose
     printf '%-28s %5s %8s %8s %8s %8s %10s %7s %6s\n' "$c" "$r" $(summary "$OUT/$c-$r.json")
   done
 done
