@@ -157,27 +157,22 @@ pub(super) async fn task(
         // Submit what was queued and wait for a completion; under a rate limit, no longer
         // than until the next ticket is due.
         // The kernel's timer wakes late by tens of microseconds: wait in it until
-        // `wait::SPIN` before the due time, then submit without waiting and yield until the
-        // ticket is due (as `Schedule::sleep_until` does on a task thread).
+        // `wait::SPIN` before the due time, then poll (a zero timeout, which still posts the
+        // completions deferred task work holds) and yield until the ticket is due, as
+        // `Schedule::sleep_until` does on a task thread.
         let waited = match &pending {
-            Some(t) => match t
-                .due
-                .saturating_duration_since(Instant::now())
-                .checked_sub(crate::engine::wait::SPIN)
-            {
-                Some(wait) if !wait.is_zero() => {
-                    let ts = types::Timespec::new()
-                        .sec(wait.as_secs())
-                        .nsec(wait.subsec_nanos());
-                    ring.submitter()
-                        .submit_with_args(1, &types::SubmitArgs::new().timespec(&ts))
-                }
-                _ => {
-                    let queued = ring.submit();
+            Some(t) => {
+                let left = t.due.saturating_duration_since(Instant::now());
+                let wait = left.saturating_sub(crate::engine::wait::SPIN);
+                if wait.is_zero() {
                     std::thread::yield_now();
-                    queued
                 }
-            },
+                let ts = types::Timespec::new()
+                    .sec(wait.as_secs())
+                    .nsec(wait.subsec_nanos());
+                ring.submitter()
+                    .submit_with_args(1, &types::SubmitArgs::new().timespec(&ts))
+            }
             None => ring.submit_and_wait(1),
         };
         if let Err(e) = waited {
