@@ -2,17 +2,19 @@
 # rateLimit true to the microsecond (issue 28 §4): the p50 of an open-loop run against the same
 # run closed loop, and against fio at the same rate.
 #
-#   bench/openloop.sh                   SECS=8 REPS=3 by default (~6 min)
+#   bench/openloop.sh                   SECS=8 REPS=3 by default (~4 min)
 #
 # Two targets, both in memory so the I/O takes tens of microseconds and any lag of the limiter
 # shows: a loop device over a 256 MiB file on /dev/shm (4 KiB random reads, O_DIRECT,
 # io_uring), and file:// over 2,000 objects of 4 KiB on /dev/shm (GETs). Per round and target:
-#   closed d1   closed loop, depth 1 (block: queueDepth 1; file: concurrency 1): the p50 to reach;
-#   closed d4   closed loop, depth 4: its IOPS, R;
-#   open d4     rateLimit R/2, depth 4: latency from each op's due time (lag included);
-#   fio         (block only) the same device, depth 4, --rate_iops=R/2 (and closed at depth 1),
-#               latency lat_ns (from submission; fio does not measure from a due time).
-# Goal: open d4's p50 within 20 us of closed d1's. The machine is shared (2 cores, other
+#   closed d1   closed loop, depth 1 (block: queueDepth 1; file: concurrency 1): its IOPS, R,
+#               and the p50 to reach;
+#   open R/2    rateLimit R/2, depth 4 (file: concurrency 4): latency from each op's due time
+#               (lag included);
+#   open 2000   rateLimit 2000, depth 4: the rate of issue 28's measurement (p50 682 us before);
+#   fio         (block only) the same device and runs (--rate_iops), latency lat_ns: from
+#               submission (fio does not measure from a due time, so its lag is in none of it).
+# Goal: the open runs' p50 within 20 us of closed d1's. The machine is shared (2 cores, other
 # engineers' builds): runs are interleaved, rounds repeated, medians shown, and each round's
 # load average printed; the lag bands (share of ops started within 10 / 100 us of due) say how
 # much of any gap is the scheduler's.
@@ -63,46 +65,46 @@ printf 'target: file://%s/objects\ntotalOps: 1\nops: [{op: stat}]\ndataset: {obj
 for r in $(seq 1 "$REPS"); do
   echo "round $r: load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine" >&2
   for t in block file; do
-    run "r$r-$t-closed4" $t 4 0
-    half=$(( $(iops "$OUT/r$r-$t-closed4.json") / 2 ))
+    run "r$r-$t-closed1" $t 1 0
+    half=$(( $(iops "$OUT/r$r-$t-closed1.json") / 2 ))
     echo "$half" > "$OUT/r$r-$t-rate"
+    # The tools' and the rates' order alternates from round to round.
     if [ $((r % 2)) = 1 ]; then
-      run "r$r-$t-closed1" $t 1 0; run "r$r-$t-open4" $t 4 "$half"
-      [ $t = block ] && { fio_run "r$r-fio-closed1" 1 0; fio_run "r$r-fio-open4" 4 "$half"; }
+      run "r$r-$t-openhalf" $t 4 "$half"; run "r$r-$t-open2000" $t 4 2000
+      [ $t = block ] && { fio_run "r$r-fio-closed1" 1 0; fio_run "r$r-fio-openhalf" 4 "$half"; fio_run "r$r-fio-open2000" 4 2000; }
     else
-      [ $t = block ] && { fio_run "r$r-fio-open4" 4 "$half"; fio_run "r$r-fio-closed1" 1 0; }
-      run "r$r-$t-open4" $t 4 "$half"; run "r$r-$t-closed1" $t 1 0
+      [ $t = block ] && { fio_run "r$r-fio-open2000" 4 2000; fio_run "r$r-fio-openhalf" 4 "$half"; fio_run "r$r-fio-closed1" 1 0; }
+      run "r$r-$t-open2000" $t 4 2000; run "r$r-$t-openhalf" $t 4 "$half"
     fi
   done
 done
 python3 - "$OUT" "$REPS" <<'PY'
 import json, statistics as st, sys
 base, reps = sys.argv[1], int(sys.argv[2])
+R = range(1, reps + 1)
 def br(name):
     s = json.load(open(f"{base}/{name}.json")); r = next(iter(s["report"].values()))
     o = s.get("openLoop") or {}
     n = max(o.get("started", 0), 1); w = o.get("lagWithin", {})
-    return r["p50Ms"] * 1000, r["p99Ms"] * 1000, sum(v["opsPerSec"] for v in s["report"].values()), \
-        100 * w.get("us10", 0) / n, 100 * w.get("us100", 0) / n, o.get("lagSumUs", 0) / n
+    return r["p50Ms"] * 1000, r["p99Ms"] * 1000, 100 * w.get("us10", 0) / n, 100 * w.get("us100", 0) / n
 def fio(name):
     j = json.load(open(f"{base}/{name}.json"))["jobs"][0]["read"]; p = j["lat_ns"]["percentile"]
-    return p["50.000000"] / 1000, p["99.000000"] / 1000, j["iops"]
-med = lambda xs: st.median(xs)
-print("| target | rate (R/2, ops/s) | closed d1 p50 / p99 us | open d4 p50 / p99 us | open - closed p50 us | open: started within 10 / 100 us of due | mean lag us | fio closed d1 p50 us | fio at R/2 d4 p50 / p99 us |")
-print("|---|---|---|---|---|---|---|---|---|")
+    return p["50.000000"] / 1000, p["99.000000"] / 1000
+med = st.median
+print("| target | run (rate ops/s) | benchrun p50 / p99 us | p50 - closed d1 p50 us (per round) | started within 10 / 100 us of due | fio p50 / p99 us |")
+print("|---|---|---|---|---|---|")
 for t in ["block", "file"]:
-    c = [br(f"r{r}-{t}-closed1") for r in range(1, reps + 1)]
-    o = [br(f"r{r}-{t}-open4") for r in range(1, reps + 1)]
-    rate = med([int(open(f"{base}/r{r}-{t}-rate").read()) for r in range(1, reps + 1)])
-    gap = med([b[0] - a[0] for a, b in zip(c, o)])
-    fc = fo = "-"
-    if t == "block":
-        f1 = [fio(f"r{r}-fio-closed1") for r in range(1, reps + 1)]
-        f4 = [fio(f"r{r}-fio-open4") for r in range(1, reps + 1)]
-        fc = f"{med([x[0] for x in f1]):.0f}"
-        fo = f"{med([x[0] for x in f4]):.0f} / {med([x[1] for x in f4]):.0f}"
-    print(f"| {t} | {rate:.0f} | {med([x[0] for x in c]):.0f} / {med([x[1] for x in c]):.0f} | "
-          f"{med([x[0] for x in o]):.0f} / {med([x[1] for x in o]):.0f} | {gap:+.0f} (rounds: "
-          f"{', '.join(f'{b[0]-a[0]:+.0f}' for a, b in zip(c, o))}) | {med([x[3] for x in o]):.1f}% / "
-          f"{med([x[4] for x in o]):.1f}% | {med([x[5] for x in o]):.1f} | {fc} | {fo} |")
+    c = [br(f"r{r}-{t}-closed1") for r in R]
+    half = med([int(open(f"{base}/r{r}-{t}-rate").read()) for r in R])
+    for run, rate in [("closed1", "closed, depth 1"), ("openhalf", f"{half:.0f} (half of closed d1)"), ("open2000", "2000")]:
+        b = [br(f"r{r}-{t}-{run}") for r in R]
+        gap = [x[0] - y[0] for x, y in zip(b, c)]
+        f = "-"
+        if t == "block":
+            fs = [fio(f"r{r}-fio-{run}") for r in R]
+            f = f"{med([x[0] for x in fs]):.0f} / {med([x[1] for x in fs]):.0f}"
+        lag = "-" if run == "closed1" else f"{med([x[2] for x in b]):.1f}% / {med([x[3] for x in b]):.1f}%"
+        d = "-" if run == "closed1" else f"{med(gap):+.0f} ({', '.join(f'{g:+.0f}' for g in gap)})"
+        depth = "" if run == "closed1" else ", depth 4"
+        print(f"| {t} | {rate}{depth} | {med([x[0] for x in b]):.0f} / {med([x[1] for x in b]):.0f} | {d} | {lag} | {f} |")
 PY

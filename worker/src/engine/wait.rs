@@ -6,13 +6,16 @@
 //!
 //! - a task on an OS thread of its own (block I/O, `file://`, see `threads.rs`) sleeps on the
 //!   OS timer (nanosleep, with its thread's timer slack cut to 1 ns) until [`SPIN`] before the
-//!   due time, then yields the CPU in a loop until the instant itself: the wait ends at or
-//!   after the due time, a few microseconds after it on an idle machine;
+//!   due time, then spins on the clock until the instant itself: the wait ends at or after the
+//!   due time, a few microseconds after it on an idle machine. (It spins rather than yields:
+//!   on a busy machine a thread that yields loses the CPU to whatever else is runnable for a
+//!   whole time slice, where one that wakes from a sleep preempts it, measured below);
 //! - a task on the tokio runtime (network targets) sleeps on tokio's timer until one tick
 //!   ([`TOKIO_TICK`]) before the due time, then yields to the runtime in a loop until the
 //!   instant.
 //!
-//! The cost is the spin: at most [`SPIN`] of CPU (yielding) per wait on a task thread, at most
+//! The cost is the spin: at most [`SPIN`] of CPU per wait on a task thread, and at most a
+//! quarter of a core over all waits of a run ([`SPIN_BUDGET`]); at most
 //! [`TOKIO_TICK`] on the runtime. Every wait is cut short by a stop.
 
 use std::cell::Cell;
@@ -20,11 +23,25 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// How long before the due time a task thread stops sleeping on the OS timer and spins:
-/// above the OS sleep's overshoot on a busy machine (measured on a shared 2-core VM with 1 ns
-/// timer slack: p50 30 us, p99 65 us for a 400 us nanosleep; with the default 50 us slack,
-/// p50 82 us).
-pub const SPIN: Duration = Duration::from_micros(100);
+/// How long before the due time a task thread stops sleeping on the OS timer and spins: about
+/// the OS sleep's overshoot on a busy machine. Measured on a shared 2-core VM (load average
+/// 5-6) with 1 ns timer slack: a 400 us nanosleep wakes p50 30 us, p99 65 us late (with the
+/// default 50 us slack, p50 82 us); waits of 500 us with a 50 us spin ended p90 0 us, p99
+/// 5-150 us after due (the tail: other threads holding the CPU), no better with 100 us or
+/// with `sched_yield` in the spin.
+pub const SPIN: Duration = Duration::from_micros(50);
+
+/// The share of one core all spinning may cost, whatever the rate: a wait spins at most
+/// this share of the interval between due times, so at rate R the spins take at most
+/// `R * interval / 4` = a quarter of a core (at 52,000 ops/s over 4 tasks, spinning the full
+/// [`SPIN`] took 2.6 cores of a 2-core machine, and the tasks fell behind).
+pub const SPIN_BUDGET: f64 = 0.25;
+
+/// How long a wait spins before a due time, for due times `interval` apart: [`SPIN`], or less
+/// at high rates (see [`SPIN_BUDGET`]); [`SPIN`] in closed loop (no interval).
+pub fn spin_for(interval: Option<Duration>) -> Duration {
+    interval.map_or(SPIN, |iv| SPIN.min(iv.mul_f64(SPIN_BUDGET)))
+}
 
 /// tokio's timer resolution: a deadline is rounded up to the next tick of 1 ms.
 pub const TOKIO_TICK: Duration = Duration::from_millis(1);
@@ -58,7 +75,7 @@ pub trait Clock {
     fn now(&self) -> Instant;
     /// Sleep about `d` (maybe longer, never much shorter).
     fn sleep(&self, d: Duration);
-    /// Give the CPU away briefly while spinning.
+    /// One turn of the spin.
     fn pause(&self);
 }
 
@@ -77,7 +94,7 @@ impl Clock for OsClock {
     }
 
     fn pause(&self) {
-        std::thread::yield_now();
+        std::hint::spin_loop();
     }
 }
 
@@ -93,9 +110,14 @@ fn cut_timer_slack() {
 }
 
 /// Block the thread until `clock` reads `due` or later, or until `stopped()` says so (then
-/// true). OS sleeps (of at most 5 ms each, so a stop is seen) end [`SPIN`] before `due`,
-/// then it pauses in a loop: returns `false` only once `clock.now() >= due`.
-pub fn block_until(clock: &impl Clock, due: Instant, stopped: impl Fn() -> bool) -> bool {
+/// true). OS sleeps (of at most 5 ms each, so a stop is seen) end `spin` before `due`
+/// ([`spin_for`]), then it spins: returns `false` only once `clock.now() >= due`.
+pub fn block_until(
+    clock: &impl Clock,
+    due: Instant,
+    spin: Duration,
+    stopped: impl Fn() -> bool,
+) -> bool {
     loop {
         if stopped() {
             return true;
@@ -104,7 +126,7 @@ pub fn block_until(clock: &impl Clock, due: Instant, stopped: impl Fn() -> bool)
         if left.is_zero() {
             return false;
         }
-        match left.checked_sub(SPIN) {
+        match left.checked_sub(spin) {
             Some(far) if !far.is_zero() => clock.sleep(far.min(CHUNK)),
             _ => clock.pause(),
         }
@@ -188,7 +210,7 @@ mod tests {
                 Duration::from_micros(overshoot_us),
                 Duration::from_nanos(300),
             );
-            assert!(!block_until(&c, due, || false));
+            assert!(!block_until(&c, due, SPIN, || false));
             let end = c.now();
             assert!(end >= due, "ended {:?} before due", due - end);
             assert!(
@@ -205,12 +227,30 @@ mod tests {
     }
 
     #[test]
+    fn the_spin_costs_at_most_a_quarter_core_at_any_rate() {
+        assert_eq!(spin_for(None), SPIN);
+        assert_eq!(spin_for(Some(Duration::from_micros(500))), SPIN);
+        assert_eq!(
+            spin_for(Some(Duration::from_micros(20))),
+            Duration::from_micros(5)
+        );
+        // Spun 5 us before a due time 1.2345 ms away: one sleep of the rest, to the ns.
+        let start = Instant::now();
+        let c = FakeClock::new(start, Duration::ZERO, Duration::from_nanos(100));
+        let due = start + Duration::from_nanos(1_234_500);
+        let spin = spin_for(Some(Duration::from_micros(20)));
+        assert!(!block_until(&c, due, spin, || false));
+        assert_eq!(c.sleeps.borrow()[0].0, Duration::from_nanos(1_229_500));
+        assert!(c.now() >= due);
+    }
+
+    #[test]
     fn a_long_wait_sleeps_in_chunks_and_a_stop_ends_it() {
         let start = Instant::now();
         let c = FakeClock::new(start, Duration::ZERO, Duration::from_micros(1));
         let due = start + Duration::from_secs(1);
         let checks = Cell::new(0);
-        let stopped = block_until(&c, due, || {
+        let stopped = block_until(&c, due, SPIN, || {
             checks.set(checks.get() + 1);
             checks.get() > 3
         });
@@ -218,7 +258,7 @@ mod tests {
         assert_eq!(c.now() - start, CHUNK * 3, "three sleeps of 5 ms, then stopped");
         // Without a stop it gets there, never sleeping past SPIN before due.
         let c = FakeClock::new(start, Duration::ZERO, Duration::from_micros(1));
-        assert!(!block_until(&c, due, || false));
+        assert!(!block_until(&c, due, SPIN, || false));
         assert!(c.now() >= due);
         assert!(c.sleeps.borrow().iter().all(|(d, _)| *d <= CHUNK));
     }
@@ -227,10 +267,10 @@ mod tests {
     fn a_due_time_already_past_returns_at_once() {
         let start = Instant::now();
         let c = FakeClock::new(start, Duration::ZERO, Duration::from_micros(1));
-        assert!(!block_until(&c, start, || false));
-        assert!(!block_until(&c, start - Duration::from_millis(1), || false));
+        assert!(!block_until(&c, start, SPIN, || false));
+        assert!(!block_until(&c, start - Duration::from_millis(1), SPIN, || false));
         assert_eq!((c.now(), c.pauses.get()), (start, 0));
-        assert!(block_until(&c, start + Duration::from_secs(1), || true));
+        assert!(block_until(&c, start + Duration::from_secs(1), SPIN, || true));
     }
 
     #[test]
@@ -239,7 +279,7 @@ mod tests {
         // time (the bound on how late is the benchmark's business: bench/openloop.sh).
         for us in [1, 150, 1_500] {
             let due = Instant::now() + Duration::from_micros(us);
-            assert!(!block_until(&OsClock, due, || false));
+            assert!(!block_until(&OsClock, due, SPIN, || false));
             assert!(Instant::now() >= due);
         }
     }

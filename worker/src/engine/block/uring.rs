@@ -157,16 +157,13 @@ pub(super) async fn task(
         // Submit what was queued and wait for a completion; under a rate limit, no longer
         // than until the next ticket is due.
         // The kernel's timer wakes late by tens of microseconds: wait in it until
-        // `wait::SPIN` before the due time, then poll (a zero timeout, which still posts the
-        // completions deferred task work holds) and yield until the ticket is due, as
-        // `Schedule::sleep_until` does on a task thread.
+        // `Schedule::spin` before the due time, then poll (a zero timeout, which still posts the
+        // completions deferred task work holds) until the ticket is due, as
+        // `Schedule::sleep_until` spins on a task thread.
         let waited = match &pending {
             Some(t) => {
                 let left = t.due.saturating_duration_since(Instant::now());
-                let wait = left.saturating_sub(crate::engine::wait::SPIN);
-                if wait.is_zero() {
-                    std::thread::yield_now();
-                }
+                let wait = left.saturating_sub(ctx.schedule.spin());
                 let ts = types::Timespec::new()
                     .sec(wait.as_secs())
                     .nsec(wait.subsec_nanos());
