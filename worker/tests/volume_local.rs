@@ -107,7 +107,11 @@ async fn open_loop_block_io_waits_for_each_due_time_and_records_its_lag() {
         assert_eq!((ol.due, ol.started), (400, 400), "{engine}: {ol:?}");
         let b = &ol.lag_within;
         assert!(b.us10 <= b.us100 && b.us100 <= b.ms1, "{engine}: {ol:?}");
-        assert_eq!(b.ms1 + ol.late, ol.started, "{engine}: every start in a band: {ol:?}");
+        assert_eq!(
+            b.ms1 + ol.late,
+            ol.started,
+            "{engine}: every start in a band: {ol:?}"
+        );
     }
 }
 

@@ -255,7 +255,11 @@ mod tests {
             checks.get() > 3
         });
         assert!(stopped);
-        assert_eq!(c.now() - start, CHUNK * 3, "three sleeps of 5 ms, then stopped");
+        assert_eq!(
+            c.now() - start,
+            CHUNK * 3,
+            "three sleeps of 5 ms, then stopped"
+        );
         // Without a stop it gets there, never sleeping past SPIN before due.
         let c = FakeClock::new(start, Duration::ZERO, Duration::from_micros(1));
         assert!(!block_until(&c, due, SPIN, || false));
@@ -268,9 +272,19 @@ mod tests {
         let start = Instant::now();
         let c = FakeClock::new(start, Duration::ZERO, Duration::from_micros(1));
         assert!(!block_until(&c, start, SPIN, || false));
-        assert!(!block_until(&c, start - Duration::from_millis(1), SPIN, || false));
+        assert!(!block_until(
+            &c,
+            start - Duration::from_millis(1),
+            SPIN,
+            || false
+        ));
         assert_eq!((c.now(), c.pauses.get()), (start, 0));
-        assert!(block_until(&c, start + Duration::from_secs(1), SPIN, || true));
+        assert!(block_until(
+            &c,
+            start + Duration::from_secs(1),
+            SPIN,
+            || true
+        ));
     }
 
     #[test]
