@@ -3,22 +3,31 @@
 #
 #   bench/volume.sh [DIR]               DIR on a disk-backed file system (default /var/tmp)
 #   SECS=10 REPS=3 bench/volume.sh      seconds per run, interleaved rounds
+#   CASES_ONLY=randrw bench/volume.sh   only the cases whose name contains this
 #
 # Like for like: O_DIRECT for both; the same engine class (benchrun io_uring vs fio
-# ioengine=io_uring, benchrun sync vs fio psync); the same depth, block size and access; one
-# task / one fio job; the same 1 GiB file (laid out by benchrun, kept with dataset.cleanup:
-# false, given to fio with --filename) and the same loop device (over a second 1 GiB file,
-# losetup --direct-io=on). Written data: fio gets --refill_buffers, because its default
+# ioengine=io_uring, benchrun sync vs fio psync); the same depth, block size, access and
+# number of jobs (benchrun tasks); the same 1 GiB file (laid out by benchrun as
+# files/benchrun/block-t0-f0, its one task's file with shared: false, kept with
+# dataset.cleanup: false, given to fio with --filename; the script checks it exists, so fio
+# never lays out a file of its own), the same loop device (over a second 1 GiB file,
+# losetup --direct-io=on) and the same memory-backed loop device (over a 1 GiB file on
+# /dev/shm, tmpfs: no disk, so the CPU each tool spends per I/O decides). Both read O_DIRECT,
+# so neither depends on the page cache; benchrun's dropCache and fio's invalidate (its
+# default) leave the same state. Written data: fio gets --refill_buffers, because its default
 # buffers compress about 45:1 (8 MiB of fio's default writes gzip to 180 KB) and this
 # machine's virtual disk is faster for compressible data (fio's random 4 KiB writes at depth
 # 32 on a file: 176K IOPS with its default data, 72K with --refill_buffers); benchrun writes
 # random data with every 4 KiB block stamped per write (incompressible, never a repeat), the
 # same as the device sees from fio with --refill_buffers (which costs fio a refill per write:
 # in its CPU figure). fio keeps its defaults otherwise (no registered files or fixed buffers,
-# no SQ polling: benchrun uses none of them either). The tools' order alternates from
-# round to round. The table shows medians of IOPS, completion latency p50/p99 (fio clat_ns,
-# benchrun's latency from submission to completion) and CPU microseconds per I/O (fio's
-# usr+sys over its runtime; getrusage for benchrun); ratios are benchrun / fio.
+# no SQ polling: benchrun uses none of them either); its jobs are threads (--thread), and a
+# case of several jobs is reported as one group. The tools' order alternates from round to
+# round. The table shows medians of IOPS (reads and writes), latency p50/p99 of reads (of
+# writes when a case has none) from submission to completion (fio lat_ns: benchrun's
+# latency is the same span; fio's clat_ns leaves out the submission), and CPU microseconds
+# per I/O, taken the same way for both tools: the user+system CPU of the whole process
+# (wait4's rusage, threads included) over all its I/Os; ratios are benchrun / fio.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/lib/cache.sh
@@ -32,71 +41,106 @@ apt_install fio python3 util-linux
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BENCHRUN_CACHE/target}
 cargo build --release -q -p benchrun-worker
 BIN=$CARGO_TARGET_DIR/release/benchrun-worker
-rm -rf "$BASE" "$OUT"; mkdir -p "$BASE/files" "$OUT"
+SHM=/dev/shm/benchrun-volume-bench-mem.img
+rm -rf "$BASE" "$OUT" "$SHM"; mkdir -p "$BASE/files" "$OUT"
 truncate -s 1G "$BASE/dev.img"
 DEV=$(losetup --find --show --direct-io=on "$BASE/dev.img")
-trap 'losetup -d "$DEV"; rm -rf "$BASE"' EXIT
-# Real data everywhere before anything is read: the file by benchrun's layout, the device by
+# tmpfs has no direct I/O for the loop driver to use: the device's reads and writes are
+# memory copies.
+truncate -s 1G "$SHM"
+MEM=$(losetup --find --show "$SHM")
+trap 'losetup -d "$DEV" "$MEM"; rm -rf "$BASE" "$SHM"' EXIT
+# Real data everywhere before anything is read: the file by benchrun's layout, the devices by
 # one sequential pass.
 dd if=/dev/urandom of="$DEV" bs=4M count=256 oflag=direct status=none
-FILE=$BASE/files/benchrun/block-f0
+dd if=/dev/urandom of="$MEM" bs=4M count=256 oflag=direct status=none
+# The file benchrun's one task reads and writes (shared: false): fio is given this one.
+FILE=$BASE/files/benchrun/block-t0-f0
 
-# name  rw(fio)  access  op  bs  depth  engine(benchrun)  ioengine(fio)
-CASES="randread-4k-qd1 randread random read 4KiB 1 ioUring io_uring
-randread-4k-qd32 randread random read 4KiB 32 ioUring io_uring
-randwrite-4k-qd1 randwrite random write 4KiB 1 ioUring io_uring
-randwrite-4k-qd32 randwrite random write 4KiB 32 ioUring io_uring
-read-1m-qd4 read sequential read 1MiB 4 ioUring io_uring
-write-1m-qd4 write sequential write 1MiB 4 ioUring io_uring
-randread-4k-sync randread random read 4KiB 1 sync psync"
+# name  rw(fio)  access  op(s)  bs  depth  engine(benchrun)  ioengine(fio)  jobs  targets
+# op "mix70": 70% reads, 30% writes (fio randrw, rwmixread=70).
+CASES="randread-4k-qd1 randread random read 4KiB 1 ioUring io_uring 1 file,dev
+randread-4k-qd32 randread random read 4KiB 32 ioUring io_uring 1 file,dev,mem
+randwrite-4k-qd1 randwrite random write 4KiB 1 ioUring io_uring 1 file,dev
+randwrite-4k-qd32 randwrite random write 4KiB 32 ioUring io_uring 1 file,dev
+read-1m-qd4 read sequential read 1MiB 4 ioUring io_uring 1 file,dev
+write-1m-qd4 write sequential write 1MiB 4 ioUring io_uring 1 file,dev
+randread-4k-sync randread random read 4KiB 1 sync psync 1 file,dev
+randrw70-4k-4jx8 randrw random mix70 4KiB 8 ioUring io_uring 4 mem,dev"
 
-run_benchrun() { # target name access op bs depth engine out
-  local target=$1 access=$3 op=$4 bs=$5 depth=$6 engine=$7 out=$8 size=""
+# rusage OUT CMD...: run CMD, write its whole process's user and system CPU seconds to OUT.
+rusage() {
+  python3 - "$@" <<'PY'
+import os, subprocess, sys
+p = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+_, status, ru = os.wait4(p.pid, 0)
+open(sys.argv[1], "w").write(f"{ru.ru_utime} {ru.ru_stime}\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
+}
+run_benchrun() { # target name access op bs depth engine jobs out
+  local target=$1 access=$3 op=$4 bs=$5 depth=$6 engine=$7 jobs=$8 out=$9 size="" ops
   [ -d "${target#direct://}" ] && size="fileSize: 1GiB, "
+  ops="[{op: $op}]"
+  [ "$op" = mix70 ] && ops="[{op: read, weight: 70}, {op: write, weight: 30}]"
   cat > "$BASE/w.yaml" <<YAML
 target: $target
 duration: ${SECS}s
-concurrency: 1
-ops: [{op: $op}]
+concurrency: $jobs
+ops: $ops
 dataset: {cleanup: false, prepare: $([ -n "$size" ] && echo true || echo false)}
 block: {${size}blockSize: $bs, queueDepth: $depth, access: $access, engine: $engine, dropCache: true}
 YAML
-  "$BIN" run "$BASE/w.yaml" --progress=never --summary "$out" >/dev/null 2>&1
+  rusage "$out.cpu" "$BIN" run "$BASE/w.yaml" --progress=never --summary "$out"
 }
-run_fio() { # filename rw bs depth ioengine out
+run_fio() { # filename rw bs depth ioengine jobs out
   local bs=${3/iB/}; bs=${bs,,}
-  fio --name=j --filename="$1" --size=1g --rw="$2" --bs="$bs" --iodepth="$4" --ioengine="$5" \
-    --direct=1 --refill_buffers --time_based --runtime="$SECS" --numjobs=1 --output-format=json > "$6" 2>/dev/null
+  rusage "$7.cpu" fio --name=j --filename="$1" --size=1g --rw="$2" --rwmixread=70 --bs="$bs" --iodepth="$4" \
+    --ioengine="$5" --direct=1 --refill_buffers --lat_percentiles=1 --time_based --runtime="$SECS" --numjobs="$6" --thread \
+    --group_reporting --output-format=json --output="$7"
 }
 
 # The file exists (laid out by benchrun) before fio ever sees it.
-run_benchrun "direct://$BASE/files" x random read 4KiB 1 sync "$BASE/warm.json"
+run_benchrun "direct://$BASE/files" x random read 4KiB 1 sync 1 "$BASE/warm.json"
+[ -f "$FILE" ] || { echo "benchrun laid out no $FILE: the script gives fio the wrong file" >&2; exit 1; }
 for r in $(seq 1 "$REPS"); do
   echo "round $r: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-  while read -r name rw access op bs depth engine ioengine; do
-    for where in file dev; do
-      if [ $where = file ]; then t="direct://$BASE/files"; f=$FILE; else t="direct://$DEV"; f=$DEV; fi
+  while read -r name rw access op bs depth engine ioengine jobs targets; do
+    [[ $name == *"${CASES_ONLY:-}"* ]] || continue
+    for where in ${targets//,/ }; do
+      case $where in
+        file) t="direct://$BASE/files"; f=$FILE ;;
+        dev) t="direct://$DEV"; f=$DEV ;;
+        mem) t="direct://$MEM"; f=$MEM ;;
+      esac
       b="$OUT/r$r-$where-$name-benchrun.json"; o="$OUT/r$r-$where-$name-fio.json"
       if [ $((r % 2)) = 1 ]; then
-        run_benchrun "$t" "$name" "$access" "$op" "$bs" "$depth" "$engine" "$b"; run_fio "$f" "$rw" "$bs" "$depth" "$ioengine" "$o"
+        run_benchrun "$t" "$name" "$access" "$op" "$bs" "$depth" "$engine" "$jobs" "$b"; run_fio "$f" "$rw" "$bs" "$depth" "$ioengine" "$jobs" "$o"
       else
-        run_fio "$f" "$rw" "$bs" "$depth" "$ioengine" "$o"; run_benchrun "$t" "$name" "$access" "$op" "$bs" "$depth" "$engine" "$b"
+        run_fio "$f" "$rw" "$bs" "$depth" "$ioengine" "$jobs" "$o"; run_benchrun "$t" "$name" "$access" "$op" "$bs" "$depth" "$engine" "$jobs" "$b"
       fi
     done
   done <<< "$CASES"
 done
+# fio used the file it was given, not one of its own (beside it: only benchrun's layout marker).
+others=$(find "$BASE/files" -type f ! -path "$FILE" ! -name ".$(basename "$FILE").layout")
+[ -z "$others" ] || { echo "data files other than $FILE: $others" >&2; exit 1; }
 python3 - "$OUT" "$REPS" <<'PY'
 import json, statistics as st, sys, glob, re
 base, reps = sys.argv[1], int(sys.argv[2])
+def cpu(path):
+    u, s_ = map(float, open(path + ".cpu").read().split()); return u + s_
 def br(path):
-    s = json.load(open(path)); op = next(iter(s["report"])); r = s["report"][op]
-    cpu = s["process"]["cpuUserSeconds"] + s["process"]["cpuSystemSeconds"]
-    return r["opsPerSec"], r["p50Ms"] * 1000, r["p99Ms"] * 1000, cpu / max(r["count"], 1) * 1e6, s["volume"]["engines"]
+    s = json.load(open(path)); r = s["report"]
+    ops = sum(v["count"] for v in r.values()); iops = sum(v["opsPerSec"] for v in r.values())
+    lat = r.get("read") or next(iter(r.values()))
+    return iops, lat["p50Ms"] * 1000, lat["p99Ms"] * 1000, cpu(path) / max(ops, 1) * 1e6, s["volume"]["engines"]
 def fio(path):
-    j = json.load(open(path))["jobs"][0]; d = j["read"] if j["read"]["total_ios"] else j["write"]
-    p = d["clat_ns"]["percentile"]; rt = j["job_runtime"] / 1000
-    cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100 * rt
-    return d["iops"], p["50.000000"] / 1000, p["99.000000"] / 1000, cpu / max(d["total_ios"], 1) * 1e6
+    j = json.load(open(path))["jobs"][0]; rd, wr = j["read"], j["write"]
+    d = rd if rd["total_ios"] else wr
+    p = d["lat_ns"]["percentile"]
+    ios = rd["total_ios"] + wr["total_ios"]
+    return rd["iops"] + wr["iops"], p["50.000000"] / 1000, p["99.000000"] / 1000, cpu(path) / max(ios, 1) * 1e6
 names = sorted({re.sub(r"^r\d+-", "", p.split("/")[-1]).rsplit("-", 1)[0] for p in glob.glob(f"{base}/r1-*-benchrun.json")})
 print("| target | case | benchrun IOPS | fio IOPS | ratio | p50 us (b / f) | p99 us (b / f) | CPU us/IO (b / f) |")
 print("|---|---|---|---|---|---|---|---|")

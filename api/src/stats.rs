@@ -313,8 +313,15 @@ pub struct OpenLoop {
     /// Operations started: `due - started` were due but never began (every task was busy
     /// until the end).
     pub started: u64,
-    /// Operations started more than [`OpenLoop::LATE_US`] after they were due.
+    /// Operations started more than [`OpenLoop::LATE_US`] (1 ms) after they were due: the
+    /// tasks, or the machine, could not keep up (the limiter itself starts an op within
+    /// microseconds of its due time: see `lagWithin`).
     pub late: u64,
+    /// How many of the started operations began within 10 us, 100 us and 1 ms of their due
+    /// time (each band counts those of the tighter ones too; the rest are `late`): the
+    /// distribution of the scheduling lag. Absent (zeros) in summaries of older versions.
+    #[serde(default)]
+    pub lag_within: LagBands,
     /// Sum over the started operations of their scheduling lag (start minus due), in us.
     pub lag_sum_us: u64,
     /// The largest scheduling lag, in us.
@@ -322,8 +329,10 @@ pub struct OpenLoop {
 }
 
 impl OpenLoop {
-    /// An op that starts later than this after its due time counts as late: beyond the
-    /// timer's granularity (about 1 ms), the tasks could not keep up.
+    /// An op that starts later than this after its due time counts as late. The limiter
+    /// waits to the microsecond (an idle machine starts ops a few us after they are due; a
+    /// busy one, tens), so lag beyond 1 ms means the tasks were busy with earlier ops (too
+    /// few tasks or too little queue depth for the rate), or the machine's CPU was taken.
     pub const LATE_US: u64 = 1_000;
 
     /// Count one started op that began `lag_us` after it was due.
@@ -331,6 +340,7 @@ impl OpenLoop {
         self.started = self.started.saturating_add(1);
         self.lag_sum_us = self.lag_sum_us.saturating_add(lag_us);
         self.lag_max_us = self.lag_max_us.max(lag_us);
+        self.lag_within.count(lag_us);
         if lag_us > Self::LATE_US {
             self.late = self.late.saturating_add(1);
         }
@@ -343,6 +353,7 @@ impl OpenLoop {
         self.late = self.late.saturating_add(o.late);
         self.lag_sum_us = self.lag_sum_us.saturating_add(o.lag_sum_us);
         self.lag_max_us = self.lag_max_us.max(o.lag_max_us);
+        self.lag_within.merge(&o.lag_within);
     }
 
     /// Operations that were due but never started.
@@ -357,6 +368,39 @@ impl OpenLoop {
         } else {
             self.lag_sum_us as f64 / self.started as f64 / 1000.0
         }
+    }
+}
+
+/// Open-loop operations by how soon after their due time they started: cumulative counts
+/// (an op 5 us late counts in all three), which add up exactly across tasks and workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LagBands {
+    /// Started at most 10 us after due.
+    pub us10: u64,
+    /// Started at most 100 us after due.
+    pub us100: u64,
+    /// Started at most 1 ms after due (the rest are `late`).
+    pub ms1: u64,
+}
+
+impl LagBands {
+    fn count(&mut self, lag_us: u64) {
+        for (limit, n) in [
+            (10, &mut self.us10),
+            (100, &mut self.us100),
+            (OpenLoop::LATE_US, &mut self.ms1),
+        ] {
+            if lag_us <= limit {
+                *n = n.saturating_add(1);
+            }
+        }
+    }
+
+    fn merge(&mut self, o: &LagBands) {
+        self.us10 = self.us10.saturating_add(o.us10);
+        self.us100 = self.us100.saturating_add(o.us100);
+        self.ms1 = self.ms1.saturating_add(o.ms1);
     }
 }
 
@@ -761,6 +805,15 @@ mod tests {
         let o = m.open_loop.expect("kept when any worker ran open loop");
         assert_eq!((o.due, o.started, o.late, o.not_started()), (10, 6, 2, 4));
         assert_eq!((o.lag_sum_us, o.lag_max_us), (7_000, 9_000));
+        // 0 and 500 us within 1 ms, 0 within 10 and 100 us; 3 ms late: twice over.
+        assert_eq!(
+            o.lag_within,
+            LagBands {
+                us10: 2,
+                us100: 2,
+                ms1: 4
+            }
+        );
         assert!((o.lag_mean_ms() - 7.0 / 6.0).abs() < 1e-9);
         let none = Summary::merge(&[summary("d", &[1])]).unwrap();
         assert!(none.open_loop.is_none());

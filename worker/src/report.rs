@@ -158,6 +158,14 @@ pub fn table_in(s: &Summary, units: Units) -> String {
         }
     }
     if let Some(o) = &s.open_loop {
+        // A share of the started ops; "-" for a summary older than the lag bands (all zero).
+        let pct = |n: u64, of: u64| {
+            if o.lag_within.ms1 == 0 && o.late < of {
+                "-".to_string()
+            } else {
+                format!("{:.1}%", n as f64 * 100.0 / of.max(1) as f64)
+            }
+        };
         let per_s = |n: u64| {
             if s.elapsed_seconds > 0.0 {
                 n as f64 / s.elapsed_seconds
@@ -168,13 +176,17 @@ pub fn table_in(s: &Summary, units: Units) -> String {
         let _ = writeln!(
             out,
             "open loop: offered {:.1} ops/s, started {:.1} ops/s ({} due, {} never started); \
-             scheduling lag mean {:.3} ms, max {:.3} ms, {} ops more than 1 ms late",
+             scheduling lag mean {:.3} ms, max {:.3} ms, started within 10 us / 100 us / 1 ms \
+             of due: {} / {} / {}, {} ops more than 1 ms late",
             per_s(o.due),
             per_s(o.started),
             o.due,
             o.not_started(),
             o.lag_mean_ms(),
             o.lag_max_us as f64 / 1000.0,
+            pct(o.lag_within.us10, o.started),
+            pct(o.lag_within.us100, o.started),
+            pct(o.lag_within.ms1, o.started),
             o.late
         );
     }

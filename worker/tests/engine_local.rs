@@ -89,6 +89,10 @@ async fn rate_limit_paces_operations() {
     assert_eq!((ol.due, ol.started), (200, n), "{ol:?}");
     assert_eq!(n + ol.not_started(), 200, "{ol:?}");
     assert!(n > 0, "{ol:?}");
+    // The scheduler's lag, in bands that account for every started op.
+    let b = &ol.lag_within;
+    assert!(b.us10 <= b.us100 && b.us100 <= b.ms1, "{ol:?}");
+    assert_eq!(b.ms1 + ol.late, ol.started, "{ol:?}");
     // Paced, not bursty: no op starts before its ticket is due, so the first second can
     // finish at most the 100 tickets due in it (a busy machine may finish fewer and catch up
     // later; it can never run ahead). An unpaced run would finish all 200 at once.

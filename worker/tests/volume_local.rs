@@ -79,6 +79,42 @@ async fn random_4k_reads_on_a_loop_device_are_exactly_what_the_kernel_sees() {
     }
 }
 
+/// `rateLimit` on a loop device, both engines: every I/O waits for its due time (none starts
+/// before it: the run cannot end before the last one is due), and the scheduler's lag is
+/// recorded in bands that account for every started I/O. How small the lag is depends on the
+/// machine's load: that is bench/openloop.sh's business, not a test's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_block_io_waits_for_each_due_time_and_records_its_lag() {
+    let dir = scratch();
+    let lo = new_loop(&dir, 16 << 20);
+    for engine in ["ioUring", "sync"] {
+        let w = workload(
+            &format!("direct://{}", lo.dev.display()),
+            &format!("totalOps: 400\nrateLimit: 2000\nconcurrency: 1\nops: [{{op: read}}]\ndataset: {{prepare: false}}\nblock: {{blockSize: 4KiB, queueDepth: 4, engine: {engine}, dropCache: false}}\n"),
+        );
+        let before = lo.stat();
+        let s = run(w).await.expect("run");
+        let d = before.since(lo.stat());
+        assert_eq!(s.ops[&OpKind::Read].count, 400, "{engine}");
+        assert_eq!(d.reads, 400, "{engine}: {d:?}");
+        // Ticket 399 is due 199.5 ms after the start: no wait ended before its due time.
+        assert!(
+            s.elapsed_seconds >= 0.1995,
+            "{engine}: 400 I/Os at 2,000/s ended after {} s",
+            s.elapsed_seconds
+        );
+        let ol = s.open_loop.expect("open-loop figures");
+        assert_eq!((ol.due, ol.started), (400, 400), "{engine}: {ol:?}");
+        let b = &ol.lag_within;
+        assert!(b.us10 <= b.us100 && b.us100 <= b.ms1, "{engine}: {ol:?}");
+        assert_eq!(
+            b.ms1 + ol.late,
+            ol.started,
+            "{engine}: every start in a band: {ol:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_writes_stay_inside_the_range_and_spread_over_all_of_it() {
     let dir = scratch();

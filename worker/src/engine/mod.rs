@@ -36,6 +36,7 @@ mod shards;
 pub mod sizes;
 mod stable;
 mod threads;
+mod wait;
 
 use std::collections::VecDeque;
 use std::future::Future;

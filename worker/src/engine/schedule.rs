@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::wait;
+
 /// A permission to run one operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticket {
@@ -167,12 +169,21 @@ impl Schedule {
         let _ = rx.wait_for(|s| *s).await;
     }
 
-    /// Sleep until `due`, or less if the stage is stopped meanwhile; true if it was stopped.
+    /// Wait until `due`, or less if the stage is stopped meanwhile; true if it was stopped.
+    /// Not stopped, the wait ends at `due` or after it, never before, and is not rounded to
+    /// tokio's millisecond: on a task's own thread it sleeps on the OS timer and spins the
+    /// last [`wait::SPIN`] (less at high rates); on the runtime it spins (yielding) the last millisecond (see
+    /// `wait.rs`).
     pub async fn sleep_until(&self, due: Instant) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep_until(due) => self.is_stopped(),
-            _ = self.stopped() => true,
+        if wait::on_own_thread() {
+            return wait::block_until(&wait::OsClock, due, self.spin(), || self.is_stopped());
         }
+        wait::until_on_runtime(due, self.stopped(), || self.is_stopped()).await
+    }
+
+    /// How long a task thread spins before a due time ([`wait::spin_for`] the rate).
+    pub fn spin(&self) -> Duration {
+        wait::spin_for(self.interval)
     }
 
     /// Whether the stage was stopped.

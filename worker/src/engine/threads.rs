@@ -56,6 +56,8 @@ where
     F::Output: Send + 'static,
 {
     on_thread(name, gate, "a task", move || {
+        // The thread is the task's alone: its waits for a due time may block it (`wait.rs`).
+        super::wait::mark_own_thread();
         io_inline(|| handle.block_on(task))
     })
 }

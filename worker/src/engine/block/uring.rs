@@ -156,9 +156,14 @@ pub(super) async fn task(
         }
         // Submit what was queued and wait for a completion; under a rate limit, no longer
         // than until the next ticket is due.
+        // The kernel's timer wakes late by tens of microseconds: wait in it until
+        // `Schedule::spin` before the due time, then poll (a zero timeout, which still posts the
+        // completions deferred task work holds) until the ticket is due, as
+        // `Schedule::sleep_until` spins on a task thread.
         let waited = match &pending {
             Some(t) => {
-                let wait = t.due.saturating_duration_since(Instant::now());
+                let left = t.due.saturating_duration_since(Instant::now());
+                let wait = left.saturating_sub(ctx.schedule.spin());
                 let ts = types::Timespec::new()
                     .sec(wait.as_secs())
                     .nsec(wait.subsec_nanos());
