@@ -549,6 +549,15 @@ pub enum MergeError {
     /// A summary of another format version.
     #[error("summary schemaVersion {0} cannot be merged: benchrun {TOOL_VERSION} merges schemaVersion {SUMMARY_VERSION} (read older ones with `summary_read::read`, which upgrades them)")]
     Version(u32),
+    /// A part that started so long after the earliest that its timeline, aligned on the
+    /// wall clock, would run past the longest run: not the same run's workers.
+    #[error("summary of {worker} started {seconds} s after the earliest part, more than the longest run ({MAX_TIMELINE_SECONDS} s): not workers of one run")]
+    StartSkew {
+        /// The summary's worker ids.
+        worker: String,
+        /// Its start after the earliest, in seconds.
+        seconds: u64,
+    },
     /// A timeline second past the longest possible run (a forged or corrupt summary).
     #[error("summary of {worker}: timeline second {second} is past the longest run ({MAX_TIMELINE_SECONDS} s)")]
     Timeline {
@@ -673,7 +682,27 @@ impl Summary {
         }
         // Entry by entry at the resolution of `timeline::TIERS`: bounded however long the
         // run, and exact (counts add).
-        out.timeline = crate::timeline::merge(parts.iter().flat_map(|p| &p.timeline));
+        // Each worker's seconds count from its own start: aligned on the wall clock by
+        // `startedAt` (to the nearest second), so a worker that started late has its
+        // seconds where they happened.
+        let mut shifted = Vec::with_capacity(parts.len());
+        for p in parts {
+            let skew_ms = (p.started_at - out.started_at).num_milliseconds().max(0) as u64;
+            let shift = (skew_ms + 500) / 1000;
+            if shift > MAX_TIMELINE_SECONDS {
+                return Err(MergeError::StartSkew {
+                    worker: crate::quote::clip(&p.worker_ids.join(",")).into_owned(),
+                    seconds: shift,
+                });
+            }
+            shifted.push(shift);
+        }
+        out.timeline = crate::timeline::merge_shifted(
+            parts
+                .iter()
+                .zip(shifted)
+                .flat_map(|(p, shift)| p.timeline.iter().map(move |s| (shift, s))),
+        );
         out.refresh();
         Ok(out)
     }
@@ -954,6 +983,35 @@ mod tests {
         assert!(old.get("sizes").is_none(), "not written when empty");
         let back: Summary = serde_json::from_value(old).unwrap();
         assert!(back.sizes.is_empty());
+    }
+
+    #[test]
+    fn merged_timelines_are_aligned_by_started_at() {
+        let t0 = Utc::now();
+        let mut a = summary("a", &[10, 10]);
+        a.started_at = t0;
+        a.timeline = (0..3)
+            .map(|second| Second {
+                second,
+                ops: 100,
+                ..Default::default()
+            })
+            .collect();
+        // b started 3.2 s later: its second 0 happened in a's second 3.
+        let mut b = a.clone();
+        b.worker_ids = vec!["b".into()];
+        b.started_at = t0 + chrono::Duration::milliseconds(3_200);
+        for s in &mut b.timeline {
+            s.ops = 1;
+        }
+        let m = Summary::merge(&[b.clone(), a.clone()]).unwrap();
+        assert_eq!(m.started_at, t0);
+        let ops: Vec<(u64, u64)> = m.timeline.iter().map(|s| (s.second, s.ops)).collect();
+        assert_eq!(ops, [(0, 100), (1, 100), (2, 100), (3, 1), (4, 1), (5, 1)]);
+        // A part of another day is not a worker of this run.
+        b.started_at = t0 + chrono::Duration::days(40);
+        let e = Summary::merge(&[a, b]).unwrap_err().to_string();
+        assert!(e.contains("not workers of one run"), "{e}");
     }
 
     #[test]
