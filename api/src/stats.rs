@@ -17,7 +17,7 @@ use crate::spec::{OpKind, Workload};
 pub use crate::latency::Latency;
 pub use crate::spec::{histogram_bytes_per_task, mix_ops};
 pub use crate::timeline::Second;
-pub use crate::volume::{CacheResidency, VolumeStats};
+pub use crate::volume::{CacheResidency, TargetVolume, VolumeStats};
 
 /// Everything measured for one operation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -42,6 +42,9 @@ struct Measured {
     cpu0: ProcessStats,
     /// With a warm-up: the sampler of the process's usage when the measured stage begins.
     cpu_at_measured: Option<tokio::task::JoinHandle<ProcessStats>>,
+    /// A block workload with a warm-up: the page cache's residency when the measured stage
+    /// begins (the warm-up's reads fill it; what was resident before is the setup's).
+    resident_at_measured: Option<tokio::task::JoinHandle<Option<u64>>>,
     /// Wall-clock start of the measured stage (after the warm-up).
     started_at: chrono::DateTime<Utc>,
 }
@@ -178,6 +181,19 @@ impl Engine {
                 ProcessStats::now()
             })
         });
+        let resident_at_measured = match (&setup.block, warmup.is_zero()) {
+            (Some((v, _, _)), false) => {
+                let vol = v.clone();
+                Some(tokio::spawn(async move {
+                    tokio::time::sleep_until(measured_start).await;
+                    tokio::task::spawn_blocking(move || vol.resident())
+                        .await
+                        .ok()
+                        .flatten()
+                }))
+            }
+            _ => None,
+        };
         let _stable = self.workload.stop_when_stable.clone().map(|spec| {
             let (count, stop) = (ctx.clone(), ctx.clone());
             stable::AbortOnDrop(tokio::spawn(stable::watch(
@@ -207,6 +223,7 @@ impl Engine {
             end: Instant::now(),
             cpu0,
             cpu_at_measured,
+            resident_at_measured,
             started_at,
         })
     }
@@ -222,6 +239,7 @@ impl Engine {
             end,
             cpu0,
             cpu_at_measured,
+            resident_at_measured,
             started_at,
         } = m;
         let schedule = &setup.schedule;
@@ -255,17 +273,31 @@ impl Engine {
         };
         let process = cpu_end.since(warm.as_ref().map_or(&cpu0, |(_, mid)| mid));
         let volume = match setup.block {
-            Some((v, chosen, resident_at_start)) => {
+            Some((v, chosen, resident_before)) => {
                 let vol = v.clone();
                 let resident_at_end = tokio::task::spawn_blocking(move || vol.resident())
                     .await
                     .ok()
                     .flatten();
+                // With a warm-up, "at the start" is when the measured stage began, and what
+                // was resident before the warm-up is kept apart. Stopped in its warm-up, the
+                // sampler never ran: the measured stage's start is its end.
+                let (resident_at_start, resident_before_warmup) = match resident_at_measured {
+                    // Reached the measured stage: the sampler is measuring, or has.
+                    Some(h) if end >= measured_start => {
+                        (h.await.ok().flatten(), resident_before)
+                    }
+                    Some(h) => {
+                        h.abort();
+                        (resident_at_end, resident_before)
+                    }
+                    None => (resident_before, None),
+                };
                 Some(volume_stats(
                     &v,
                     &chosen,
                     dataset,
-                    resident_at_start,
+                    (resident_at_start, resident_before_warmup),
                     resident_at_end,
                 ))
             }
@@ -484,10 +516,20 @@ fn volume_stats(
     v: &Volume,
     chosen: &block::Chosen,
     dataset: &Dataset,
-    resident_at_start: Option<u64>,
+    (resident_at_start, resident_before_warmup): (Option<u64>, Option<u64>),
     resident_at_end: Option<u64>,
 ) -> crate::stats::VolumeStats {
     let layout = dataset.layout.clone().unwrap_or_default();
+    let cache = match (resident_at_start, resident_at_end) {
+        (Some(s), Some(e)) => Some(crate::stats::CacheResidency {
+            bytes: v.dataset_bytes(),
+            resident_at_start: s,
+            resident_at_end: e,
+            resident_before_warmup,
+            dropped: layout.dropped as u32,
+        }),
+        _ => None,
+    };
     crate::stats::VolumeStats {
         engines: std::collections::BTreeMap::from([(chosen.name().to_string(), 1)]),
         fallback_reason: match chosen {
@@ -500,15 +542,15 @@ fn volume_stats(
         reused: (layout.regions > 0 && layout.reused == layout.regions) as u32,
         layout_seconds: layout.seconds,
         precondition_seconds: layout.precondition_seconds,
-        cache: match (resident_at_start, resident_at_end) {
-            (Some(s), Some(e)) => Some(crate::stats::CacheResidency {
-                bytes: v.dataset_bytes(),
-                resident_at_start: s,
-                resident_at_end: e,
-                dropped: layout.dropped as u32,
-            }),
-            _ => None,
-        },
+        targets: std::collections::BTreeMap::from([(
+            v.identity(),
+            crate::stats::TargetVolume {
+                workers: 1,
+                dataset_bytes: v.dataset_bytes(),
+                cache: cache.clone(),
+            },
+        )]),
+        cache,
     }
 }
 
