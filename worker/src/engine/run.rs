@@ -354,6 +354,7 @@ impl Engine {
             cleanup: None,
             partial,
             open_loop,
+            in_flight_at_deadline: (all.in_flight.ops > 0).then(|| all.in_flight.clone()),
             volume,
             // Every endpoint listed, one that no op reached too (fewer ops than endpoints).
             endpoints: {
@@ -366,6 +367,9 @@ impl Engine {
             oplog: None,
             sizes,
         };
+        for (op, kind, l) in std::mem::take(&mut all.failed).into_histograms() {
+            s.ops.entry(op).or_default().failed_latency.insert(kind, l);
+        }
         s.refresh();
         s
     }
@@ -705,6 +709,10 @@ impl RunCtx {
         end: Instant,
         outcome: Result<Done, TargetError>,
     ) {
+        // Still running at the deadline: counted, and how long it had run by then kept.
+        if let Some(deadline) = self.schedule.deadline().filter(|d| end > *d && began < *d) {
+            rec.in_flight.add_op(deadline - began, end - began);
+        }
         let failed = rec
             .record(OpResult {
                 op,
@@ -750,12 +758,14 @@ impl RunCtx {
 /// Where the measured stage ends, given when its tasks were all joined (`joined`), when its
 /// last op finished and its deadline. Joining a thousand tasks and merging their histograms
 /// takes time that is no part of the stage (on a loaded machine, seconds), so the stage ends
-/// with its last op; but at its deadline at the earliest when it ran that long, since an open
-/// loop may have nothing in flight then. With no op at all, the join is all there is.
+/// with its last op; but a stage that ran to its deadline ends there exactly: an op stuck on
+/// a 30 s timeout must not stretch a 60 s window to 90 s (every rate would read a third low),
+/// and an open loop may have nothing in flight then. The ops in flight at the deadline are
+/// counted apart (`inFlightAtDeadline`). With no op at all, the join is all there is.
 fn stage_end(joined: Instant, last_op: Option<Instant>, deadline: Option<Instant>) -> Instant {
     match (last_op, deadline) {
         (None, _) => joined,
-        (Some(last), Some(deadline)) if joined >= deadline => last.max(deadline),
+        (Some(_), Some(deadline)) if joined >= deadline => deadline,
         (Some(last), _) => last,
     }
 }
@@ -768,10 +778,15 @@ mod tests {
     fn the_stage_ends_with_its_last_op_or_its_deadline_never_with_the_join() {
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
-        // Ran its duration: ops in flight at the deadline end it; joining later does not.
+        // Ran its duration: its deadline ends it; ops in flight then (even one stuck for
+        // 30 s) and joining later do not.
         assert_eq!(
             stage_end(at(3500), Some(at(2040)), Some(at(2000))),
-            at(2040)
+            at(2000)
+        );
+        assert_eq!(
+            stage_end(at(32_000), Some(at(32_000)), Some(at(2000))),
+            at(2000)
         );
         // An open loop idle at its deadline: the stage still lasted until the deadline.
         assert_eq!(
