@@ -143,6 +143,7 @@ impl OpStats {
             ttfb_p50_ms: self.ttfb_ms(0.5),
             ttfb_p99_ms: self.ttfb_ms(0.99),
             all_p50_ms: all_ms(0.5),
+            all_p95_ms: all_ms(0.95),
             all_p99_ms: all_ms(0.99),
             all_p999_ms: all_ms(0.999),
             all_max_ms: all.as_ref().map(|l| l.0.max() as f64 / 1000.0),
@@ -215,6 +216,9 @@ pub struct OpReport {
     /// `p50Ms` of successful ops is then that of all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_p50_ms: Option<f64>,
+    /// 95th percentile latency of all operations, failed ones included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_p95_ms: Option<f64>,
     /// 99th percentile latency of all operations, failed ones included: under overload,
     /// where requests time out, the figure `p99Ms` (successful ops only) reads better than
     /// the storage served.
