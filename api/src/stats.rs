@@ -188,14 +188,15 @@ pub struct OpReport {
     pub requests_per_op: f64,
     /// Mean latency of successful operations, in milliseconds.
     pub mean_ms: f64,
-    /// Median latency, in milliseconds.
+    /// Median latency of successful operations, in milliseconds (failed ones too: `allP50Ms`).
     pub p50_ms: f64,
     /// 90th percentile latency, in milliseconds.
     pub p90_ms: f64,
     /// 95th percentile latency, in milliseconds (absent from summaries before it was added).
     #[serde(default)]
     pub p95_ms: f64,
-    /// 99th percentile latency, in milliseconds.
+    /// 99th percentile latency of successful operations, in milliseconds (failed ones too:
+    /// `allP99Ms`).
     pub p99_ms: f64,
     /// 99.9th percentile latency, in milliseconds.
     pub p999_ms: f64,
