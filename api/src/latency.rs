@@ -176,7 +176,7 @@ fn checked_v2(raw: &[u8]) -> Result<Vec<u8>, String> {
             v2.len().saturating_sub(header)
         ));
     }
-    if digits != 3 || low != 1 || high > MAX_US || high < 2 {
+    if digits != 3 || low != 1 || !(2..=MAX_US).contains(&high) {
         return Err(format!(
             "bounds {low}..{high} with {digits} significant digits are not this tool's (1..{MAX_US} us, 3 digits): \
              it cannot be merged exactly (a histogram of another precision or lowest value has other buckets), so it is refused"
@@ -254,7 +254,10 @@ mod tests {
         }
         let mut out = Vec::new();
         V2DeflateSerializer::new().serialize(&h, &mut out).unwrap();
-        format!("\"{}\"", base64::engine::general_purpose::STANDARD.encode(out))
+        format!(
+            "\"{}\"",
+            base64::engine::general_purpose::STANDARD.encode(out)
+        )
     }
 
     #[test]

@@ -101,10 +101,7 @@ impl OpStats {
     /// Human-facing figures over `elapsed` seconds.
     pub fn report(&self, elapsed: f64) -> OpReport {
         let all = self.all_latency();
-        let all_ms = |q: f64| {
-            all.as_ref()
-                .map(|l| l.quantile_us(q) as f64 / 1000.0)
-        };
+        let all_ms = |q: f64| all.as_ref().map(|l| l.quantile_us(q) as f64 / 1000.0);
         let l = &self.latency;
         let ms = |q: f64| {
             if l.count() == 0 {
@@ -1156,7 +1153,9 @@ mod tests {
         // Nothing failed: no all-ops figures (they would equal the successful ones).
         let ok = summary("c", &[5]);
         assert_eq!(ok.report[&OpKind::Get].all_p99_ms, None);
-        assert!(!serde_json::to_string(&ok).unwrap().contains("failedLatency"));
+        assert!(!serde_json::to_string(&ok)
+            .unwrap()
+            .contains("failedLatency"));
     }
 
     #[test]

@@ -318,7 +318,23 @@ mod tests {
         }
         let m = merge_shifted(a.iter().map(|s| (0, s)).chain(b.iter().map(|s| (3, s))));
         let ops: Vec<(u64, u64)> = m.iter().map(|s| (s.second, s.ops)).collect();
-        assert_eq!(ops, [(0, 10), (1, 10), (2, 10), (3, 11), (4, 11), (5, 1), (6, 1), (7, 1)]);
-        assert_eq!(m.iter().map(|s| s.ops).sum::<u64>(), 55, "counts add exactly");
+        assert_eq!(
+            ops,
+            [
+                (0, 10),
+                (1, 10),
+                (2, 10),
+                (3, 11),
+                (4, 11),
+                (5, 1),
+                (6, 1),
+                (7, 1)
+            ]
+        );
+        assert_eq!(
+            m.iter().map(|s| s.ops).sum::<u64>(),
+            55,
+            "counts add exactly"
+        );
     }
 }

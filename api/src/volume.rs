@@ -161,8 +161,11 @@ impl VolumeStats {
             .targets
             .values()
             .fold(0u64, |n, t| n.saturating_add(t.dataset_bytes));
-        let caches: Vec<&CacheResidency> =
-            self.targets.values().filter_map(|t| t.cache.as_ref()).collect();
+        let caches: Vec<&CacheResidency> = self
+            .targets
+            .values()
+            .filter_map(|t| t.cache.as_ref())
+            .collect();
         self.cache = (!caches.is_empty()).then(|| {
             let add = |f: fn(&CacheResidency) -> u64| {
                 caches.iter().fold(0u64, |n, c| n.saturating_add(f(c)))
@@ -172,9 +175,9 @@ impl VolumeStats {
                 resident_at_start: add(|c| c.resident_at_start),
                 resident_at_end: add(|c| c.resident_at_end),
                 // Only when every target measured it.
-                resident_before_warmup: caches
-                    .iter()
-                    .try_fold(0u64, |n, c| Some(n.saturating_add(c.resident_before_warmup?))),
+                resident_before_warmup: caches.iter().try_fold(0u64, |n, c| {
+                    Some(n.saturating_add(c.resident_before_warmup?))
+                }),
                 dropped: caches.iter().fold(0u32, |n, c| n.saturating_add(c.dropped)),
             }
         });

@@ -200,7 +200,10 @@ pub fn compare_in(
             // beside the successful ops' (after it).
             let mut shown = shown.clone();
             if fa.report.all_p99_ms.is_some() || fb.report.all_p99_ms.is_some() {
-                let at = shown.iter().position(|m| *m == Metric::P99Ms).map_or(0, |i| i + 1);
+                let at = shown
+                    .iter()
+                    .position(|m| *m == Metric::P99Ms)
+                    .map_or(0, |i| i + 1);
                 shown.insert(at, Metric::AllP99Ms);
             }
             row.deltas = shown

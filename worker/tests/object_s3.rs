@@ -564,10 +564,7 @@ async fn failed_and_stuck_ops_are_in_the_latency_and_outside_the_window() {
     let e = engine(stuck).await;
     let ds = e.prepare().await.expect("prepare");
     proxy.stall(Some("PUT"));
-    let s = e
-        .run(&ds, None, std::future::pending())
-        .await
-        .expect("run");
+    let s = e.run(&ds, None, std::future::pending()).await.expect("run");
     assert_eq!(s.elapsed_seconds, 1.0, "the window is the duration");
     let put = &s.ops[&OpKind::Put];
     assert_eq!((put.count, put.errors), (1, 1), "{:?}", put.errors_by_kind);
@@ -595,10 +592,7 @@ async fn failed_and_stuck_ops_are_in_the_latency_and_outside_the_window() {
     let e = engine(mix).await;
     let ds = e.prepare().await.expect("prepare");
     proxy.stall(Some("PUT"));
-    let s = e
-        .run(&ds, None, std::future::pending())
-        .await
-        .expect("run");
+    let s = e.run(&ds, None, std::future::pending()).await.expect("run");
     proxy.stall(None);
     e.cleanup().await.expect("cleanup");
     let (get, put) = (&s.ops[&OpKind::Get], &s.ops[&OpKind::Put]);

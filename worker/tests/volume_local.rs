@@ -334,7 +334,10 @@ async fn residency_at_the_start_is_taken_after_the_warmup() {
     );
     // The volume is named by its target, with the same figures.
     let (key, t) = v.targets.iter().next().expect("one target");
-    assert!(key.ends_with(&dir.path().join("benchrun").display().to_string()), "{key}");
+    assert!(
+        key.ends_with(&dir.path().join("benchrun").display().to_string()),
+        "{key}"
+    );
     assert_eq!((t.workers, t.dataset_bytes), (1, 16 << 20));
     assert_eq!(t.cache.as_ref(), Some(&c));
     // Without a warm-up, the start is the only instant before the stage.

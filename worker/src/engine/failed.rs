@@ -126,7 +126,11 @@ mod tests {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let us = if i % 2 == 0 { rng % 5_000_000 } else { 30_000_000 + i % 7 };
+            let us = if i % 2 == 0 {
+                rng % 5_000_000
+            } else {
+                30_000_000 + i % 7
+            };
             let d = Duration::from_micros(us);
             want.record(d);
             if i % 2 == 0 { &mut a } else { &mut b }.record(OpKind::Get, "timeout", d);

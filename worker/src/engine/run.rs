@@ -284,9 +284,7 @@ impl Engine {
                 // sampler never ran: the measured stage's start is its end.
                 let (resident_at_start, resident_before_warmup) = match resident_at_measured {
                     // Reached the measured stage: the sampler is measuring, or has.
-                    Some(h) if end >= measured_start => {
-                        (h.await.ok().flatten(), resident_before)
-                    }
+                    Some(h) if end >= measured_start => (h.await.ok().flatten(), resident_before),
                     Some(h) => {
                         h.abort();
                         (resident_at_end, resident_before)
