@@ -1159,6 +1159,29 @@ mod tests {
     }
 
     #[test]
+    fn ops_in_flight_at_the_deadline_merge_over_workers() {
+        let (mut a, mut b) = (summary("a", &[1]), summary("b", &[1]));
+        let mut f = InFlight::default();
+        f.add_op(Duration::from_millis(900), Duration::from_secs(30));
+        f.add_op(Duration::from_millis(100), Duration::from_millis(150));
+        a.in_flight_at_deadline = Some(f);
+        let mut g = InFlight::default();
+        g.add_op(Duration::from_millis(2), Duration::from_millis(3));
+        b.in_flight_at_deadline = Some(g);
+        let m = Summary::merge(&[a, b, summary("c", &[1])]).unwrap();
+        let f = m
+            .in_flight_at_deadline
+            .expect("kept when any worker had some");
+        assert_eq!(
+            (f.ops, f.age_max_us, f.latency_max_us),
+            (3, 900_000, 30_000_000)
+        );
+        assert_eq!(f.age_mean_ms(), 334.0);
+        let none = Summary::merge(&[summary("d", &[1])]).unwrap();
+        assert!(none.in_flight_at_deadline.is_none());
+    }
+
+    #[test]
     fn merge_rejects_empty_and_unknown_versions() {
         assert!(matches!(Summary::merge(&[]), Err(MergeError::Empty)));
         let mut s = summary("a", &[1]);
