@@ -43,9 +43,11 @@ impl Latency {
         self.0.saturating_record(us);
     }
 
-    /// Add every sample of `other` (an exact merge).
+    /// Add every sample of `other` (an exact merge: every `Latency` has this tool's bounds
+    /// and precision, which [`Latency`]'s deserialization enforces, so both counts arrays
+    /// have the same buckets and `add` adds them index by index).
     pub fn add(&mut self, other: &Latency) {
-        // Same bounds on both sides, so `add` cannot fail; fall back to sample-by-sample.
+        // Same buckets on both sides, so `add` cannot fail; saturating if it ever did.
         if self.0.add(&other.0).is_err() {
             for v in other.0.iter_recorded() {
                 self.0
@@ -108,8 +110,14 @@ impl<'de> Deserialize<'de> for Latency {
         let h: Histogram<u64> = HdrDe::new()
             .deserialize(&mut v2.as_slice())
             .map_err(|e| D::Error::custom(format!("histogram is not HdrHistogram V2: {e:?}")))?;
+        // Same lowest value and precision (checked above): the same buckets as ours, only
+        // fewer of them when its highest value is lower, so adding it is exact.
         let mut l = Latency::default();
-        l.add(&Latency(h));
+        if l.0.add(&h).is_err() {
+            return Err(D::Error::custom(
+                "histogram holds values past this tool's highest (one hour)",
+            ));
+        }
         Ok(l)
     }
 }
@@ -122,9 +130,12 @@ const MAX_HISTOGRAM_V2: u64 = 1 << 20;
 
 /// The plain HdrHistogram V2 bytes of a V2 (compressed or not) histogram, after checking what
 /// its header would make a decoder allocate: the decompressed size is bounded, the payload
-/// length must match what is there, and the bounds and precision must be this tool's own or
-/// narrower (HdrHistogram sizes its counts from them, and a forged header would otherwise
-/// allocate gigabytes from a few bytes).
+/// length must match what is there, and the bounds and precision must be this tool's own
+/// (HdrHistogram sizes its counts from them, and a forged header would otherwise allocate
+/// gigabytes from a few bytes). A histogram of another precision or lowest value is refused,
+/// not re-recorded: its buckets are not ours, and moving its counts into ours would put each
+/// sample at a value it may not have had (a merge that is not exact). A lower highest value
+/// is accepted: its buckets are a prefix of ours, so its counts add exactly.
 fn checked_v2(raw: &[u8]) -> Result<Vec<u8>, String> {
     use std::io::Read;
     const V2: u32 = 0x1c84_9313;
@@ -165,9 +176,10 @@ fn checked_v2(raw: &[u8]) -> Result<Vec<u8>, String> {
             v2.len().saturating_sub(header)
         ));
     }
-    if digits > 3 || low < 1 || high > MAX_US || low > high {
+    if digits != 3 || low != 1 || !(2..=MAX_US).contains(&high) {
         return Err(format!(
-            "bounds {low}..{high} with {digits} digits are not this tool's (1..{MAX_US}, 3 digits)"
+            "bounds {low}..{high} with {digits} significant digits are not this tool's (1..{MAX_US} us, 3 digits): \
+             it cannot be merged exactly (a histogram of another precision or lowest value has other buckets), so it is refused"
         ));
     }
     Ok(v2)
@@ -232,5 +244,51 @@ mod tests {
         l.record(Duration::from_millis(3));
         let back: Latency = serde_json::from_str(&serde_json::to_string(&l).unwrap()).unwrap();
         assert_eq!(back, l);
+    }
+
+    /// A histogram serialized with the given bounds and precision, holding `us`.
+    fn other(low: u64, high: u64, digits: u8, us: &[u64]) -> String {
+        let mut h = Histogram::<u64>::new_with_bounds(low, high, digits).unwrap();
+        for &u in us {
+            h.record(u).unwrap();
+        }
+        let mut out = Vec::new();
+        V2DeflateSerializer::new().serialize(&h, &mut out).unwrap();
+        format!(
+            "\"{}\"",
+            base64::engine::general_purpose::STANDARD.encode(out)
+        )
+    }
+
+    #[test]
+    fn a_histogram_of_other_buckets_is_refused_and_a_lower_highest_value_merges_exactly() {
+        let samples = [1, 999, 1_001, 12_345, 987_654];
+        // Lower precision: 2 digits would put 12,345 us in a bucket of 128 us; re-recorded
+        // in ours it would be moved, so the merge would not be exact. Refused, saying why.
+        for (low, high, digits) in [(1, MAX_US, 2), (1_000, MAX_US, 3), (1, MAX_US, 4)] {
+            let e = serde_json::from_str::<Latency>(&other(low, high, digits, &samples))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("not this tool's") && e.contains("cannot be merged exactly"),
+                "{low} {high} {digits}: {e}"
+            );
+        }
+        // Same lowest value and precision, lower highest value: the same buckets, fewer of
+        // them. Read and merged, it is exactly the histogram of the same samples.
+        let read: Latency = serde_json::from_str(&other(1, 10_000_000, 3, &samples)).unwrap();
+        let mut ours = Latency::default();
+        for &u in &samples {
+            ours.record(Duration::from_micros(u));
+        }
+        assert_eq!(read, ours);
+        let mut merged = Latency::default();
+        merged.add(&read);
+        merged.add(&ours);
+        for q in [0.0, 0.3, 0.5, 0.9, 1.0] {
+            let mut twice = ours.clone();
+            twice.add(&ours);
+            assert_eq!(merged.quantile_us(q), twice.quantile_us(q), "q {q}");
+        }
     }
 }

@@ -17,7 +17,7 @@ use crate::spec::{OpKind, Workload};
 pub use crate::latency::Latency;
 pub use crate::spec::{histogram_bytes_per_task, mix_ops};
 pub use crate::timeline::Second;
-pub use crate::volume::{CacheResidency, VolumeStats};
+pub use crate::volume::{CacheResidency, TargetVolume, VolumeStats};
 
 /// Everything measured for one operation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -36,6 +36,12 @@ pub struct OpStats {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Latency of successful operations.
     pub latency: Latency,
+    /// Latency of failed operations, per error kind (the kinds of `errorsByKind`), from the
+    /// same instant as `latency` (the intended start in open loop) to the failure: a
+    /// timeout's full wait is here. With `latency`, the latency of all operations
+    /// ([`OpStats::all_latency`]). Empty (absent) when none failed, and in older summaries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_latency: BTreeMap<String, Latency>,
     /// Time to first byte of successful GETs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttfb: Option<Latency>,
@@ -71,13 +77,31 @@ impl OpStats {
             *e = e.saturating_add(*v);
         }
         self.latency.add(&o.latency);
+        for (k, l) in &o.failed_latency {
+            self.failed_latency.entry(k.clone()).or_default().add(l);
+        }
         if let Some(t) = &o.ttfb {
             self.ttfb.get_or_insert_with(Latency::default).add(t);
         }
     }
 
+    /// The latency of all operations, successful and failed, when any failed op's latency
+    /// was recorded (`None` otherwise: it would equal `latency`).
+    pub fn all_latency(&self) -> Option<Latency> {
+        if self.failed_latency.values().all(|l| l.count() == 0) {
+            return None;
+        }
+        let mut all = self.latency.clone();
+        for l in self.failed_latency.values() {
+            all.add(l);
+        }
+        Some(all)
+    }
+
     /// Human-facing figures over `elapsed` seconds.
     pub fn report(&self, elapsed: f64) -> OpReport {
+        let all = self.all_latency();
+        let all_ms = |q: f64| all.as_ref().map(|l| l.quantile_us(q) as f64 / 1000.0);
         let l = &self.latency;
         let ms = |q: f64| {
             if l.count() == 0 {
@@ -115,6 +139,11 @@ impl OpStats {
             },
             ttfb_p50_ms: self.ttfb_ms(0.5),
             ttfb_p99_ms: self.ttfb_ms(0.99),
+            all_p50_ms: all_ms(0.5),
+            all_p95_ms: all_ms(0.95),
+            all_p99_ms: all_ms(0.99),
+            all_p999_ms: all_ms(0.999),
+            all_max_ms: all.as_ref().map(|l| l.0.max() as f64 / 1000.0),
         }
     }
 
@@ -156,14 +185,15 @@ pub struct OpReport {
     pub requests_per_op: f64,
     /// Mean latency of successful operations, in milliseconds.
     pub mean_ms: f64,
-    /// Median latency, in milliseconds.
+    /// Median latency of successful operations, in milliseconds (failed ones too: `allP50Ms`).
     pub p50_ms: f64,
     /// 90th percentile latency, in milliseconds.
     pub p90_ms: f64,
     /// 95th percentile latency, in milliseconds (absent from summaries before it was added).
     #[serde(default)]
     pub p95_ms: f64,
-    /// 99th percentile latency, in milliseconds.
+    /// 99th percentile latency of successful operations, in milliseconds (failed ones too:
+    /// `allP99Ms`).
     pub p99_ms: f64,
     /// 99.9th percentile latency, in milliseconds.
     pub p999_ms: f64,
@@ -179,6 +209,25 @@ pub struct OpReport {
     /// GET: 99th percentile time to first byte, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttfb_p99_ms: Option<f64>,
+    /// Median latency of all operations, failed ones included (`failedLatency` with
+    /// `latency`), in milliseconds. Absent when no failed op's latency was recorded: the
+    /// `p50Ms` of successful ops is then that of all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_p50_ms: Option<f64>,
+    /// 95th percentile latency of all operations, failed ones included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_p95_ms: Option<f64>,
+    /// 99th percentile latency of all operations, failed ones included: under overload,
+    /// where requests time out, the figure `p99Ms` (successful ops only) reads better than
+    /// the storage served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_p99_ms: Option<f64>,
+    /// 99.9th percentile latency of all operations, failed ones included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_p999_ms: Option<f64>,
+    /// Largest latency of all operations, failed ones included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_max_ms: Option<f64>,
 }
 
 impl OpReport {
@@ -404,6 +453,52 @@ impl LagBands {
     }
 }
 
+/// Operations still running when a `duration` stage reached its deadline (stragglers: an op
+/// stuck on a timeout, or simply the ops of every task in flight at that instant). They
+/// count in `ops` (their latency is real, and a timeout belongs in the tail), but the stage
+/// ends at its deadline: every rate is over the intended window, however long they ran on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlight {
+    /// Operations in flight at the deadline.
+    pub ops: u64,
+    /// Sum of how long each had been running at the deadline, in microseconds.
+    pub age_sum_us: u64,
+    /// The longest any had been running at the deadline, in microseconds.
+    pub age_max_us: u64,
+    /// The longest any of them took in all (to its end after the deadline), in microseconds.
+    #[serde(default)]
+    pub latency_max_us: u64,
+}
+
+impl InFlight {
+    /// Count one op that had run `age` at the deadline and `latency` in all.
+    pub fn add_op(&mut self, age: std::time::Duration, latency: std::time::Duration) {
+        let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.ops = self.ops.saturating_add(1);
+        self.age_sum_us = self.age_sum_us.saturating_add(us(age));
+        self.age_max_us = self.age_max_us.max(us(age));
+        self.latency_max_us = self.latency_max_us.max(us(latency));
+    }
+
+    /// Fold another task's or worker's figures into these.
+    pub fn merge(&mut self, o: &InFlight) {
+        self.ops = self.ops.saturating_add(o.ops);
+        self.age_sum_us = self.age_sum_us.saturating_add(o.age_sum_us);
+        self.age_max_us = self.age_max_us.max(o.age_max_us);
+        self.latency_max_us = self.latency_max_us.max(o.latency_max_us);
+    }
+
+    /// Mean age at the deadline, in milliseconds (0 when none).
+    pub fn age_mean_ms(&self) -> f64 {
+        if self.ops == 0 {
+            0.0
+        } else {
+            self.age_sum_us as f64 / self.ops as f64 / 1000.0
+        }
+    }
+}
+
 /// The result of a run, or of several merged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -435,9 +530,10 @@ pub struct Summary {
     /// Wall-clock start of the measured stage (the earliest, once merged), RFC 3339 UTC.
     #[schemars(with = "String", extend("format" = "date-time"))]
     pub started_at: DateTime<Utc>,
-    /// Length of the measured stage in seconds, from its start until its last op finished
-    /// (or its deadline, when it ran that long and nothing was in flight then); the longest,
-    /// once merged.
+    /// Length of the measured stage in seconds, the window every rate is over: its
+    /// `duration` when it ran to its deadline (ops still in flight then, counted in
+    /// `inFlightAtDeadline`, do not stretch it), else from its start until its last op
+    /// finished (`totalOps`, a stop); the longest, once merged.
     pub elapsed_seconds: f64,
     /// Why the measured stage ended: `duration`, `totalOps`, `errorBudget: ...`, `interrupted`.
     pub stopped_by: String,
@@ -484,6 +580,10 @@ pub struct Summary {
     /// With `rateLimit`: the offered load against what started, and the scheduling lag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop: Option<OpenLoop>,
+    /// A `duration` stage: the operations still running at its deadline, and how long they
+    /// had been running then (absent when none were, and in older summaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_at_deadline: Option<InFlight>,
     /// Block workloads: the I/O engine, queue depth and page-cache residency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<crate::volume::VolumeStats>,
@@ -562,6 +662,7 @@ impl Default for Summary {
             cleanup: None,
             partial: false,
             open_loop: None,
+            in_flight_at_deadline: None,
             volume: None,
             endpoints: BTreeMap::new(),
             tls_verification_skipped: false,
@@ -593,6 +694,15 @@ pub enum MergeError {
     /// A summary of another format version.
     #[error("summary schemaVersion {0} cannot be merged: benchrun {TOOL_VERSION} merges schemaVersion {SUMMARY_VERSION} (read older ones with `summary_read::read`, which upgrades them)")]
     Version(u32),
+    /// A part that started so long after the earliest that its timeline, aligned on the
+    /// wall clock, would run past the longest run: not the same run's workers.
+    #[error("summary of {worker} started {seconds} s after the earliest part, more than the longest run ({MAX_TIMELINE_SECONDS} s): not workers of one run")]
+    StartSkew {
+        /// The summary's worker ids.
+        worker: String,
+        /// Its start after the earliest, in seconds.
+        seconds: u64,
+    },
     /// A timeline second past the longest possible run (a forged or corrupt summary).
     #[error("summary of {worker}: timeline second {second} is past the longest run ({MAX_TIMELINE_SECONDS} s)")]
     Timeline {
@@ -695,6 +805,11 @@ impl Summary {
             if let Some(o) = &p.open_loop {
                 out.open_loop.get_or_insert_with(OpenLoop::default).merge(o);
             }
+            if let Some(f) = &p.in_flight_at_deadline {
+                out.in_flight_at_deadline
+                    .get_or_insert_with(InFlight::default)
+                    .merge(f);
+            }
             if let Some(v) = &p.volume {
                 out.volume.get_or_insert_with(Default::default).merge(v);
             }
@@ -717,7 +832,27 @@ impl Summary {
         }
         // Entry by entry at the resolution of `timeline::TIERS`: bounded however long the
         // run, and exact (counts add).
-        out.timeline = crate::timeline::merge(parts.iter().flat_map(|p| &p.timeline));
+        // Each worker's seconds count from its own start: aligned on the wall clock by
+        // `startedAt` (to the nearest second), so a worker that started late has its
+        // seconds where they happened.
+        let mut shifted = Vec::with_capacity(parts.len());
+        for p in parts {
+            let skew_ms = (p.started_at - out.started_at).num_milliseconds().max(0) as u64;
+            let shift = (skew_ms + 500) / 1000;
+            if shift > MAX_TIMELINE_SECONDS {
+                return Err(MergeError::StartSkew {
+                    worker: crate::quote::clip(&p.worker_ids.join(",")).into_owned(),
+                    seconds: shift,
+                });
+            }
+            shifted.push(shift);
+        }
+        out.timeline = crate::timeline::merge_shifted(
+            parts
+                .iter()
+                .zip(shifted)
+                .flat_map(|(p, shift)| p.timeline.iter().map(move |s| (shift, s))),
+        );
         out.refresh();
         Ok(out)
     }
@@ -1007,6 +1142,96 @@ mod tests {
         assert!(old.get("sizes").is_none(), "not written when empty");
         let back: Summary = serde_json::from_value(old).unwrap();
         assert!(back.sizes.is_empty());
+    }
+
+    #[test]
+    fn merged_timelines_are_aligned_by_started_at() {
+        let t0 = Utc::now();
+        let mut a = summary("a", &[10, 10]);
+        a.started_at = t0;
+        a.timeline = (0..3)
+            .map(|second| Second {
+                second,
+                ops: 100,
+                ..Default::default()
+            })
+            .collect();
+        // b started 3.2 s later: its second 0 happened in a's second 3.
+        let mut b = a.clone();
+        b.worker_ids = vec!["b".into()];
+        b.started_at = t0 + chrono::Duration::milliseconds(3_200);
+        for s in &mut b.timeline {
+            s.ops = 1;
+        }
+        let m = Summary::merge(&[b.clone(), a.clone()]).unwrap();
+        assert_eq!(m.started_at, t0);
+        let ops: Vec<(u64, u64)> = m.timeline.iter().map(|s| (s.second, s.ops)).collect();
+        assert_eq!(ops, [(0, 100), (1, 100), (2, 100), (3, 1), (4, 1), (5, 1)]);
+        // A part of another day is not a worker of this run.
+        b.started_at = t0 + chrono::Duration::days(40);
+        let e = Summary::merge(&[a, b]).unwrap_err().to_string();
+        assert!(e.contains("not workers of one run"), "{e}");
+    }
+
+    #[test]
+    fn failed_ops_latency_merges_exactly_into_the_all_ops_figures() {
+        let (mut a, mut b) = (summary("a", &[100; 98]), summary("b", &[100; 1]));
+        // a: 2 timeouts at 30 s; b: one not_found at 2 ms.
+        let fail = |s: &mut Summary, kind: &str, us: u64, n: u64| {
+            let g = s.ops.get_mut(&OpKind::Get).unwrap();
+            for _ in 0..n {
+                g.count += 1;
+                g.errors += 1;
+                *g.errors_by_kind.entry(kind.into()).or_default() += 1;
+                g.failed_latency
+                    .entry(kind.into())
+                    .or_default()
+                    .record(Duration::from_micros(us));
+            }
+        };
+        fail(&mut a, "timeout", 30_000_000, 2);
+        fail(&mut b, "not_found", 2_000, 1);
+        let a: Summary = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        let m = Summary::merge(&[a, b]).unwrap();
+        let r = &m.report[&OpKind::Get];
+        // Successful ops only: 100 us everywhere; all 102 ops: the two timeouts are the top 2%.
+        assert_eq!((r.p99_ms, r.max_ms), (0.1, 0.1));
+        let all_p99 = r.all_p99_ms.expect("failed ops recorded");
+        assert!((29_000.0..31_000.0).contains(&all_p99), "{all_p99}");
+        assert_eq!(r.all_p50_ms, Some(0.1));
+        let g = &m.ops[&OpKind::Get];
+        assert_eq!(g.failed_latency["timeout"].count(), 2);
+        assert_eq!(g.failed_latency["not_found"].count(), 1);
+        assert_eq!(g.all_latency().unwrap().count(), 102);
+        // Nothing failed: no all-ops figures (they would equal the successful ones).
+        let ok = summary("c", &[5]);
+        assert_eq!(ok.report[&OpKind::Get].all_p99_ms, None);
+        assert!(!serde_json::to_string(&ok)
+            .unwrap()
+            .contains("failedLatency"));
+    }
+
+    #[test]
+    fn ops_in_flight_at_the_deadline_merge_over_workers() {
+        let (mut a, mut b) = (summary("a", &[1]), summary("b", &[1]));
+        let mut f = InFlight::default();
+        f.add_op(Duration::from_millis(900), Duration::from_secs(30));
+        f.add_op(Duration::from_millis(100), Duration::from_millis(150));
+        a.in_flight_at_deadline = Some(f);
+        let mut g = InFlight::default();
+        g.add_op(Duration::from_millis(2), Duration::from_millis(3));
+        b.in_flight_at_deadline = Some(g);
+        let m = Summary::merge(&[a, b, summary("c", &[1])]).unwrap();
+        let f = m
+            .in_flight_at_deadline
+            .expect("kept when any worker had some");
+        assert_eq!(
+            (f.ops, f.age_max_us, f.latency_max_us),
+            (3, 900_000, 30_000_000)
+        );
+        assert_eq!(f.age_mean_ms(), 334.0);
+        let none = Summary::merge(&[summary("d", &[1])]).unwrap();
+        assert!(none.in_flight_at_deadline.is_none());
     }
 
     #[test]

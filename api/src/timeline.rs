@@ -162,9 +162,17 @@ impl Second {
 /// the entry of [`TIERS`] that holds its first second, so per-second timelines of older
 /// summaries and compacted ones merge alike. Warm-up entries first, then the measured stage's.
 pub fn merge<'a>(entries: impl IntoIterator<Item = &'a Second>) -> Vec<Second> {
+    merge_shifted(entries.into_iter().map(|s| (0, s)))
+}
+
+/// [`merge`] of entries each moved `shift` seconds later: workers' timelines aligned on the
+/// wall clock. A worker's seconds count from its own start (`startedAt`); one that started
+/// 3 s after the earliest has its second 0 at the merged timeline's second 3. Counts still
+/// add exactly; only where they land moves.
+pub fn merge_shifted<'a>(entries: impl IntoIterator<Item = (u64, &'a Second)>) -> Vec<Second> {
     let mut out: BTreeMap<(bool, u64), Second> = BTreeMap::new();
-    for s in entries {
-        let (_, start, span) = bucket_of(s.second);
+    for (shift, s) in entries {
+        let (_, start, span) = bucket_of(s.second.saturating_add(shift));
         out.entry((!s.warmup, start))
             .or_insert_with(|| Second {
                 second: start,
@@ -297,5 +305,36 @@ mod tests {
         })
         .unwrap();
         assert_eq!(json, r#"{"second":4,"ops":3,"bytes":0,"errors":0}"#);
+    }
+
+    #[test]
+    fn shifted_timelines_land_on_the_wall_clock_seconds() {
+        // Worker a started at 0 s, worker b 3 s later: b's second 0 is a's second 3.
+        let mut a = vec![];
+        let mut b = vec![];
+        for sec in 0..5 {
+            Second::at(&mut a, sec).ops = 10;
+            Second::at(&mut b, sec).ops = 1;
+        }
+        let m = merge_shifted(a.iter().map(|s| (0, s)).chain(b.iter().map(|s| (3, s))));
+        let ops: Vec<(u64, u64)> = m.iter().map(|s| (s.second, s.ops)).collect();
+        assert_eq!(
+            ops,
+            [
+                (0, 10),
+                (1, 10),
+                (2, 10),
+                (3, 11),
+                (4, 11),
+                (5, 1),
+                (6, 1),
+                (7, 1)
+            ]
+        );
+        assert_eq!(
+            m.iter().map(|s| s.ops).sum::<u64>(),
+            55,
+            "counts add exactly"
+        );
     }
 }

@@ -33,8 +33,48 @@ pub struct VolumeStats {
     #[serde(default)]
     pub precondition_seconds: f64,
     /// The page cache, for files (a device is not measured: `mincore` needs a mapping).
+    /// Once merged: summed over distinct targets (see `targets`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CacheResidency>,
+    /// Per target the workers addressed (a device on a node, a directory on a node's own
+    /// filesystem, or a directory of a shared filesystem: see the worker's
+    /// `Volume::identity`): its bytes and page-cache figures once however many workers used
+    /// it. `datasetBytes` and `cache` add these up, so a device or claim shared by several
+    /// workers is counted once. Empty (absent) in older summaries, whose figures add up per
+    /// worker as before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub targets: BTreeMap<String, TargetVolume>,
+}
+
+/// One target's figures in a merged [`VolumeStats`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetVolume {
+    /// Workers that used it.
+    pub workers: u32,
+    /// Bytes the measured stage addressed on it (the largest any of its workers did).
+    pub dataset_bytes: u64,
+    /// Its page cache: bytes examined and resident are the largest any of its workers
+    /// measured (workers of one node see one page cache); `dropped` counts its workers that
+    /// dropped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheResidency>,
+}
+
+impl TargetVolume {
+    /// Another worker's figures of the same target.
+    fn merge(&mut self, o: &TargetVolume) {
+        self.workers = self.workers.saturating_add(o.workers);
+        self.dataset_bytes = self.dataset_bytes.max(o.dataset_bytes);
+        if let Some(c) = &o.cache {
+            let m = self.cache.get_or_insert_with(Default::default);
+            m.bytes = m.bytes.max(c.bytes);
+            m.resident_before_warmup = m.resident_before_warmup.max(c.resident_before_warmup);
+            m.resident_at_start = m.resident_at_start.max(c.resident_at_start);
+            m.resident_at_end = m.resident_at_end.max(c.resident_at_end);
+            m.dropped = m.dropped.saturating_add(c.dropped);
+        }
+    }
 }
 
 /// How much of the dataset was in the page cache, from `mincore` over every file.
@@ -43,8 +83,14 @@ pub struct VolumeStats {
 pub struct CacheResidency {
     /// Bytes examined (the files' sizes).
     pub bytes: u64,
-    /// Bytes resident when the measured stage started (after `dropCache`, when it ran).
+    /// Bytes resident when the measured stage started: after `dropCache`, when it ran, and
+    /// after the warm-up, when there was one (the warm-up's reads fill the cache).
     pub resident_at_start: u64,
+    /// With a warm-up: bytes resident before it (when the warm-up started); absent without
+    /// one (the same instant as `residentAtStart`) and in older summaries, which measured
+    /// `residentAtStart` there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resident_before_warmup: Option<u64>,
     /// Bytes resident when it ended.
     pub resident_at_end: u64,
     /// Workers that dropped the dataset from the cache before the start (`block.dropCache`).
@@ -72,8 +118,9 @@ impl CacheResidency {
 }
 
 impl VolumeStats {
-    /// Add another worker's figures: counts and bytes add, the depth is the largest, `direct`
-    /// holds only when it held for every worker.
+    /// Add another worker's figures: counts add, the depth is the largest, `direct` holds
+    /// only when it held for every worker; bytes and the page cache add per target, a
+    /// target's own counted once (its largest figures) however many workers used it.
     pub fn merge(&mut self, o: &VolumeStats) {
         let first = self.engines.is_empty();
         for (k, v) in &o.engines {
@@ -88,17 +135,52 @@ impl VolumeStats {
         } else {
             self.direct && o.direct
         };
-        self.dataset_bytes = self.dataset_bytes.saturating_add(o.dataset_bytes);
         self.reused = self.reused.saturating_add(o.reused);
         self.layout_seconds += o.layout_seconds;
         self.precondition_seconds += o.precondition_seconds;
-        if let Some(c) = &o.cache {
-            let m = self.cache.get_or_insert_with(Default::default);
-            m.bytes = m.bytes.saturating_add(c.bytes);
-            m.resident_at_start = m.resident_at_start.saturating_add(c.resident_at_start);
-            m.resident_at_end = m.resident_at_end.saturating_add(c.resident_at_end);
-            m.dropped = m.dropped.saturating_add(c.dropped);
+        let mut theirs = o.targets.clone();
+        if theirs.is_empty() {
+            // An older summary names no target: its figures count as a target of their own.
+            let key = format!("(unnamed {})", self.targets.len());
+            theirs.insert(
+                key,
+                TargetVolume {
+                    workers: 1,
+                    dataset_bytes: o.dataset_bytes,
+                    cache: o.cache.clone(),
+                },
+            );
         }
+        for (key, t) in theirs {
+            self.targets
+                .entry(key)
+                .and_modify(|mine| mine.merge(&t))
+                .or_insert(t);
+        }
+        self.dataset_bytes = self
+            .targets
+            .values()
+            .fold(0u64, |n, t| n.saturating_add(t.dataset_bytes));
+        let caches: Vec<&CacheResidency> = self
+            .targets
+            .values()
+            .filter_map(|t| t.cache.as_ref())
+            .collect();
+        self.cache = (!caches.is_empty()).then(|| {
+            let add = |f: fn(&CacheResidency) -> u64| {
+                caches.iter().fold(0u64, |n, c| n.saturating_add(f(c)))
+            };
+            CacheResidency {
+                bytes: add(|c| c.bytes),
+                resident_at_start: add(|c| c.resident_at_start),
+                resident_at_end: add(|c| c.resident_at_end),
+                // Only when every target measured it.
+                resident_before_warmup: caches.iter().try_fold(0u64, |n, c| {
+                    Some(n.saturating_add(c.resident_before_warmup?))
+                }),
+                dropped: caches.iter().fold(0u32, |n, c| n.saturating_add(c.dropped)),
+            }
+        });
     }
 
     /// The engines, as `io_uring` or `io_uring x3, sync x1`.
@@ -129,9 +211,51 @@ mod tests {
                 resident_at_start: resident,
                 resident_at_end: 1 << 30,
                 dropped: 1,
+                resident_before_warmup: None,
             }),
             ..Default::default()
         }
+    }
+
+    /// `one` as a worker on `target`.
+    fn on(target: &str, resident: u64) -> VolumeStats {
+        let mut v = one("io_uring", resident);
+        v.targets = BTreeMap::from([(
+            target.to_string(),
+            TargetVolume {
+                workers: 1,
+                dataset_bytes: v.dataset_bytes,
+                cache: v.cache.clone(),
+            },
+        )]);
+        v
+    }
+
+    #[test]
+    fn workers_sharing_a_target_count_it_once() {
+        let mut m = VolumeStats::default();
+        // Three workers on one shared claim, one on a device of its own node.
+        m.merge(&on("nfs:/exports/bench", 1 << 28));
+        m.merge(&on("nfs:/exports/bench", 1 << 29));
+        m.merge(&on("nfs:/exports/bench", 0));
+        m.merge(&on("node-b:/dev/nvme0n1[0..1073741824]", 1 << 20));
+        // 2 GiB addressed, not 4: the claim's GiB once, the device's once.
+        assert_eq!(m.dataset_bytes, 2 << 30);
+        assert_eq!(m.targets["nfs:/exports/bench"].workers, 3);
+        let c = m.cache.clone().expect("cache figures kept");
+        assert_eq!(c.bytes, 2 << 30);
+        // The claim's residency: the most any of its workers saw, not their sum.
+        assert_eq!(c.resident_at_start, (1 << 29) + (1 << 20));
+        assert_eq!(c.resident_at_end, 2 << 30);
+        assert_eq!(c.dropped, 4);
+        assert!(c.start_fraction() <= 1.0);
+        // Merging merged summaries again gives the same figures (a merge of merges).
+        let mut again = VolumeStats::default();
+        again.merge(&m);
+        assert_eq!(again, m);
+        // An older part, naming no target, counts as a target of its own.
+        m.merge(&one("sync", 0));
+        assert_eq!(m.dataset_bytes, 3 << 30);
     }
 
     #[test]

@@ -370,7 +370,8 @@ mod tests {
             target: "s3://bucket/prefix".into(),
             workers: 1,
             worker_ids: vec![id.into()],
-            started_at: chrono::Utc::now(),
+            // One start for every worker: merged timelines are aligned by it.
+            started_at: chrono::DateTime::UNIX_EPOCH,
             elapsed_seconds: seconds as f64,
             stopped_by: "duration".into(),
             warmup: (warmup > 0).then(|| benchrun_api::stats::Warmup {

@@ -7,7 +7,7 @@
 
 use benchrun_api::{Summary, Workload};
 
-use crate::crd::thresholds::{Threshold, ThresholdCheck};
+use crate::crd::thresholds::{LatencyOf, Threshold, ThresholdCheck};
 use crate::crd::OpReport;
 use crate::state::cond;
 use crate::status::Draft;
@@ -91,19 +91,36 @@ pub fn evaluate(thresholds: &[Threshold], merged: &Summary) -> Vec<ThresholdChec
                 r.count > 0 && r.mib_per_sec >= min,
             );
         }
+        // `latencyOf: all`: failed ops' latency included (the same figures when none
+        // failed, and then only successful ops have any).
+        let all = t.latency_of == LatencyOf::All;
+        let of = |ok: f64, with_failed: Option<f64>| match (all, with_failed) {
+            (true, Some(v)) => v,
+            _ => ok,
+        };
+        let has_latency = succeeded(&r) > 0 || (all && r.all_p50_ms.is_some());
         for (limit, max, got) in [
-            ("maxP50", t.max_p50, r.p50_ms),
-            ("maxP95", t.max_p95, r.p95_ms),
-            ("maxP99", t.max_p99, r.p99_ms),
-            ("maxP999", t.max_p999, r.p999_ms),
+            ("maxP50", t.max_p50, of(r.p50_ms, r.all_p50_ms)),
+            ("maxP95", t.max_p95, of(r.p95_ms, r.all_p95_ms)),
+            ("maxP99", t.max_p99, of(r.p99_ms, r.all_p99_ms)),
+            ("maxP999", t.max_p999, of(r.p999_ms, r.all_p999_ms)),
         ] {
             if let Some(max) = max {
                 let max_ms = max.0.as_secs_f64() * 1000.0;
                 push(
-                    limit,
+                    if all {
+                        match limit {
+                            "maxP50" => "maxP50 (all ops)",
+                            "maxP95" => "maxP95 (all ops)",
+                            "maxP99" => "maxP99 (all ops)",
+                            _ => "maxP999 (all ops)",
+                        }
+                    } else {
+                        limit
+                    },
                     format!("<= {max}"),
                     format!("{got:.3}ms"),
-                    succeeded(&r) > 0 && got <= max_ms,
+                    has_latency && got <= max_ms,
                 );
             }
         }
@@ -237,6 +254,38 @@ mod tests {
             checks[3].describe(),
             "get maxP99: got 99.007ms, want <= 99ms"
         );
+    }
+
+    #[test]
+    fn latency_of_all_holds_the_limits_for_failed_ops_too() {
+        // 10 puts: 9 took 5 ms, 1 failed after a 30 s timeout.
+        let mut s = summary(10, 1);
+        s.ops
+            .get_mut(&OpKind::Put)
+            .unwrap()
+            .failed_latency
+            .entry("timeout".into())
+            .or_default()
+            .record(Duration::from_secs(30));
+        let checks = evaluate(
+            &[
+                threshold("{op: put, maxP99: 10ms}"),
+                threshold("{op: put, maxP99: 10ms, latencyOf: all}"),
+                threshold("{op: get, maxP99: 100ms, latencyOf: all}"),
+            ],
+            &s,
+        );
+        let got: Vec<(&str, bool)> = checks.iter().map(|c| (c.limit.as_str(), c.met)).collect();
+        assert_eq!(
+            got,
+            [
+                ("maxP99", true),
+                ("maxP99 (all ops)", false),
+                // Nothing failed: all ops are the successful ones.
+                ("maxP99 (all ops)", true),
+            ]
+        );
+        assert!(checks[1].got.starts_with("30"), "{}", checks[1].got);
     }
 
     #[test]

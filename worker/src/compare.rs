@@ -196,6 +196,16 @@ pub fn compare_in(
                 row.only_in = Some(if in_a { "a" } else { "b" }.into());
                 return row;
             };
+            // Failed ops' latency on either side: the p99 of all ops, failed included,
+            // beside the successful ops' (after it).
+            let mut shown = shown.clone();
+            if fa.report.all_p99_ms.is_some() || fb.report.all_p99_ms.is_some() {
+                let at = shown
+                    .iter()
+                    .position(|m| *m == Metric::P99Ms)
+                    .map_or(0, |i| i + 1);
+                shown.insert(at, Metric::AllP99Ms);
+            }
             row.deltas = shown
                 .iter()
                 .filter(|m| !(one_op && scope == Scope::All) || m.process_wide())
@@ -306,6 +316,34 @@ pub(crate) mod tests {
     fn delta(c: &Comparison, op: &str, m: Metric) -> Delta {
         let row = c.rows.iter().find(|r| r.op == op).unwrap();
         row.deltas.iter().find(|d| d.metric == m).unwrap().clone()
+    }
+
+    #[test]
+    fn the_p99_of_all_ops_is_compared_when_either_side_has_failed_ops() {
+        let a = summary(&[100, 100, 100], &[1], 1.0);
+        let mut b = a.clone();
+        let get = b.ops.get_mut(&OpKind::Get).unwrap();
+        get.count += 1;
+        get.errors += 1;
+        get.failed_latency
+            .entry("timeout".into())
+            .or_default()
+            .record(Duration::from_secs(30));
+        b.refresh();
+        let c = compare("a", &a, "b", &b);
+        let d = delta(&c, "get", Metric::AllP99Ms);
+        // A: nothing failed, its all-ops p99 is its p99; B: the timeout is its tail.
+        assert_eq!(d.a, a.report[&OpKind::Get].p99_ms);
+        assert!(d.b >= 29_000.0, "{d:?}");
+        assert_eq!(d.change, Change::Worse);
+        // The successful ops' p99 did not move.
+        assert_eq!(delta(&c, "get", Metric::P99Ms).change, Change::Same);
+        // Nothing failed on either side: no such figure.
+        let plain = compare("a", &a, "a", &a);
+        assert!(plain.rows[0]
+            .deltas
+            .iter()
+            .all(|d| d.metric != Metric::AllP99Ms));
     }
 
     #[test]

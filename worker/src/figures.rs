@@ -31,6 +31,9 @@ pub enum Metric {
     P9999Ms,
     /// Largest latency, ms.
     MaxMs,
+    /// 99th percentile latency of all operations, failed ones included, ms: shown by
+    /// `compare` only where either side has failed ops' latency (elsewhere it is `p99`).
+    AllP99Ms,
     /// GET: median time to first byte, ms (from the op's start, as its latency).
     TtfbP50Ms,
     /// GET: 99th percentile time to first byte, ms.
@@ -135,6 +138,7 @@ impl Metric {
             Metric::P999Ms => "p99.9 ms",
             Metric::P9999Ms => "p99.99 ms",
             Metric::MaxMs => "max ms",
+            Metric::AllP99Ms => "all-ops p99 ms",
             Metric::TtfbP50Ms => "TTFB p50 ms",
             Metric::TtfbP99Ms => "TTFB p99 ms",
             Metric::Errors => "errors",
@@ -168,6 +172,7 @@ impl Metric {
             | Metric::P999Ms
             | Metric::P9999Ms
             | Metric::MaxMs
+            | Metric::AllP99Ms
             | Metric::TtfbP50Ms
             | Metric::TtfbP99Ms => 3,
             Metric::Errors | Metric::MinorFaults => 0,
@@ -270,6 +275,8 @@ impl Figures {
             Metric::P999Ms => r.p999_ms,
             Metric::P9999Ms => r.p9999_ms,
             Metric::MaxMs => r.max_ms,
+            // Nothing failed: all ops are the successful ones.
+            Metric::AllP99Ms => r.all_p99_ms.unwrap_or(r.p99_ms),
             Metric::TtfbP50Ms => return r.ttfb_p50_ms,
             Metric::TtfbP99Ms => return r.ttfb_p99_ms,
             Metric::Errors => r.errors as f64,

@@ -157,6 +157,29 @@ pub fn table_in(s: &Summary, units: Units) -> String {
             let _ = writeln!(out, "errors of {op}: {}", kinds.join(", "));
         }
     }
+    // Only when some failed op's latency was recorded: the rows above are successful ops'.
+    for (op, r) in &s.report {
+        if let (Some(p50), Some(p99), Some(p999), Some(max)) =
+            (r.all_p50_ms, r.all_p99_ms, r.all_p999_ms, r.all_max_ms)
+        {
+            let _ = writeln!(
+                out,
+                "all ops of {op}, failed included (ms): p50 {p50:.3}, p99 {p99:.3}, p99.9 {p999:.3}, max {max:.3}"
+            );
+        }
+    }
+    if let Some(f) = &s.in_flight_at_deadline {
+        let _ = writeln!(
+            out,
+            "in flight at the deadline: {} op{} (counted above; the rates are over the {:.2}s window), running {:.3} ms on average and at most {:.3} ms by then, the longest ending after {:.3} ms",
+            f.ops,
+            if f.ops == 1 { "" } else { "s" },
+            s.elapsed_seconds,
+            f.age_mean_ms(),
+            f.age_max_us as f64 / 1000.0,
+            f.latency_max_us as f64 / 1000.0
+        );
+    }
     if let Some(o) = &s.open_loop {
         // A share of the started ops; "-" for a summary older than the lag bands (all zero).
         let pct = |n: u64, of: u64| {
@@ -323,9 +346,16 @@ fn volume_lines(out: &mut String, s: &Summary, v: &crate::stats::VolumeStats) {
     if let Some(c) = &v.cache {
         let _ = writeln!(
             out,
-            "page cache: {:.1}% of the dataset resident at the start, {:.1}% at the end{}",
+            "page cache: {:.1}% of the dataset resident at the start, {:.1}% at the end{}{}",
             100.0 * c.start_fraction(),
             100.0 * c.end_fraction(),
+            match c.resident_before_warmup {
+                Some(b) if c.bytes > 0 => format!(
+                    " ({:.1}% before the warm-up)",
+                    100.0 * b as f64 / c.bytes as f64
+                ),
+                _ => String::new(),
+            },
             if c.dropped > 0 {
                 " (dropped before the start)"
             } else {

@@ -534,3 +534,77 @@ async fn files_are_uploaded_whole_or_in_parts_byte_for_byte() {
     assert!(e.to_string().contains("missing.oplog.gz"), "{e}");
     assert!(t.stat("missing.oplog.gz").await.is_err());
 }
+
+/// Failed, stuck and late operations against MinIO behind a proxy that holds every PUT (a
+/// server stuck under overload), with a 2 s request timeout:
+/// - a 1 s stage whose one PUT is held past the deadline: the window is 1 s, not the 2 s the
+///   PUT took to time out; the PUT is reported in flight at the deadline with its age; and
+///   its wait is in the all-ops latency, where the successful-only figures have none;
+/// - a mix of GETs (served) and PUTs (held): the GETs' latency is the successful figures,
+///   and the PUTs' timeouts lift the all-ops p99 of the run to the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_and_stuck_ops_are_in_the_latency_and_outside_the_window() {
+    let env = storage_env();
+    let creds = s3_creds(&env);
+    let proxy = Proxy::start(addr_of(&env["BENCHRUN_S3_ENDPOINT"])).await;
+    let prefix = unique("s3-stuck");
+    let yaml = |body: &str| {
+        s3_yaml(
+            &env,
+            &proxy.endpoint(""),
+            creds.path().to_str().unwrap(),
+            &prefix,
+            body,
+        )
+        .replace("allowHttp: true,", "allowHttp: true, requestTimeout: 2s,")
+    };
+    let stuck = workload(&yaml(
+        "duration: 1s\nconcurrency: 1\nops: [{op: put}]\nobjectSize: 4KiB\ndataset: { prepare: false }",
+    ));
+    let e = engine(stuck).await;
+    let ds = e.prepare().await.expect("prepare");
+    proxy.stall(Some("PUT"));
+    let s = e.run(&ds, None, std::future::pending()).await.expect("run");
+    assert_eq!(s.elapsed_seconds, 1.0, "the window is the duration");
+    let put = &s.ops[&OpKind::Put];
+    assert_eq!((put.count, put.errors), (1, 1), "{:?}", put.errors_by_kind);
+    assert_eq!(put.errors_by_kind.get("timeout"), Some(&1));
+    assert_eq!(s.report[&OpKind::Put].ops_per_sec, 1.0, "1 op over 1 s");
+    let f = s.in_flight_at_deadline.clone().expect("the held PUT");
+    assert_eq!(f.ops, 1);
+    assert!(f.age_max_us <= 1_000_000, "began inside the window: {f:?}");
+    assert!(f.latency_max_us >= 2_000_000, "ran to its timeout: {f:?}");
+    assert_eq!(put.failed_latency["timeout"].count(), 1);
+    assert_eq!(put.latency.count(), 0);
+    let r = &s.report[&OpKind::Put];
+    assert_eq!(r.p99_ms, 0.0, "no successful op");
+    let all = r.all_p99_ms.expect("all-ops figures");
+    assert!(all >= 2_000.0, "the timeout's wait: {all} ms");
+    let table = benchrun_worker::report::table(&s);
+    assert!(table.contains("in flight at the deadline: 1 op"), "{table}");
+    assert!(table.contains("all ops"), "{table}");
+
+    // Some ops fail: GETs served, PUTs held until their timeout.
+    proxy.stall(None);
+    let mix = workload(&yaml(
+        "totalOps: 24\nconcurrency: 2\nops: [{op: get, weight: 3}, {op: put, weight: 1}]\nobjectSize: 4KiB\ndataset: { objects: 4, size: 4KiB, cleanup: true }",
+    ));
+    let e = engine(mix).await;
+    let ds = e.prepare().await.expect("prepare");
+    proxy.stall(Some("PUT"));
+    let s = e.run(&ds, None, std::future::pending()).await.expect("run");
+    proxy.stall(None);
+    e.cleanup().await.expect("cleanup");
+    let (get, put) = (&s.ops[&OpKind::Get], &s.ops[&OpKind::Put]);
+    assert_eq!(get.errors, 0, "{:?}", get.errors_by_kind);
+    assert!(put.count > 0 && put.errors == put.count, "{put:?}");
+    assert_eq!(put.failed_latency["timeout"].count(), put.errors);
+    let total = s.total();
+    let all = total.all_latency().expect("failed ops recorded");
+    assert_eq!(all.count(), get.latency.count() + put.errors);
+    // The successful ops' tail is a GET's; the run's tail over all ops is the timeout.
+    assert!(total.latency.quantile_us(1.0) < 2_000_000);
+    assert!(all.quantile_us(1.0) >= 2_000_000);
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(json.contains("\"failedLatency\""), "in the summary");
+}

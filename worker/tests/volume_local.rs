@@ -339,3 +339,52 @@ async fn a_mix_of_block_sizes_is_split_by_size_and_adds_up() {
     assert_eq!(buckets.values().map(|b| b.bytes).sum::<u64>(), read.bytes);
     assert_eq!(read.errors, 0);
 }
+
+/// Residency "at the start" is the measured stage's start: a warm-up that reads the dataset
+/// fills the cache before it, and what was resident before the warm-up is kept apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn residency_at_the_start_is_taken_after_the_warmup() {
+    let dir = scratch();
+    let s = run(files_workload(
+        dir.path(),
+        "file",
+        "duration: 3s\nwarmup: 2s\nconcurrency: 1\nops: [{op: read}]\nblock: {blockSize: 1MiB, fileSize: 16MiB, access: sequential, dropCache: true}\n",
+    ))
+    .await
+    .unwrap();
+    let warm_reads = s.warmup.as_ref().expect("warm-up figures").ops[&OpKind::Read].count;
+    assert!(
+        warm_reads >= 16,
+        "the warm-up must read the 16 MiB file through once (1 MiB sequential reads for 2 s): {warm_reads} reads"
+    );
+    let v = s.volume.as_ref().expect("volume figures");
+    let c = v.cache.clone().expect("residency measured");
+    let before = c.resident_before_warmup.expect("kept apart with a warm-up");
+    assert!(
+        (before as f64) < 0.1 * c.bytes as f64,
+        "dropped before the warm-up: {c:?}"
+    );
+    assert!(
+        c.start_fraction() > 0.9,
+        "the warm-up read the whole file into the cache before the measured stage: {c:?}"
+    );
+    // The volume is named by its target, with the same figures.
+    let (key, t) = v.targets.iter().next().expect("one target");
+    assert!(
+        key.ends_with(&dir.path().join("benchrun").display().to_string()),
+        "{key}"
+    );
+    assert_eq!((t.workers, t.dataset_bytes), (1, 16 << 20));
+    assert_eq!(t.cache.as_ref(), Some(&c));
+    // Without a warm-up, the start is the only instant before the stage.
+    let plain = run(files_workload(
+        dir.path(),
+        "file",
+        "totalOps: 10\nconcurrency: 1\nops: [{op: read}]\nblock: {blockSize: 1MiB, fileSize: 16MiB, dropCache: true}\n",
+    ))
+    .await
+    .unwrap();
+    let c = plain.volume.unwrap().cache.expect("residency measured");
+    assert_eq!(c.resident_before_warmup, None);
+    assert!(c.start_fraction() < 0.1, "{c:?}");
+}

@@ -42,6 +42,28 @@ pub struct Threshold {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub max_error_rate: Option<f64>,
+    /// Which operations the latency limits (`maxP50` ... `maxP999`) hold for: `succeeded`
+    /// (the default: `p99Ms` of `status.results`) or `all`, failed ones included
+    /// (`allP99Ms`): a run whose requests time out under overload then misses its limit
+    /// instead of meeting it with the requests that got through.
+    #[serde(default, skip_serializing_if = "LatencyOf::is_default")]
+    pub latency_of: LatencyOf,
+}
+
+/// The operations a threshold's latency limits are measured on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum LatencyOf {
+    #[default]
+    Succeeded,
+    All,
+}
+
+impl LatencyOf {
+    fn is_default(&self) -> bool {
+        *self == LatencyOf::Succeeded
+    }
 }
 
 /// An operation, or all of them.

@@ -19,11 +19,13 @@
 //! - `ops.rs`: one op of the mix against the target (and what it was about, for the op-log)
 //! - `mix.rs`, `schedule.rs`, `sizes.rs`, `recorder.rs`, `stable.rs`: the op choice, the
 //!   tickets, object sizes, per-task recording, `stopWhenStable`
+//! - `failed.rs`: failed ops' latency per op and error kind, sparse per task
 //! - `threads.rs`, `shards.rs`: where tasks run (a thread each for local files, a few
 //!   single-threaded runtimes for network targets)
 //! - `block/`: block workloads' tasks (io_uring or sync) on a [`Volume`]
 
 mod block;
+mod failed;
 mod keys;
 mod mix;
 mod objects;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::metrics::Metrics;
 use crate::size_buckets::{self, SizeBuckets};
 use crate::spec::{OpKind, Workload};
-use crate::stats::{OpStats, OpenLoop, Second};
+use crate::stats::{InFlight, OpStats, OpenLoop, Second};
 use crate::targets::TargetError;
 
 /// What one finished operation contributes.
@@ -87,6 +87,10 @@ pub struct Recorder {
     /// measured stage really ends (joining the tasks and merging this recorder is not part
     /// of it).
     pub last_finished: Option<Duration>,
+    /// The measured stage's failed ops' latency, per op and error kind.
+    pub failed: super::failed::FailedLatency,
+    /// A `duration` stage: its ops still running at the deadline.
+    pub in_flight: InFlight,
     /// Length of the warm-up (zero: none): ops finished before it are the warm-up's.
     warmup: Duration,
     metrics: Arc<Metrics>,
@@ -108,6 +112,8 @@ impl Recorder {
             endpoints: Vec::new(),
             sizes: Default::default(),
             last_finished: None,
+            failed: Default::default(),
+            in_flight: InFlight::default(),
             warmup: Duration::ZERO,
             metrics,
         }
@@ -224,6 +230,9 @@ impl Recorder {
             }
             Err(e) => {
                 let kind = e.kind();
+                if measured.is_some() {
+                    self.failed.record(r.op, &kind, r.latency);
+                }
                 s.errors += 1;
                 *s.errors_by_kind.entry(kind.clone()).or_default() += 1;
                 t.errors += 1;
@@ -236,6 +245,8 @@ impl Recorder {
     /// Fold another task's recorder into this one.
     pub fn absorb(&mut self, o: Recorder) {
         self.last_finished = self.last_finished.max(o.last_finished);
+        self.in_flight.merge(&o.in_flight);
+        self.failed.merge(o.failed);
         for (a, b) in self.ops.iter_mut().zip(o.ops.iter()) {
             if let Some(b) = b {
                 a.get_or_insert_with(OpStats::default).merge(b);

@@ -42,6 +42,9 @@ struct Measured {
     cpu0: ProcessStats,
     /// With a warm-up: the sampler of the process's usage when the measured stage begins.
     cpu_at_measured: Option<tokio::task::JoinHandle<ProcessStats>>,
+    /// A block workload with a warm-up: the page cache's residency when the measured stage
+    /// begins (the warm-up's reads fill it; what was resident before is the setup's).
+    resident_at_measured: Option<tokio::task::JoinHandle<Option<u64>>>,
     /// Wall-clock start of the measured stage (after the warm-up).
     started_at: chrono::DateTime<Utc>,
 }
@@ -178,6 +181,19 @@ impl Engine {
                 ProcessStats::now()
             })
         });
+        let resident_at_measured = match (&setup.block, warmup.is_zero()) {
+            (Some((v, _, _)), false) => {
+                let vol = v.clone();
+                Some(tokio::spawn(async move {
+                    tokio::time::sleep_until(measured_start).await;
+                    tokio::task::spawn_blocking(move || vol.resident())
+                        .await
+                        .ok()
+                        .flatten()
+                }))
+            }
+            _ => None,
+        };
         let _stable = self.workload.stop_when_stable.clone().map(|spec| {
             let (count, stop) = (ctx.clone(), ctx.clone());
             stable::AbortOnDrop(tokio::spawn(stable::watch(
@@ -207,6 +223,7 @@ impl Engine {
             end: Instant::now(),
             cpu0,
             cpu_at_measured,
+            resident_at_measured,
             started_at,
         })
     }
@@ -222,6 +239,7 @@ impl Engine {
             end,
             cpu0,
             cpu_at_measured,
+            resident_at_measured,
             started_at,
         } = m;
         let schedule = &setup.schedule;
@@ -255,17 +273,29 @@ impl Engine {
         };
         let process = cpu_end.since(warm.as_ref().map_or(&cpu0, |(_, mid)| mid));
         let volume = match setup.block {
-            Some((v, chosen, resident_at_start)) => {
+            Some((v, chosen, resident_before)) => {
                 let vol = v.clone();
                 let resident_at_end = tokio::task::spawn_blocking(move || vol.resident())
                     .await
                     .ok()
                     .flatten();
+                // With a warm-up, "at the start" is when the measured stage began, and what
+                // was resident before the warm-up is kept apart. Stopped in its warm-up, the
+                // sampler never ran: the measured stage's start is its end.
+                let (resident_at_start, resident_before_warmup) = match resident_at_measured {
+                    // Reached the measured stage: the sampler is measuring, or has.
+                    Some(h) if end >= measured_start => (h.await.ok().flatten(), resident_before),
+                    Some(h) => {
+                        h.abort();
+                        (resident_at_end, resident_before)
+                    }
+                    None => (resident_before, None),
+                };
                 Some(volume_stats(
                     &v,
                     &chosen,
                     dataset,
-                    resident_at_start,
+                    (resident_at_start, resident_before_warmup),
                     resident_at_end,
                 ))
             }
@@ -322,6 +352,7 @@ impl Engine {
             cleanup: None,
             partial,
             open_loop,
+            in_flight_at_deadline: (all.in_flight.ops > 0).then(|| all.in_flight.clone()),
             volume,
             // Every endpoint listed, one that no op reached too (fewer ops than endpoints).
             endpoints: {
@@ -334,6 +365,9 @@ impl Engine {
             oplog: None,
             sizes,
         };
+        for (op, kind, l) in std::mem::take(&mut all.failed).into_histograms() {
+            s.ops.entry(op).or_default().failed_latency.insert(kind, l);
+        }
         s.refresh();
         s
     }
@@ -484,10 +518,20 @@ fn volume_stats(
     v: &Volume,
     chosen: &block::Chosen,
     dataset: &Dataset,
-    resident_at_start: Option<u64>,
+    (resident_at_start, resident_before_warmup): (Option<u64>, Option<u64>),
     resident_at_end: Option<u64>,
 ) -> crate::stats::VolumeStats {
     let layout = dataset.layout.clone().unwrap_or_default();
+    let cache = match (resident_at_start, resident_at_end) {
+        (Some(s), Some(e)) => Some(crate::stats::CacheResidency {
+            bytes: v.dataset_bytes(),
+            resident_at_start: s,
+            resident_at_end: e,
+            resident_before_warmup,
+            dropped: layout.dropped as u32,
+        }),
+        _ => None,
+    };
     crate::stats::VolumeStats {
         engines: std::collections::BTreeMap::from([(chosen.name().to_string(), 1)]),
         fallback_reason: match chosen {
@@ -500,15 +544,15 @@ fn volume_stats(
         reused: (layout.regions > 0 && layout.reused == layout.regions) as u32,
         layout_seconds: layout.seconds,
         precondition_seconds: layout.precondition_seconds,
-        cache: match (resident_at_start, resident_at_end) {
-            (Some(s), Some(e)) => Some(crate::stats::CacheResidency {
-                bytes: v.dataset_bytes(),
-                resident_at_start: s,
-                resident_at_end: e,
-                dropped: layout.dropped as u32,
-            }),
-            _ => None,
-        },
+        targets: std::collections::BTreeMap::from([(
+            v.identity(),
+            crate::stats::TargetVolume {
+                workers: 1,
+                dataset_bytes: v.dataset_bytes(),
+                cache: cache.clone(),
+            },
+        )]),
+        cache,
     }
 }
 
@@ -663,6 +707,10 @@ impl RunCtx {
         end: Instant,
         outcome: Result<Done, TargetError>,
     ) {
+        // Still running at the deadline: counted, and how long it had run by then kept.
+        if let Some(deadline) = self.schedule.deadline().filter(|d| end > *d && began < *d) {
+            rec.in_flight.add_op(deadline - began, end - began);
+        }
         let failed = rec
             .record(OpResult {
                 op,
@@ -708,12 +756,14 @@ impl RunCtx {
 /// Where the measured stage ends, given when its tasks were all joined (`joined`), when its
 /// last op finished and its deadline. Joining a thousand tasks and merging their histograms
 /// takes time that is no part of the stage (on a loaded machine, seconds), so the stage ends
-/// with its last op; but at its deadline at the earliest when it ran that long, since an open
-/// loop may have nothing in flight then. With no op at all, the join is all there is.
+/// with its last op; but a stage that ran to its deadline ends there exactly: an op stuck on
+/// a 30 s timeout must not stretch a 60 s window to 90 s (every rate would read a third low),
+/// and an open loop may have nothing in flight then. The ops in flight at the deadline are
+/// counted apart (`inFlightAtDeadline`). With no op at all, the join is all there is.
 fn stage_end(joined: Instant, last_op: Option<Instant>, deadline: Option<Instant>) -> Instant {
     match (last_op, deadline) {
         (None, _) => joined,
-        (Some(last), Some(deadline)) if joined >= deadline => last.max(deadline),
+        (Some(_), Some(deadline)) if joined >= deadline => deadline,
         (Some(last), _) => last,
     }
 }
@@ -726,10 +776,15 @@ mod tests {
     fn the_stage_ends_with_its_last_op_or_its_deadline_never_with_the_join() {
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
-        // Ran its duration: ops in flight at the deadline end it; joining later does not.
+        // Ran its duration: its deadline ends it; ops in flight then (even one stuck for
+        // 30 s) and joining later do not.
         assert_eq!(
             stage_end(at(3500), Some(at(2040)), Some(at(2000))),
-            at(2040)
+            at(2000)
+        );
+        assert_eq!(
+            stage_end(at(32_000), Some(at(32_000)), Some(at(2000))),
+            at(2000)
         );
         // An open loop idle at its deadline: the stage still lasted until the deadline.
         assert_eq!(

@@ -393,6 +393,33 @@ impl Volume {
         self.regions.iter().map(|r| r.len).sum()
     }
 
+    /// What the volume is, as a merge of workers' summaries tells targets apart (the keys of
+    /// the summary's `volume.targets`): workers with the same identity used the same data,
+    /// and their bytes and page cache count once. A device is its node's: `<node>:<path>
+    /// [start..end]`. Files on a shared filesystem (NFS, CephFS, SMB, Lustre, GPFS, FUSE,
+    /// 9P: a claim mounted by several workers) are the directory's on every node:
+    /// `shared:<dir>`; files on a node's own filesystem are that node's: `<node>:<dir>`.
+    /// The node is `NODE_NAME` when set (a pod's downward API), else the host name.
+    pub fn identity(&self) -> String {
+        let node = std::env::var("NODE_NAME")
+            .ok()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(host_name);
+        match &self.kind {
+            Kind::Device(d) => {
+                let (start, len) = self
+                    .regions
+                    .first()
+                    .map_or((0, d.size), |r| (r.start, r.len));
+                format!("{node}:{}[{start}..{}]", d.path.display(), start + len)
+            }
+            Kind::Files { dir } if on_shared_filesystem(dir) => {
+                format!("shared:{}", dir.display())
+            }
+            Kind::Files { dir } => format!("{node}:{}", dir.display()),
+        }
+    }
+
     /// Bytes of the dataset resident in the page cache, `None` where it cannot be measured.
     pub fn resident(&self) -> Option<u64> {
         let mut total = 0;
@@ -401,4 +428,42 @@ impl Volume {
         }
         Some(total)
     }
+}
+
+/// This machine's host name (empty if it has none).
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: a valid buffer of its stated length; gethostname NUL-terminates within it.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Whether `dir` is on a filesystem several machines mount (by its `statfs` type): the same
+/// files from every node that mounts it. Unknown (statfs failed): not shared.
+fn on_shared_filesystem(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    // NFS, SMB (CIFS, SMB2), CephFS, Lustre, GPFS, FUSE (s3fs, GlusterFS...), 9P.
+    const SHARED: [i64; 8] = [
+        0x6969,
+        0xFF53_4D42,
+        0xFE53_4D42,
+        0x00C3_6400,
+        0x0BD0_0BD0,
+        0x4750_4653,
+        0x6573_5546,
+        0x0102_1997,
+    ];
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid out-pointer.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return false;
+    }
+    SHARED.contains(&(st.f_type as i64))
 }

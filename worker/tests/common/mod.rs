@@ -147,6 +147,11 @@ pub struct Proxy {
     stop: tokio::sync::watch::Sender<bool>,
     /// While true the server is "down": live connections are cut and new ones closed at once.
     down: tokio::sync::watch::Sender<bool>,
+    /// Requests of this method are held: never forwarded, never answered (a server stuck
+    /// under overload), until the client gives up.
+    stall: Arc<Mutex<Option<String>>>,
+    /// Connections accepted so far.
+    accepted: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Proxy {
@@ -157,6 +162,9 @@ impl Proxy {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let (down, is_down) = tokio::sync::watch::channel(false);
         let seen2 = seen.clone();
+        let stall = Arc::new(Mutex::new(None::<String>));
+        let accepted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (stall2, accepted2) = (stall.clone(), accepted.clone());
         tokio::spawn(async move {
             loop {
                 let mut st = stopped.clone();
@@ -164,16 +172,18 @@ impl Proxy {
                     r = listener.accept() => match r { Ok(c) => c, Err(_) => return },
                     _ = st.changed() => return,
                 };
+                accepted2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if *is_down.borrow() {
                     drop(client);
                     continue;
                 }
                 let seen = seen2.clone();
+                let stall = stall2.clone();
                 let mut st = stopped.clone();
                 let mut went_down = is_down.clone();
                 tokio::spawn(async move {
                     tokio::select! {
-                        _ = forward(client, upstream, seen) => {}
+                        _ = forward(client, upstream, seen, stall) => {}
                         _ = st.changed() => {}
                         _ = went_down.wait_for(|d| *d) => {}
                     }
@@ -185,7 +195,19 @@ impl Proxy {
             seen,
             stop,
             down,
+            stall,
+            accepted,
         }
+    }
+
+    /// Hold every later request of `method` (`None`: forward all again).
+    pub fn stall(&self, method: Option<&str>) {
+        *self.stall.lock().unwrap() = method.map(str::to_string);
+    }
+
+    /// Connections accepted since the proxy started.
+    pub fn connections(&self) -> u64 {
+        self.accepted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Endpoint URL of the proxy, with `path` appended (e.g. `/devstoreaccount1`).
@@ -222,7 +244,12 @@ impl Proxy {
     }
 }
 
-async fn forward(client: TcpStream, upstream: SocketAddr, seen: Arc<Mutex<Vec<SeenRequest>>>) {
+async fn forward(
+    client: TcpStream,
+    upstream: SocketAddr,
+    seen: Arc<Mutex<Vec<SeenRequest>>>,
+    stall: Arc<Mutex<Option<String>>>,
+) {
     let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
@@ -236,10 +263,16 @@ async fn forward(client: TcpStream, upstream: SocketAddr, seen: Arc<Mutex<Vec<Se
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
+            let mut held = false;
             for r in parser.feed(&buf[..n]) {
+                held |= stall.lock().is_ok_and(|m| m.as_deref() == Some(&r.method));
                 if let Ok(mut s) = seen.lock() {
                     s.push(r);
                 }
+            }
+            if held {
+                // Never forwarded, never answered.
+                return std::future::pending().await;
             }
             if sw.write_all(&buf[..n]).await.is_err() {
                 return;
