@@ -207,9 +207,12 @@ pub async fn run(
             break STOPPED_AT_LIMIT;
         }
         let due = start + at;
-        tokio::select! {
-            _ = tokio::time::sleep_until(due) => {}
-            _ = &mut shutdown => { held.done(); break INTERRUPTED; }
+        // The engine's open-loop wait: tokio's timer alone rounds up to the next millisecond,
+        // which would put 0-1 ms of lag into every replayed op's latency. A shutdown during the
+        // last millisecond's yields is seen at the next op's wait.
+        if crate::engine::wait::until_on_runtime(due, &mut shutdown, || false).await {
+            held.done();
+            break INTERRUPTED;
         }
         // A free slot; waiting for one is queueing, and counts in the op's latency.
         let Ok(slot) = slots.clone().acquire_owned().await else {

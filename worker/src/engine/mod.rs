@@ -38,7 +38,7 @@ mod shards;
 pub mod sizes;
 mod stable;
 mod threads;
-mod wait;
+pub(crate) mod wait;
 
 use std::collections::VecDeque;
 use std::future::Future;
