@@ -9,6 +9,7 @@
 //! - [`units`]: byte sizes (`4MiB`) and durations (`30s`) as users write them
 //! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
 //! - [`latency`]: the latency histogram and its bounded serialization
+//! - [`training`]: a training run's AU, epoch and data-wait figures and their exact merge
 //! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
 //! - [`timeline`]: the per-second timeline, coarser later in long runs, and its exact merge
 //! - [`stats`]: histograms, the summary and its exact merge
@@ -31,6 +32,7 @@ pub mod spec;
 pub mod stats;
 pub mod summary_read;
 pub mod timeline;
+pub mod training;
 pub mod units;
 pub mod volume;
 

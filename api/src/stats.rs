@@ -461,6 +461,10 @@ pub struct Summary {
     /// empty otherwise and in older summaries.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sizes: BTreeMap<OpKind, crate::size_buckets::SizeBuckets>,
+    /// Training workloads (`training`): AU, samples and bytes per epoch, data-wait times
+    /// (docs/TRAINING.md); absent otherwise and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<crate::training::TrainingStats>,
 }
 
 /// What `run --oplog` recorded: every op of the run is either written or counted as dropped.
@@ -519,6 +523,7 @@ impl Default for Summary {
             partial: false,
             open_loop: None,
             volume: None,
+            training: None,
             endpoints: BTreeMap::new(),
             tls_verification_skipped: false,
             oplog: None,
@@ -653,6 +658,9 @@ impl Summary {
             }
             if let Some(v) = &p.volume {
                 out.volume.get_or_insert_with(Default::default).merge(v);
+            }
+            if let Some(t) = &p.training {
+                out.training.get_or_insert_with(Default::default).merge(t);
             }
             if let Some(o) = &p.oplog {
                 out.oplog.get_or_insert_with(Default::default).merge(o);

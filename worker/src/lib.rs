@@ -24,6 +24,7 @@
 //! - [`shutdown`]: Ctrl-C and SIGTERM
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`sweep`]: a matrix run standalone, combination by combination, and its table
+//! - [`training`]: training workloads: data-loader epochs feeding emulated accelerators (AU)
 //! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
 //! - [`cli`]: the clap options of `benchrun-worker`
 
@@ -48,6 +49,7 @@ pub mod server;
 pub mod shutdown;
 pub mod sweep;
 pub mod targets;
+pub mod training;
 pub mod volume;
 
 pub use engine::{Dataset, Engine, EngineError};

@@ -18,6 +18,7 @@ mod size;
 mod storage;
 #[cfg(test)]
 mod tests;
+pub mod training;
 mod uri;
 mod validate;
 
@@ -35,6 +36,7 @@ pub use block::{BlockSizeWeight, BlockSpec, IoEngine};
 pub use error::{FieldError, SpecError};
 pub use parse::precheck;
 pub use size::{SizeDistribution, SizeSpec};
+pub use training::{TrainingPreset, TrainingShape, TrainingSpec};
 pub use uri::TargetUri;
 pub use validate::{histogram_bytes_per_task, mix_ops};
 
@@ -103,6 +105,11 @@ pub struct Workload {
     /// `write`). Unset: the target is a bucket of objects (`get`, `put`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block: Option<BlockSpec>,
+    /// Training reads: epochs of a data loader feeding emulated accelerators, shaped like
+    /// MLPerf Storage (docs/TRAINING.md). With it, `ops` is `[{op: get}]` and the run's
+    /// length is `training.epochs` (`duration` may cap it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<TrainingSpec>,
     /// Connection settings for object storage; ignored for `file://` and `direct://`.
     #[serde(default)]
     pub storage: StorageSpec,

@@ -333,6 +333,7 @@ impl Engine {
             tls_verification_skipped: w.skips_tls_verification(),
             oplog: None,
             sizes,
+            training: None,
         };
         s.refresh();
         s
