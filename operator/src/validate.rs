@@ -35,6 +35,11 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
             ));
         }
     }
+    if spec.workload.training.is_some() {
+        // The agent does not run training workloads yet: refused here rather than run as
+        // something else (docs/TRAINING.md).
+        errs.push("spec.workload.training: training workloads run standalone for now (`benchrun-worker run --worker-index I --workers N` on each node); BenchmarkRun support is not there yet".into());
+    }
     errs.extend(ca_ref(spec));
     errs.extend(volume_mode(spec));
     errs.extend(claim_template(spec));
