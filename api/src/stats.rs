@@ -465,6 +465,10 @@ pub struct Summary {
     /// (docs/TRAINING.md); absent otherwise and in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub training: Option<crate::training::TrainingStats>,
+    /// Checkpoint workloads (`checkpoint`): every rank's save and restore per repeat
+    /// (docs/TRAINING.md); absent otherwise and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<crate::checkpoint::CheckpointStats>,
 }
 
 /// What `run --oplog` recorded: every op of the run is either written or counted as dropped.
@@ -524,6 +528,7 @@ impl Default for Summary {
             open_loop: None,
             volume: None,
             training: None,
+            checkpoint: None,
             endpoints: BTreeMap::new(),
             tls_verification_skipped: false,
             oplog: None,
@@ -661,6 +666,9 @@ impl Summary {
             }
             if let Some(t) = &p.training {
                 out.training.get_or_insert_with(Default::default).merge(t);
+            }
+            if let Some(c) = &p.checkpoint {
+                out.checkpoint.get_or_insert_with(Default::default).merge(c);
             }
             if let Some(o) = &p.oplog {
                 out.oplog.get_or_insert_with(Default::default).merge(o);

@@ -35,10 +35,15 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
             ));
         }
     }
-    if spec.workload.training.is_some() {
-        // The agent does not run training workloads yet: refused here rather than run as
-        // something else (docs/TRAINING.md).
-        errs.push("spec.workload.training: training workloads run standalone for now (`benchrun-worker run --worker-index I --workers N` on each node); BenchmarkRun support is not there yet".into());
+    // The agent does not run these yet: refused here rather than run as something else
+    // (docs/TRAINING.md).
+    for (set, key) in [
+        (spec.workload.training.is_some(), "training"),
+        (spec.workload.checkpoint.is_some(), "checkpoint"),
+    ] {
+        if set {
+            errs.push(format!("spec.workload.{key}: {key} workloads run standalone for now (`benchrun-worker run --worker-index I --workers N` on each node); BenchmarkRun support is not there yet"));
+        }
     }
     errs.extend(ca_ref(spec));
     errs.extend(volume_mode(spec));

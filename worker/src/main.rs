@@ -263,6 +263,9 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     if workload.training.is_some() {
         return run_training(&args, workload, stop).await;
     }
+    if workload.checkpoint.is_some() {
+        return run_checkpoint(&args, workload, stop).await;
+    }
     let metrics = Arc::new(Metrics::new());
     if let Some(addr) = args.metrics_addr {
         let bound = server::spawn(addr, server::router(metrics.clone()))
@@ -407,6 +410,46 @@ async fn run_training(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A checkpoint workload (`checkpoint`): save and restore of every rank's shard.
+async fn run_checkpoint(
+    args: &RunArgs,
+    mut workload: Workload,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<ExitCode> {
+    use benchrun_worker::checkpoint;
+    if args.oplog.is_some() {
+        anyhow::bail!("--oplog records object workloads and training reads, not checkpoints");
+    }
+    // A saved shard is on the storage, not in the page cache: files are fsync'd.
+    workload.write.fsync = true;
+    let engine = Engine::open(workload, Arc::new(Metrics::new()), &args.worker_id).await?;
+    let opts = checkpoint::Options {
+        worker_id: args.worker_id.clone(),
+        index: args.worker_index,
+        count: args.workers,
+    };
+    let summary = checkpoint::run(engine.workload(), engine.target().clone(), opts, stop).await?;
+    emit(&summary, args.summary.as_deref(), args.units)?;
+    let errors = summary.checkpoint.as_ref().map_or(0, |c| {
+        let table = checkpoint::table(c);
+        if args.summary.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+            eprint!("{table}");
+        } else {
+            print!("{table}");
+        }
+        c.errors()
+    });
+    if summary.partial {
+        eprintln!("error: stopped by a signal before every repeat finished: the summary is partial");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    if errors > 0 {
+        eprintln!("error: {errors} rank saves or restores failed (see the table)");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Replay an op-log: the whole log checked first (nothing is sent if it is damaged), the

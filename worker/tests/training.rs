@@ -47,14 +47,19 @@ fn summary(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// With samples in memory and 10 ms of compute per step, the accelerators wait for data
-/// almost never: AU >= 98%. Robust on a loaded 2-core machine because the loss is fixed
-/// (threads starting, the first batch) over 200 steps (2 s) per accelerator, and each
-/// accelerator has 2 readers x 8 batches (160 ms of compute) of slack queued, so a reader
-/// descheduled for less than that costs nothing; an oversleeping accelerator counts its
-/// oversleep as compute, so it cannot lower AU.
+/// With samples in memory and 10 ms of compute per step, the accelerators almost never
+/// wait for data: the data wait is under 2% of their wall time, and AU is at least 95%.
+///
+/// Why two bounds and not AU >= 98% alone: AU also loses whatever the OS scheduler takes
+/// between steps (a thread woken late, threads starting), which is not storage. On this
+/// shared 2-core machine at load 24, one run measured AU 97.6% with a data-wait p99 of
+/// 0.17 ms: the storage cost almost nothing and the scheduler 2.4%. So the storage's share
+/// (the data wait, an exact histogram) is held to the 2% the 98% target means, and AU itself
+/// to 95%, which a loaded machine meets; on an idle one AU is 98.8-99% (docs/TRAINING.md).
+/// 200 steps (2 s) per accelerator amortize the start; 2 readers x 8 batches (160 ms) of
+/// slack per accelerator cover a reader descheduled for less than that.
 #[test]
-fn accelerators_fed_from_memory_stay_above_98_percent() {
+fn accelerators_fed_from_memory_barely_wait_and_stay_busy() {
     let dir = scratch();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
@@ -62,7 +67,7 @@ fn accelerators_fed_from_memory_stay_above_98_percent() {
         dir.path(),
         "w.yaml",
         &format!(
-            "target: file://{}\nops: [{{op: get}}]\ntraining:\n  samples: 1600\n  sampleSize: 16KiB\n  batchSize: 4\n  readers: 2\n  prefetch: 8\n  acceleratorsPerWorker: 2\n  computeTime: 10ms\n  epochs: 1\n  dropCache: false\n  minAU: 98\n",
+            "target: file://{}\nops: [{{op: get}}]\ntraining:\n  samples: 1600\n  sampleSize: 16KiB\n  batchSize: 4\n  readers: 2\n  prefetch: 8\n  acceleratorsPerWorker: 2\n  computeTime: 10ms\n  epochs: 1\n  dropCache: false\n",
             data.display()
         ),
     );
@@ -84,7 +89,14 @@ fn accelerators_fed_from_memory_stay_above_98_percent() {
     assert_eq!(e["complete"], true);
     let au = &e["au"];
     let min = au["minAuPercent"].as_f64().unwrap();
-    assert!(min >= 98.0, "lowest AU {min}% under 98%: {au}");
+    let parsed =
+        benchrun_worker::summary_read::read(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let epoch = &parsed.training.as_ref().unwrap().epochs[0];
+    let waited_us = epoch.data_wait.0.mean() * epoch.data_wait.count() as f64;
+    let wait_share = 100.0 * waited_us / epoch.au.wall_us as f64;
+    eprintln!("AU min {min:.2}%, mean {:.2}%, data wait {wait_share:.3}% of the wall time", epoch.au.mean_au_percent());
+    assert!(wait_share < 2.0, "accelerators waited {wait_share:.2}% of their time for data from memory: {au}");
+    assert!(min >= 95.0, "lowest AU {min}% under 95%: {au}");
     // The arithmetic: 200 steps of at least 10 ms each per accelerator.
     assert!(au["computeUs"].as_u64().unwrap() >= 2 * 200 * 10_000, "{au}");
     assert_eq!(s["ops"]["get"]["count"], 1600);

@@ -10,6 +10,7 @@
 //! (the checks of `storage`: endpoints and TLS) and `error`.
 
 mod block;
+pub mod checkpoint;
 mod defaults;
 mod error;
 pub mod limits;
@@ -36,6 +37,7 @@ pub use block::{BlockSizeWeight, BlockSpec, IoEngine};
 pub use error::{FieldError, SpecError};
 pub use parse::precheck;
 pub use size::{SizeDistribution, SizeSpec};
+pub use checkpoint::{CheckpointMode, CheckpointPreset, CheckpointSpec};
 pub use training::{TrainingPreset, TrainingShape, TrainingSpec};
 pub use uri::TargetUri;
 pub use validate::{histogram_bytes_per_task, mix_ops};
@@ -110,6 +112,11 @@ pub struct Workload {
     /// length is `training.epochs` (`duration` may cap it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub training: Option<TrainingSpec>,
+    /// Checkpoints: every rank writes its shard at one instant, then restores it, shaped
+    /// like MLPerf Storage's checkpointing (docs/TRAINING.md). With it, `ops` is
+    /// `[{op: put}]` and the run's length is `checkpoint.repeats`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointSpec>,
     /// Connection settings for object storage; ignored for `file://` and `direct://`.
     #[serde(default)]
     pub storage: StorageSpec,

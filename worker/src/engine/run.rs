@@ -334,6 +334,7 @@ impl Engine {
             oplog: None,
             sizes,
             training: None,
+            checkpoint: None,
         };
         s.refresh();
         s

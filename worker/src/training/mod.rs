@@ -34,6 +34,7 @@ use crate::spec::{OpKind, TargetUri, Workload};
 use crate::stats::{ProcessStats, Summary};
 use crate::targets::{self, ReadCheck, Target};
 
+pub use cache::drop_file as drop_from_page_cache;
 pub use figures::table;
 
 /// How long a worker waits for the other workers' share of the dataset to appear.
