@@ -113,7 +113,11 @@ impl CheckpointStats {
 
     /// The mean over repeats of the save throughput, GB/s.
     pub fn mean_save_gb_per_sec(&self) -> Option<f64> {
-        mean(self.repeats.iter().filter_map(|r| gb_per_sec(r.bytes(), r.save_seconds())))
+        mean(
+            self.repeats
+                .iter()
+                .filter_map(|r| gb_per_sec(r.bytes(), r.save_seconds())),
+        )
     }
 
     /// The mean over repeats of the restore throughput, GB/s.
@@ -189,10 +193,16 @@ mod tests {
         m.merge(&part(&[(2, 1_000_000, 500_000), (3, 1_500_000, 400_000)]));
         m.merge(&part(&[(0, 2_000_000, 250_000), (1, 100_000, 300_000)]));
         let r = &m.repeats[0];
-        assert_eq!(r.ranks.iter().map(|x| x.rank).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert_eq!(
+            r.ranks.iter().map(|x| x.rank).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
         assert_eq!(r.save_seconds(), Some(2.0));
         assert_eq!(r.restore_seconds(), Some(0.5));
-        assert_eq!(gb_per_sec(r.bytes(), r.save_seconds()), Some(400.0 / 1e9 / 2.0));
+        assert_eq!(
+            gb_per_sec(r.bytes(), r.save_seconds()),
+            Some(400.0 / 1e9 / 2.0)
+        );
         assert_eq!(m.save.count(), 4);
         assert_eq!(m.mean_save_seconds(), Some(2.0));
     }

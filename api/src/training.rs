@@ -137,7 +137,11 @@ pub struct TrainingStats {
     /// Per worker: its accelerators' utilization over every epoch.
     pub workers: BTreeMap<String, AuFigures>,
     /// The AU pass mark in percent (`training.minAU`), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "minAUPercent")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "minAUPercent"
+    )]
     pub min_au_percent: Option<f64>,
     /// Client RAM, in bytes, summed over workers (from /proc/meminfo), for MLPerf's rule
     /// that the dataset be at least 5x the clients' RAM unless the page cache is dropped.
@@ -253,8 +257,20 @@ mod tests {
 
     #[test]
     fn the_merge_is_exact_and_the_mean_is_time_weighted() {
-        let a = worker("a", vec![epoch(0, 50, 900, 1000, &[10, 20]), epoch(1, 50, 950, 1000, &[5])]);
-        let b = worker("b", vec![epoch(0, 50, 800, 1000, &[30]), epoch(1, 50, 990, 1100, &[7, 8])]);
+        let a = worker(
+            "a",
+            vec![
+                epoch(0, 50, 900, 1000, &[10, 20]),
+                epoch(1, 50, 950, 1000, &[5]),
+            ],
+        );
+        let b = worker(
+            "b",
+            vec![
+                epoch(0, 50, 800, 1000, &[30]),
+                epoch(1, 50, 990, 1100, &[7, 8]),
+            ],
+        );
         let mut m = TrainingStats::default();
         m.merge(&a);
         m.merge(&b);
@@ -275,9 +291,15 @@ mod tests {
         n.merge(&a);
         assert_eq!(n, m);
         assert_eq!(m.client_ram_bytes, 200);
-        assert!(!m.cache_may_serve(), "1000 B of data, 200 B of RAM: 5x, as MLPerf asks");
+        assert!(
+            !m.cache_may_serve(),
+            "1000 B of data, 200 B of RAM: 5x, as MLPerf asks"
+        );
         m.client_ram_bytes = 201;
-        assert!(m.cache_may_serve(), "1000 B of data, 201 B of RAM: under 5x");
+        assert!(
+            m.cache_may_serve(),
+            "1000 B of data, 201 B of RAM: under 5x"
+        );
         m.cache_dropped = true;
         assert!(!m.cache_may_serve(), "the page cache was dropped");
     }

@@ -190,6 +190,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn training_and_checkpoint_workloads_are_refused_until_the_agent_runs_them() {
+        for (section, key) in [
+            (
+                "ops: [{op: get}], training: {preset: unet3d}",
+                "spec.workload.training",
+            ),
+            (
+                "ops: [{op: put}], checkpoint: {preset: llama3-8b}",
+                "spec.workload.checkpoint",
+            ),
+        ] {
+            let run: BenchmarkRunSpec = serde_yaml::from_str(&format!(
+                "{{workload: {{target: 'file:///data', {section}}}}}"
+            ))
+            .unwrap();
+            let errs = spec(&run).expect_err("refused");
+            assert!(errs.iter().any(|e| e.starts_with(key)), "{errs:?}");
+        }
+    }
+
+    #[test]
     fn a_claim_template_the_api_server_would_refuse_is_named() {
         let errs = |volume: &str| {
             let spec: BenchmarkRunSpec = serde_yaml::from_str(&format!(

@@ -95,7 +95,10 @@ pub async fn run(
     let ranks: Vec<(u32, String)> = (0..spec.ranks_per_worker)
         .map(|l| {
             let rank = opts.index * spec.ranks_per_worker + l;
-            (rank, shard_key(&workload.dataset.prefix, model, workload.seed, rank))
+            (
+                rank,
+                shard_key(&workload.dataset.prefix, model, workload.seed, rank),
+            )
         })
         .collect();
     let local_root = match workload.target_uri() {

@@ -389,7 +389,11 @@ async fn run_training(
     emit(&summary, args.summary.as_deref(), args.units)?;
     let passed = summary.training.as_ref().and_then(|t| {
         let table = training::table(t);
-        if args.summary.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+        if args
+            .summary
+            .as_deref()
+            .is_some_and(|p| p.as_os_str() == "-")
+        {
             eprint!("{table}");
         } else {
             print!("{table}");
@@ -434,7 +438,11 @@ async fn run_checkpoint(
     emit(&summary, args.summary.as_deref(), args.units)?;
     let errors = summary.checkpoint.as_ref().map_or(0, |c| {
         let table = checkpoint::table(c);
-        if args.summary.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+        if args
+            .summary
+            .as_deref()
+            .is_some_and(|p| p.as_os_str() == "-")
+        {
             eprint!("{table}");
         } else {
             print!("{table}");
@@ -442,7 +450,9 @@ async fn run_checkpoint(
         c.errors()
     });
     if summary.partial {
-        eprintln!("error: stopped by a signal before every repeat finished: the summary is partial");
+        eprintln!(
+            "error: stopped by a signal before every repeat finished: the summary is partial"
+        );
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     if errors > 0 {

@@ -98,7 +98,10 @@ fn a_shard_changed_after_the_save_is_caught_on_restore() {
     let ranks = &s["checkpoint"]["repeats"][0]["ranks"];
     assert!(ranks[0].get("error").is_none(), "{ranks}");
     let err = ranks[1]["error"].as_str().unwrap();
-    assert!(err.contains("differs") && err.contains(&(3u64 << 20).to_string()), "{err}");
+    assert!(
+        err.contains("differs") && err.contains(&(3u64 << 20).to_string()),
+        "{err}"
+    );
     assert_eq!(u(&s["ops"]["get"]["errorsByKind"]["corrupt"]), 1);
 }
 

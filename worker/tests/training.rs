@@ -94,11 +94,20 @@ fn accelerators_fed_from_memory_barely_wait_and_stay_busy() {
     let epoch = &parsed.training.as_ref().unwrap().epochs[0];
     let waited_us = epoch.data_wait.0.mean() * epoch.data_wait.count() as f64;
     let wait_share = 100.0 * waited_us / epoch.au.wall_us as f64;
-    eprintln!("AU min {min:.2}%, mean {:.2}%, data wait {wait_share:.3}% of the wall time", epoch.au.mean_au_percent());
-    assert!(wait_share < 2.0, "accelerators waited {wait_share:.2}% of their time for data from memory: {au}");
+    eprintln!(
+        "AU min {min:.2}%, mean {:.2}%, data wait {wait_share:.3}% of the wall time",
+        epoch.au.mean_au_percent()
+    );
+    assert!(
+        wait_share < 2.0,
+        "accelerators waited {wait_share:.2}% of their time for data from memory: {au}"
+    );
     assert!(min >= 95.0, "lowest AU {min}% under 95%: {au}");
     // The arithmetic: 200 steps of at least 10 ms each per accelerator.
-    assert!(au["computeUs"].as_u64().unwrap() >= 2 * 200 * 10_000, "{au}");
+    assert!(
+        au["computeUs"].as_u64().unwrap() >= 2 * 200 * 10_000,
+        "{au}"
+    );
     assert_eq!(s["ops"]["get"]["count"], 1600);
 }
 
@@ -158,7 +167,10 @@ fn two_workers_read_every_sample_once_per_epoch_in_a_new_order() {
             }
         }
         assert_eq!(count.len(), 200, "epoch {epoch}: every sample read");
-        assert!(count.values().all(|c| *c == 1), "epoch {epoch}: a sample read twice");
+        assert!(
+            count.values().all(|c| *c == 1),
+            "epoch {epoch}: a sample read twice"
+        );
     }
     assert_ne!(logs[0][0], logs[0][1], "epoch 1 repeats epoch 0's order");
     // Shuffled across workers too: worker 0 does not read the same half each epoch.
@@ -223,11 +235,18 @@ fn shards_are_read_by_range_and_a_corrupt_sample_is_caught() {
     std::fs::write(&shard, &content).unwrap();
     ok(run());
     let s = summary(&out);
-    assert_eq!(s["prepare"]["objects"], 0, "the dataset was reused, not rewritten");
+    assert_eq!(
+        s["prepare"]["objects"], 0,
+        "the dataset was reused, not rewritten"
+    );
     for e in s["training"]["epochs"].as_array().unwrap() {
         assert_eq!(e["errors"], 1, "{e}");
     }
-    assert_eq!(s["ops"]["get"]["errorsByKind"]["corrupt"], 2, "{}", s["ops"]["get"]);
+    assert_eq!(
+        s["ops"]["get"]["errorsByKind"]["corrupt"], 2,
+        "{}",
+        s["ops"]["get"]
+    );
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -256,7 +275,17 @@ fn a_run_below_its_au_mark_exits_6() {
             dir.path().display()
         ),
     );
-    let out = bin().arg("run").arg(&wl).arg("--progress=never").output().unwrap();
-    assert_eq!(out.status.code(), Some(6), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bin()
+        .arg("run")
+        .arg(&wl)
+        .arg("--progress=never")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("FAILED"));
 }

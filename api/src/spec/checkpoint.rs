@@ -100,7 +100,11 @@ impl CheckpointSpec {
         let size = self.total_size.map_or(size, |b| b.0);
         let ranks = self.ranks.unwrap_or(ranks);
         if size == 0 {
-            return Err(("totalSize", "give `totalSize` or a `preset` (llama3-8b, llama3-70b, llama3-405b, llama3-1t)".into()));
+            return Err((
+                "totalSize",
+                "give `totalSize` or a `preset` (llama3-8b, llama3-70b, llama3-405b, llama3-1t)"
+                    .into(),
+            ));
         }
         if ranks == 0 {
             return Err(("ranks", "give `ranks` or a `preset`".into()));
@@ -121,19 +125,32 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
         return;
     };
     if w.training.is_some() || w.block.is_some() {
-        bad("checkpoint", "give `checkpoint` alone, not with `training` or `block`".into());
+        bad(
+            "checkpoint",
+            "give `checkpoint` alone, not with `training` or `block`".into(),
+        );
     }
     if w.ops.iter().any(|o| o.weight > 0 && o.op != OpKind::Put) {
-        bad("ops", "a checkpoint workload writes and reads back its shards: give `ops: [{op: put}]` only".into());
+        bad(
+            "ops",
+            "a checkpoint workload writes and reads back its shards: give `ops: [{op: put}]` only"
+                .into(),
+        );
     }
     if w.total_ops.is_some() || w.duration.is_some() {
         bad("duration", "a checkpoint run's length is its `repeats` of save and restore: give neither duration nor totalOps".into());
     }
     if !(1..=MAX_RANKS_PER_WORKER).contains(&c.ranks_per_worker) {
-        bad("checkpoint.ranksPerWorker", format!("must be within 1 .. {MAX_RANKS_PER_WORKER}"));
+        bad(
+            "checkpoint.ranksPerWorker",
+            format!("must be within 1 .. {MAX_RANKS_PER_WORKER}"),
+        );
     }
     if !(1..=MAX_REPEATS).contains(&c.repeats) {
-        bad("checkpoint.repeats", format!("must be within 1 .. {MAX_REPEATS}"));
+        bad(
+            "checkpoint.repeats",
+            format!("must be within 1 .. {MAX_REPEATS}"),
+        );
     }
     match c.model() {
         Err((k, m)) => bad(&format!("checkpoint.{k}"), m),
@@ -142,7 +159,10 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
                 bad("checkpoint.ranks", format!("must be at most {MAX_RANKS}"));
             }
             if c.ranks_per_worker > ranks {
-                bad("checkpoint.ranksPerWorker", format!("is more than the model's {ranks} ranks"));
+                bad(
+                    "checkpoint.ranksPerWorker",
+                    format!("is more than the model's {ranks} ranks"),
+                );
             }
         }
     }
@@ -172,10 +192,19 @@ mod tests {
     #[test]
     fn bad_checkpoint_workloads_are_refused_by_field() {
         for (yaml, field) in [
-            ("ops: [{op: put}]\ncheckpoint: {ranks: 4}", "checkpoint.totalSize"),
+            (
+                "ops: [{op: put}]\ncheckpoint: {ranks: 4}",
+                "checkpoint.totalSize",
+            ),
             ("ops: [{op: get}]\ncheckpoint: {preset: llama3-8b}", "ops"),
-            ("ops: [{op: put}]\nduration: 5s\ncheckpoint: {preset: llama3-8b}", "duration"),
-            ("ops: [{op: put}]\ncheckpoint: {totalSize: 1MiB, ranks: 2, ranksPerWorker: 4}", "checkpoint.ranksPerWorker"),
+            (
+                "ops: [{op: put}]\nduration: 5s\ncheckpoint: {preset: llama3-8b}",
+                "duration",
+            ),
+            (
+                "ops: [{op: put}]\ncheckpoint: {totalSize: 1MiB, ranks: 2, ranksPerWorker: 4}",
+                "checkpoint.ranksPerWorker",
+            ),
         ] {
             let e = Workload::from_yaml(&format!("target: file:///tmp/x\n{yaml}\n"))
                 .unwrap_err()

@@ -34,10 +34,10 @@ use defaults::null_is_default;
 // In a leaf module, so `units` and `stats` quote user input without depending on `spec`.
 pub use crate::quote::clip;
 pub use block::{BlockSizeWeight, BlockSpec, IoEngine};
+pub use checkpoint::{CheckpointMode, CheckpointPreset, CheckpointSpec};
 pub use error::{FieldError, SpecError};
 pub use parse::precheck;
 pub use size::{SizeDistribution, SizeSpec};
-pub use checkpoint::{CheckpointMode, CheckpointPreset, CheckpointSpec};
 pub use training::{TrainingPreset, TrainingShape, TrainingSpec};
 pub use uri::TargetUri;
 pub use validate::{histogram_bytes_per_task, mix_ops};

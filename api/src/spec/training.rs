@@ -222,7 +222,10 @@ impl TrainingSpec {
                 if v {
                     Ok(())
                 } else {
-                    Err((key, format!("give `{key}` or a `preset` (unet3d, resnet50, cosmoflow)")))
+                    Err((
+                        key,
+                        format!("give `{key}` or a `preset` (unet3d, resnet50, cosmoflow)"),
+                    ))
                 }
             };
             need(self.samples.is_some(), "samples")?;
@@ -360,7 +363,10 @@ mod tests {
             ..Default::default()
         };
         let s = t.shape().unwrap();
-        assert_eq!((s.samples, s.sample_size, s.batch_size), (168, 146_600_628, 3));
+        assert_eq!(
+            (s.samples, s.sample_size, s.batch_size),
+            (168, 146_600_628, 3)
+        );
         assert_eq!(s.compute, std::time::Duration::from_millis(636));
         assert_eq!(s.min_au, Some(90.0));
         let r = TrainingSpec {

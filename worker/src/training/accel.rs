@@ -21,11 +21,13 @@ use rand::{Rng, SeedableRng};
 
 use super::dataset::{Location, Shape};
 use super::sampler::{mix, Permutation, RankSlice};
-use benchrun_api::latency::Latency;
 use crate::oplog::{Phase, Record, Sink};
 use crate::spec::{OpKind, TrainingShape};
 use crate::stats::OpStats;
-use crate::targets::{io_inline, ChunkPlan, GetOutcome, GetRequest, ReadCheck, Target, TargetError};
+use crate::targets::{
+    io_inline, ChunkPlan, GetOutcome, GetRequest, ReadCheck, Target, TargetError,
+};
+use benchrun_api::latency::Latency;
 
 /// What every thread of a run shares.
 #[derive(Debug)]
@@ -104,7 +106,9 @@ impl Reader {
             }
         };
         let Some(rt) = &self.rt else {
-            return Err(TargetError::Other("reader used after it was dropped".into()));
+            return Err(TargetError::Other(
+                "reader used after it was dropped".into(),
+            ));
         };
         if self.inline {
             io_inline(|| rt.block_on(fut))
@@ -179,7 +183,15 @@ pub fn epoch(ctx: &Ctx, epoch: u32, readers: &[Reader]) -> Vec<AccOutcome> {
                     rxs.push(rx);
                     let slice = slice.clone();
                     loaders.push(scope.spawn(move || {
-                        load(ctx, &slice, batches, i as u64, mine.len() as u64, reader, tx)
+                        load(
+                            ctx,
+                            &slice,
+                            batches,
+                            i as u64,
+                            mine.len() as u64,
+                            reader,
+                            tx,
+                        )
                     }));
                 }
                 let acc = scope.spawn(move || accelerate(ctx, rank, epoch, batches, rxs, start));
@@ -294,7 +306,8 @@ fn accelerate(
         out.bytes += b.bytes;
         out.errors += b.errors;
         let compute = if spread > 0.0 {
-            s.compute.mul_f64(rng.random_range(1.0 - spread..=1.0 + spread))
+            s.compute
+                .mul_f64(rng.random_range(1.0 - spread..=1.0 + spread))
         } else {
             s.compute
         };

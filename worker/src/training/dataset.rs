@@ -219,7 +219,10 @@ mod tests {
         let mut off = 0;
         for i in 0..4 {
             let l = s.locate(i);
-            assert_eq!((l.key.as_str(), l.offset, l.whole), (s.file_key(0).as_str(), off, false));
+            assert_eq!(
+                (l.key.as_str(), l.offset, l.whole),
+                (s.file_key(0).as_str(), off, false)
+            );
             off += l.len;
         }
         assert_eq!(off, s.file_len(0));

@@ -47,7 +47,16 @@ pub fn table(t: &TrainingStats) -> String {
     let _ = writeln!(
         out,
         "{:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>8} {:>10} {:>10} {:>7}",
-        "epoch", "AU mean", "AU min", "samples/s", "MiB/s", "steps", "errors", "wait p50", "wait p99", "seconds"
+        "epoch",
+        "AU mean",
+        "AU min",
+        "samples/s",
+        "MiB/s",
+        "steps",
+        "errors",
+        "wait p50",
+        "wait p99",
+        "seconds"
     );
     let row = |out: &mut String, name: String, e: &EpochFigures| {
         let ms = |q| e.data_wait.quantile_us(q) as f64 / 1000.0;

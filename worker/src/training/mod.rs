@@ -192,8 +192,8 @@ pub async fn run(
         );
     }
     let interrupted = ctx.stop.load(Ordering::Relaxed);
-    let all_done = stats.epochs.len() == shape.epochs as usize
-        && stats.epochs.iter().all(|e| e.complete);
+    let all_done =
+        stats.epochs.len() == shape.epochs as usize && stats.epochs.iter().all(|e| e.complete);
     let mut summary = Summary {
         workload: Some(workload.clone()),
         target: workload.target.clone(),

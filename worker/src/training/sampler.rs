@@ -123,7 +123,11 @@ mod tests {
         assert_ne!(order(1, 0), order(2, 0));
         // Shuffled: not the identity, and not mostly in place.
         let o = order(1, 0);
-        let fixed = o.iter().enumerate().filter(|(i, s)| *i as u64 == **s).count();
+        let fixed = o
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| *i as u64 == **s)
+            .count();
         assert!(fixed < 20, "{fixed} of 1000 samples in place");
     }
 
