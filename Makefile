@@ -9,7 +9,8 @@
 #   chart         helm lint/template of charts/benchrun per ci/ overlay, schema, RBAC, dashboard
 #                 queries against the registered metric names, CRDs in sync (offline)
 #   unit          unit tests of every crate (no servers)
-#   local         the worker binary and engine on real files (file://, direct://, tmpfs refusal)
+#   local         the worker binary and engine on real files (file://, direct://, tmpfs refusal):
+#                 every test file of the worker but object_*, of the operator but cluster*
 #   storage       MinIO, Azurite, fake-gcs-server on 127.0.0.1, then the object storage tests
 #   cluster       a real 2-node Kubernetes cluster (kube-proxy, CoreDNS, storage Services, a
 #                 dynamic provisioner behind the default StorageClass), worker/operator images,
@@ -50,9 +51,9 @@ unit:
 
 local:
 	tests/lib/deps.sh local
-	$(CARGO) test -p benchrun-worker --test local_cli --test local_reads --test local_threads --test matrix_cli --test report_cli --test engine_local --test volume_local --test oplog --test examples --test corpus --test fuzz --test summary_schema
+	$(CARGO) test -p benchrun-worker $(patsubst worker/tests/%.rs,--test %,$(filter-out worker/tests/object_%,$(wildcard worker/tests/*.rs)))
 	$(CARGO) test -p benchrun-api --test results_doc
-	$(CARGO) test -p benchrun-operator --test agent --test agent_oplog --test examples
+	$(CARGO) test -p benchrun-operator $(patsubst operator/tests/%.rs,--test %,$(filter-out operator/tests/cluster%,$(wildcard operator/tests/*.rs)))
 	BR=$(CARGO_TARGET_DIR)/debug/benchrun-worker bench/reproductions.sh check
 
 storage:

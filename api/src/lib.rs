@@ -9,6 +9,8 @@
 //! - [`units`]: byte sizes (`4MiB`) and durations (`30s`) as users write them
 //! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
 //! - [`latency`]: the latency histogram and its bounded serialization
+//! - [`checkpoint`]: a checkpoint run's per-rank save and restore times and their exact merge
+//! - [`training`]: a training run's AU, epoch and data-wait figures and their exact merge
 //! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
 //! - [`timeline`]: the per-second timeline, coarser later in long runs, and its exact merge
 //! - [`stats`]: histograms, the summary and its exact merge
@@ -23,6 +25,7 @@
 
 pub mod agent;
 pub mod change;
+pub mod checkpoint;
 pub mod latency;
 pub mod matrix;
 pub mod quote;
@@ -31,6 +34,7 @@ pub mod spec;
 pub mod stats;
 pub mod summary_read;
 pub mod timeline;
+pub mod training;
 pub mod units;
 pub mod volume;
 

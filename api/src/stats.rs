@@ -605,6 +605,14 @@ pub struct Summary {
     /// empty otherwise and in older summaries.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sizes: BTreeMap<OpKind, crate::size_buckets::SizeBuckets>,
+    /// Training workloads (`training`): AU, samples and bytes per epoch, data-wait times
+    /// (docs/TRAINING.md); absent otherwise and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<crate::training::TrainingStats>,
+    /// Checkpoint workloads (`checkpoint`): every rank's save and restore per repeat
+    /// (docs/TRAINING.md); absent otherwise and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<crate::checkpoint::CheckpointStats>,
 }
 
 /// What `run --oplog` recorded: every op of the run is either written or counted as dropped.
@@ -664,6 +672,8 @@ impl Default for Summary {
             open_loop: None,
             in_flight_at_deadline: None,
             volume: None,
+            training: None,
+            checkpoint: None,
             endpoints: BTreeMap::new(),
             tls_verification_skipped: false,
             oplog: None,
@@ -812,6 +822,12 @@ impl Summary {
             }
             if let Some(v) = &p.volume {
                 out.volume.get_or_insert_with(Default::default).merge(v);
+            }
+            if let Some(t) = &p.training {
+                out.training.get_or_insert_with(Default::default).merge(t);
+            }
+            if let Some(c) = &p.checkpoint {
+                out.checkpoint.get_or_insert_with(Default::default).merge(c);
             }
             if let Some(o) = &p.oplog {
                 out.oplog.get_or_insert_with(Default::default).merge(o);

@@ -35,6 +35,16 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
             ));
         }
     }
+    // The agent does not run these yet: refused here rather than run as something else
+    // (docs/TRAINING.md).
+    for (set, key) in [
+        (spec.workload.training.is_some(), "training"),
+        (spec.workload.checkpoint.is_some(), "checkpoint"),
+    ] {
+        if set {
+            errs.push(format!("spec.workload.{key}: {key} workloads run standalone for now (`benchrun-worker run --worker-index I --workers N` on each node); BenchmarkRun support is not there yet"));
+        }
+    }
     errs.extend(ca_ref(spec));
     errs.extend(volume_mode(spec));
     errs.extend(claim_template(spec));
@@ -178,6 +188,27 @@ pub fn run(s: &BenchmarkRunSpec, name: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn training_and_checkpoint_workloads_are_refused_until_the_agent_runs_them() {
+        for (section, key) in [
+            (
+                "ops: [{op: get}], training: {preset: unet3d}",
+                "spec.workload.training",
+            ),
+            (
+                "ops: [{op: put}], checkpoint: {preset: llama3-8b}",
+                "spec.workload.checkpoint",
+            ),
+        ] {
+            let run: BenchmarkRunSpec = serde_yaml::from_str(&format!(
+                "{{workload: {{target: 'file:///data', {section}}}}}"
+            ))
+            .unwrap();
+            let errs = spec(&run).expect_err("refused");
+            assert!(errs.iter().any(|e| e.starts_with(key)), "{errs:?}");
+        }
+    }
 
     #[test]
     fn a_claim_template_the_api_server_would_refuse_is_named() {

@@ -93,6 +93,14 @@ pub struct RunArgs {
     /// counted in the summary's `oplog.dropped`) so the run never waits for the disk.
     #[arg(long, value_name = "N", default_value_t = crate::oplog::writer::DEFAULT_QUEUE)]
     pub oplog_queue: usize,
+    /// Training workloads: this worker's index among the `--workers` workers of one run
+    /// (0-based). The epoch order is split over every worker's accelerators, so the workers
+    /// together read every sample once per epoch; worker i writes every i-th dataset file.
+    #[arg(long, env = "BENCHRUN_WORKER_INDEX", default_value_t = 0)]
+    pub worker_index: u32,
+    /// Training workloads: the number of workers of the run (see --worker-index).
+    #[arg(long, env = "BENCHRUN_WORKERS", default_value_t = 1)]
+    pub workers: u32,
 }
 
 /// Options of `replay`.

@@ -24,6 +24,8 @@
 //! - [`shutdown`]: Ctrl-C and SIGTERM
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`sweep`]: a matrix run standalone, combination by combination, and its table
+//! - [`checkpoint`]: checkpoint workloads: every rank saves its shard at one instant, then restores it
+//! - [`training`]: training workloads: data-loader epochs feeding emulated accelerators (AU)
 //! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
 //! - [`cli`]: the clap options of `benchrun-worker`
 
@@ -34,6 +36,7 @@
 pub use benchrun_api::{matrix, size_buckets, spec, stats, summary_read, units};
 
 pub mod agent;
+pub mod checkpoint;
 pub mod cli;
 pub mod compare;
 pub mod datagen;
@@ -48,6 +51,7 @@ pub mod server;
 pub mod shutdown;
 pub mod sweep;
 pub mod targets;
+pub mod training;
 pub mod volume;
 
 pub use engine::{Dataset, Engine, EngineError};

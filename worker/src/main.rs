@@ -20,6 +20,8 @@ const EXIT_ERROR_BUDGET: u8 = 3;
 const EXIT_INTERRUPTED: u8 = 4;
 /// Exit code of `compare --fail-if-slower` when B is slower than allowed.
 const EXIT_SLOWER: u8 = 5;
+/// Exit code of a training run whose accelerator utilization fell below `training.minAU`.
+const EXIT_AU_BELOW_MARK: u8 = 6;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -258,6 +260,12 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             return run_sweep(&args, planned, &matrix, baseline, stop).await;
         }
     };
+    if workload.training.is_some() {
+        return run_training(&args, workload, stop).await;
+    }
+    if workload.checkpoint.is_some() {
+        return run_checkpoint(&args, workload, stop).await;
+    }
     let metrics = Arc::new(Metrics::new());
     if let Some(addr) = args.metrics_addr {
         let bound = server::spawn(addr, server::router(metrics.clone()))
@@ -335,6 +343,123 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A training workload (`training`): dataset prepared or reused, epochs, the AU table.
+async fn run_training(
+    args: &RunArgs,
+    workload: Workload,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<ExitCode> {
+    use benchrun_worker::training;
+    if args.metrics_addr.is_some() {
+        eprintln!("note: --metrics-addr is not served for a training workload yet");
+    }
+    let engine = Engine::open(workload, Arc::new(Metrics::new()), &args.worker_id).await?;
+    let log = match &args.oplog {
+        Some(path) => {
+            let header = oplog::Header {
+                worker_id: args.worker_id.clone(),
+                workload: engine.workload().clone(),
+            };
+            Some(oplog::Writer::create(path, &header, args.oplog_queue)?)
+        }
+        None => None,
+    };
+    eprintln!(
+        "preparing the training dataset on {} (worker {} of {})",
+        engine.workload().target,
+        args.worker_index,
+        args.workers
+    );
+    let opts = training::Options {
+        worker_id: args.worker_id.clone(),
+        index: args.worker_index,
+        count: args.workers,
+        oplog: log.as_ref().map(|w| w.sink()),
+        prepare_wait: training::PREPARE_WAIT,
+    };
+    let run = training::run(engine.workload(), engine.target().clone(), opts, stop).await;
+    let logged = match log {
+        Some(w) => Some(tokio::task::spawn_blocking(move || w.finish()).await??),
+        None => None,
+    };
+    let mut summary = run?;
+    summary.oplog = logged;
+    emit(&summary, args.summary.as_deref(), args.units)?;
+    let passed = summary.training.as_ref().and_then(|t| {
+        let table = training::table(t);
+        if args
+            .summary
+            .as_deref()
+            .is_some_and(|p| p.as_os_str() == "-")
+        {
+            eprint!("{table}");
+        } else {
+            print!("{table}");
+        }
+        t.passed()
+    });
+    if summary.partial {
+        let message = format!(
+            "stopped by a signal after {:.1}s, before the training epochs finished: the summary is partial",
+            summary.elapsed_seconds
+        );
+        eprintln!("error: {message}");
+        benchrun_worker::shutdown::write_termination_message(&args.termination_log, &message);
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    Ok(if passed == Some(false) {
+        ExitCode::from(EXIT_AU_BELOW_MARK)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A checkpoint workload (`checkpoint`): save and restore of every rank's shard.
+async fn run_checkpoint(
+    args: &RunArgs,
+    mut workload: Workload,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<ExitCode> {
+    use benchrun_worker::checkpoint;
+    if args.oplog.is_some() {
+        anyhow::bail!("--oplog records object workloads and training reads, not checkpoints");
+    }
+    // A saved shard is on the storage, not in the page cache: files are fsync'd.
+    workload.write.fsync = true;
+    let engine = Engine::open(workload, Arc::new(Metrics::new()), &args.worker_id).await?;
+    let opts = checkpoint::Options {
+        worker_id: args.worker_id.clone(),
+        index: args.worker_index,
+        count: args.workers,
+    };
+    let summary = checkpoint::run(engine.workload(), engine.target().clone(), opts, stop).await?;
+    emit(&summary, args.summary.as_deref(), args.units)?;
+    let errors = summary.checkpoint.as_ref().map_or(0, |c| {
+        let table = checkpoint::table(c);
+        if args
+            .summary
+            .as_deref()
+            .is_some_and(|p| p.as_os_str() == "-")
+        {
+            eprint!("{table}");
+        } else {
+            print!("{table}");
+        }
+        c.errors()
+    });
+    if summary.partial {
+        eprintln!(
+            "error: stopped by a signal before every repeat finished: the summary is partial"
+        );
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    if errors > 0 {
+        eprintln!("error: {errors} rank saves or restores failed (see the table)");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Replay an op-log: the whole log checked first (nothing is sent if it is damaged), the

@@ -10,6 +10,7 @@
 //! (the checks of `storage`: endpoints and TLS) and `error`.
 
 mod block;
+pub mod checkpoint;
 mod defaults;
 mod error;
 pub mod limits;
@@ -18,6 +19,7 @@ mod size;
 mod storage;
 #[cfg(test)]
 mod tests;
+pub mod training;
 mod uri;
 mod validate;
 
@@ -32,9 +34,11 @@ use defaults::null_is_default;
 // In a leaf module, so `units` and `stats` quote user input without depending on `spec`.
 pub use crate::quote::clip;
 pub use block::{BlockSizeWeight, BlockSpec, IoEngine};
+pub use checkpoint::{CheckpointMode, CheckpointPreset, CheckpointSpec};
 pub use error::{FieldError, SpecError};
 pub use parse::precheck;
 pub use size::{SizeDistribution, SizeSpec};
+pub use training::{TrainingPreset, TrainingShape, TrainingSpec};
 pub use uri::TargetUri;
 pub use validate::{histogram_bytes_per_task, mix_ops};
 
@@ -103,6 +107,16 @@ pub struct Workload {
     /// `write`). Unset: the target is a bucket of objects (`get`, `put`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block: Option<BlockSpec>,
+    /// Training reads: epochs of a data loader feeding emulated accelerators, shaped like
+    /// MLPerf Storage (docs/TRAINING.md). With it, `ops` is `[{op: get}]` and the run's
+    /// length is `training.epochs` (`duration` may cap it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<TrainingSpec>,
+    /// Checkpoints: every rank writes its shard at one instant, then restores it, shaped
+    /// like MLPerf Storage's checkpointing (docs/TRAINING.md). With it, `ops` is
+    /// `[{op: put}]` and the run's length is `checkpoint.repeats`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointSpec>,
     /// Connection settings for object storage; ignored for `file://` and `direct://`.
     #[serde(default)]
     pub storage: StorageSpec,

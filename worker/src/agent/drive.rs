@@ -33,6 +33,10 @@ async fn drive_inner(
     mut workload: Workload,
     linger: Duration,
 ) -> Result<(), String> {
+    if workload.training.is_some() || workload.checkpoint.is_some() {
+        // The operator refuses these too; an agent never runs one as an object workload.
+        return Err("training and checkpoint workloads run standalone for now (benchrun-worker run --worker-index I --workers N); the agent does not run them yet".into());
+    }
     let cleanup = workload.dataset.cleanup;
     let worker_id = agent.lock().worker_id.clone();
     if workload.dataset.prepare {

@@ -364,6 +364,8 @@ impl Engine {
             tls_verification_skipped: w.skips_tls_verification(),
             oplog: None,
             sizes,
+            training: None,
+            checkpoint: None,
         };
         for (op, kind, l) in std::mem::take(&mut all.failed).into_histograms() {
             s.ops.entry(op).or_default().failed_latency.insert(kind, l);

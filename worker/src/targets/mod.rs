@@ -163,6 +163,21 @@ pub trait Target: Send + Sync + fmt::Debug {
     async fn list(&self, prefix: &str) -> Result<ListOutcome, TargetError>;
     /// Delete an object.
     async fn delete(&self, key: &str) -> Result<(), TargetError>;
+    /// Read `len` bytes of `key` from `offset` (one record of a shard, for `training`),
+    /// checking them with `check` at their offsets. Backends that cannot read a range
+    /// refuse it (the default).
+    async fn get_range(
+        &self,
+        key: &str,
+        offset: u64,
+        len: u64,
+        check: &ReadCheck,
+    ) -> Result<GetOutcome, TargetError> {
+        let _ = (offset, len, check);
+        Err(TargetError::Unsupported(format!(
+            "{key}: this target does not read byte ranges"
+        )))
+    }
     /// Fail early, with a clear message, when the target cannot be used at all.
     async fn check(&self) -> Result<(), TargetError>;
     /// Store the local file `path` as the object `key` (an agent's op-log, after its run);

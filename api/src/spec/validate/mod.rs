@@ -36,6 +36,8 @@ impl Workload {
         self.check_concurrency(bad);
         self.check_op_mix(bad);
         super::block::validate(self, uri.as_ref(), bad);
+        super::training::validate(self, uri.as_ref(), bad);
+        super::checkpoint::validate(self, uri.as_ref(), bad);
         self.check_op_needs(bad);
         self.check_sizes(bad);
         self.check_rate_limit(bad);

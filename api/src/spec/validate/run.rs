@@ -6,6 +6,17 @@ use super::*;
 impl Workload {
     /// Exactly one of `duration` and `totalOps`, and neither of them zero.
     pub(super) fn check_run_length(&self, bad: &mut impl FnMut(&str, String)) {
+        if self.checkpoint.is_some() {
+            // Repeats set the length (`checkpoint::validate` refuses duration and totalOps).
+            return;
+        }
+        if self.training.is_some() {
+            // Epochs set the length (`training::validate` refuses totalOps).
+            if self.duration.is_some_and(|d| d.0.is_zero()) {
+                bad("duration", "must be greater than 0".into());
+            }
+            return;
+        }
         match (self.duration, self.total_ops) {
             (Some(_), Some(_)) => bad(
                 "duration",

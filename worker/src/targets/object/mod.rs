@@ -474,6 +474,25 @@ impl Target for ObjectTarget {
         }
     }
 
+    async fn get_range(
+        &self,
+        key: &str,
+        offset: u64,
+        len: u64,
+        check: &ReadCheck,
+    ) -> Result<GetOutcome, TargetError> {
+        let path = self.path(key)?;
+        let start = Instant::now();
+        let res = self.get_range(&path, key, offset..offset + len).await?;
+        let (bytes, first) = self.drain(res, key, check, start, |_, _| Ok(())).await?;
+        Ok(GetOutcome {
+            bytes,
+            requests: 1,
+            ttfb: first.unwrap_or_else(|| start.elapsed()),
+            buffers: 0,
+        })
+    }
+
     async fn put(&self, key: &str, data: Payload) -> Result<u32, TargetError> {
         let path = self.path(key)?;
         if data.len < self.multipart_threshold {

@@ -1,0 +1,219 @@
+//! Checkpoint workloads: every rank writes its shard of a model's checkpoint at the same
+//! instant, then reads it back (restore), as MLPerf Storage's checkpointing workload does.
+//! Shaped like it, not an MLPerf submission.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{OpKind, TargetUri, Workload};
+use crate::units::ByteSize;
+
+/// The most ranks of one worker (each is an OS thread).
+pub const MAX_RANKS_PER_WORKER: u32 = 1024;
+/// The most ranks a checkpoint may be split over.
+pub const MAX_RANKS: u32 = 1 << 16;
+/// The most repeats.
+pub const MAX_REPEATS: u32 = 1000;
+
+/// A model whose checkpoint size and rank count MLPerf Storage's checkpointing uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum CheckpointPreset {
+    /// Llama 3 8B: 105 GB over 8 ranks.
+    #[serde(rename = "llama3-8b")]
+    Llama3_8b,
+    /// Llama 3 70B: 912 GB over 64 ranks.
+    #[serde(rename = "llama3-70b")]
+    Llama3_70b,
+    /// Llama 3 405B: 5.29 TB over 512 ranks.
+    #[serde(rename = "llama3-405b")]
+    Llama3_405b,
+    /// Llama 3 1T: 18 TB over 1,024 ranks.
+    #[serde(rename = "llama3-1t")]
+    Llama3_1t,
+}
+
+/// What a checkpoint run does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CheckpointMode {
+    /// Save, drop the page cache, restore (verified).
+    #[default]
+    SaveAndRestore,
+    /// Save only (the shards are left for a later `restore`).
+    Save,
+    /// Restore (verify) shards an earlier `save` of the same shape and seed wrote.
+    Restore,
+}
+
+/// A checkpoint workload: the model's checkpoint (`preset`, or `totalSize` over `ranks`),
+/// split into one shard per rank; this run has workers x `ranksPerWorker` ranks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CheckpointSpec {
+    /// `llama3-8b`, `llama3-70b`, `llama3-405b` or `llama3-1t`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<CheckpointPreset>,
+    /// The whole checkpoint's size (all ranks), e.g. `105GB`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_size: Option<ByteSize>,
+    /// Ranks the checkpoint is split over (each writes total / ranks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_RANKS))]
+    pub ranks: Option<u32>,
+    /// Ranks on each worker (default 8, a node's GPUs). Without `subset`, workers x
+    /// ranksPerWorker must be `ranks`.
+    #[serde(default = "default_ranks_per_worker")]
+    #[schemars(range(min = 1, max = MAX_RANKS_PER_WORKER))]
+    pub ranks_per_worker: u32,
+    /// Write only this run's ranks' share of a larger model (MLPerf's subset mode): shards keep
+    /// the model's size (total / ranks), and this run has fewer ranks than the model.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subset: bool,
+    /// Save and restore this many times (figures per repeat and averaged).
+    #[serde(default = "default_repeats")]
+    #[schemars(range(min = 1, max = MAX_REPEATS))]
+    pub repeats: u32,
+    /// `saveAndRestore` (default), `save` or `restore`.
+    #[serde(default)]
+    pub mode: CheckpointMode,
+}
+
+fn default_ranks_per_worker() -> u32 {
+    8
+}
+
+fn default_repeats() -> u32 {
+    1
+}
+
+impl CheckpointSpec {
+    /// The checkpoint's size and rank count (preset, overridden by the keys given).
+    pub fn model(&self) -> Result<(u64, u32), (&'static str, String)> {
+        const GB: u64 = 1_000_000_000;
+        let (size, ranks) = match self.preset {
+            Some(CheckpointPreset::Llama3_8b) => (105 * GB, 8),
+            Some(CheckpointPreset::Llama3_70b) => (912 * GB, 64),
+            Some(CheckpointPreset::Llama3_405b) => (5_290 * GB, 512),
+            Some(CheckpointPreset::Llama3_1t) => (18_000 * GB, 1024),
+            None => (0, 0),
+        };
+        let size = self.total_size.map_or(size, |b| b.0);
+        let ranks = self.ranks.unwrap_or(ranks);
+        if size == 0 {
+            return Err((
+                "totalSize",
+                "give `totalSize` or a `preset` (llama3-8b, llama3-70b, llama3-405b, llama3-1t)"
+                    .into(),
+            ));
+        }
+        if ranks == 0 {
+            return Err(("ranks", "give `ranks` or a `preset`".into()));
+        }
+        Ok((size, ranks))
+    }
+
+    /// Bytes of each rank's shard.
+    pub fn shard_size(&self) -> Result<u64, (&'static str, String)> {
+        let (size, ranks) = self.model()?;
+        Ok(size.div_ceil(ranks as u64))
+    }
+}
+
+/// The checks of a checkpoint workload, pushed to `bad`.
+pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMut(&str, String)) {
+    let Some(c) = &w.checkpoint else {
+        return;
+    };
+    if w.training.is_some() || w.block.is_some() {
+        bad(
+            "checkpoint",
+            "give `checkpoint` alone, not with `training` or `block`".into(),
+        );
+    }
+    if w.ops.iter().any(|o| o.weight > 0 && o.op != OpKind::Put) {
+        bad(
+            "ops",
+            "a checkpoint workload writes and reads back its shards: give `ops: [{op: put}]` only"
+                .into(),
+        );
+    }
+    if w.total_ops.is_some() || w.duration.is_some() {
+        bad("duration", "a checkpoint run's length is its `repeats` of save and restore: give neither duration nor totalOps".into());
+    }
+    if !(1..=MAX_RANKS_PER_WORKER).contains(&c.ranks_per_worker) {
+        bad(
+            "checkpoint.ranksPerWorker",
+            format!("must be within 1 .. {MAX_RANKS_PER_WORKER}"),
+        );
+    }
+    if !(1..=MAX_REPEATS).contains(&c.repeats) {
+        bad(
+            "checkpoint.repeats",
+            format!("must be within 1 .. {MAX_REPEATS}"),
+        );
+    }
+    match c.model() {
+        Err((k, m)) => bad(&format!("checkpoint.{k}"), m),
+        Ok((_, ranks)) => {
+            if ranks > MAX_RANKS {
+                bad("checkpoint.ranks", format!("must be at most {MAX_RANKS}"));
+            }
+            if c.ranks_per_worker > ranks {
+                bad(
+                    "checkpoint.ranksPerWorker",
+                    format!("is more than the model's {ranks} ranks"),
+                );
+            }
+        }
+    }
+    if let Some(TargetUri::Direct { .. }) = uri {
+        bad("target", "checkpoint shards are written with fsync through the page cache: use file://, not direct://".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_size_the_shards() {
+        let c = CheckpointSpec {
+            preset: Some(CheckpointPreset::Llama3_8b),
+            ..Default::default()
+        };
+        assert_eq!(c.shard_size().unwrap(), 13_125_000_000);
+        let c = CheckpointSpec {
+            preset: Some(CheckpointPreset::Llama3_1t),
+            ..Default::default()
+        };
+        assert_eq!(c.model().unwrap(), (18_000_000_000_000, 1024));
+    }
+
+    #[test]
+    fn bad_checkpoint_workloads_are_refused_by_field() {
+        for (yaml, field) in [
+            (
+                "ops: [{op: put}]\ncheckpoint: {ranks: 4}",
+                "checkpoint.totalSize",
+            ),
+            ("ops: [{op: get}]\ncheckpoint: {preset: llama3-8b}", "ops"),
+            (
+                "ops: [{op: put}]\nduration: 5s\ncheckpoint: {preset: llama3-8b}",
+                "duration",
+            ),
+            (
+                "ops: [{op: put}]\ncheckpoint: {totalSize: 1MiB, ranks: 2, ranksPerWorker: 4}",
+                "checkpoint.ranksPerWorker",
+            ),
+        ] {
+            let e = Workload::from_yaml(&format!("target: file:///tmp/x\n{yaml}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "{yaml}: {e}");
+        }
+        assert!(Workload::from_yaml(
+            "target: file:///tmp/x\nops: [{op: put}]\ncheckpoint: {totalSize: 1MiB, ranks: 4, ranksPerWorker: 2}\n"
+        )
+        .is_ok());
+    }
+}

@@ -1,0 +1,341 @@
+//! Checkpoint workloads (`checkpoint`): every rank of this worker writes its shard at the
+//! same instant (a file written and fsync'd, or an object uploaded in parts above
+//! `write.multipartThreshold`), the shards are dropped from the page cache, then every rank
+//! reads its shard back at one instant and checks every byte (restore). Save and restore
+//! time per repeat is the slowest rank's, as MLPerf Storage reports it (docs/TRAINING.md).
+//!
+//! Each shard's content is the data generator's for its key, so a restore by any process
+//! verifies any shard. Ranks are tasks; a shard is generated as slices of the generator's
+//! pattern (no buffer of the shard's size) and read back in chunks (bounded memory).
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use benchrun_api::checkpoint::{gb_per_sec, CheckpointStats, RankTimes, RepeatFigures};
+use benchrun_api::latency::Latency;
+use chrono::Utc;
+
+use crate::datagen::DataPattern;
+use crate::engine::{EngineError, INTERRUPTED};
+use crate::spec::{CheckpointMode, OpKind, TargetUri, Workload};
+use crate::stats::{OpStats, ProcessStats, Summary};
+use crate::targets::{self, GetRequest, ReadCheck, Target, TargetError};
+
+/// How far ahead of now the ranks' common start instant is set: every rank's task is
+/// waiting by then.
+const BARRIER_AHEAD: Duration = Duration::from_millis(50);
+
+/// This worker's place in the run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// This worker's name in the summary.
+    pub worker_id: String,
+    /// Its index among the run's workers.
+    pub index: u32,
+    /// The run's workers.
+    pub count: u32,
+}
+
+/// Which data generator a shard's bytes come from: a thin adapter over
+/// [`DataPattern`]'s public API (`payload`, `first_mismatch` by key and offset), so the
+/// generator can change behind it.
+#[derive(Debug, Clone)]
+struct ShardData(Arc<DataPattern>);
+
+impl ShardData {
+    fn payload(&self, key: &str, len: u64) -> crate::targets::Payload {
+        self.0.payload(key, len)
+    }
+
+    fn check(&self) -> ReadCheck {
+        ReadCheck::Verify(self.0.clone())
+    }
+}
+
+/// The shards' keys: under `<prefix>checkpoint-<hash of the model and seed>/`.
+fn shard_key(prefix: &str, model: (u64, u32), seed: u64, rank: u32) -> String {
+    use crate::training::sampler::mix;
+    let h = mix(mix(seed ^ model.0) ^ model.1 as u64);
+    format!("{prefix}checkpoint-{:08x}/rank-{rank:05}", h as u32)
+}
+
+/// Run a checkpoint workload: `repeats` of save and restore over this worker's ranks.
+pub async fn run(
+    workload: &Workload,
+    target: Arc<dyn Target>,
+    opts: Options,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<Summary, EngineError> {
+    let spec = workload
+        .checkpoint
+        .as_ref()
+        .ok_or_else(|| EngineError::Workload("not a checkpoint workload".into()))?;
+    let bad = |(k, m): (&str, String)| EngineError::Workload(format!("checkpoint.{k}: {m}"));
+    let model = spec.model().map_err(bad)?;
+    let shard = spec.shard_size().map_err(bad)?;
+    if opts.count == 0 || opts.index >= opts.count {
+        return Err(EngineError::Workload(format!(
+            "worker index {} of {} workers: the index must be below the count",
+            opts.index, opts.count
+        )));
+    }
+    let run_ranks = opts.count as u64 * spec.ranks_per_worker as u64;
+    if run_ranks > model.1 as u64 || (!spec.subset && run_ranks != model.1 as u64) {
+        return Err(EngineError::Workload(format!(
+            "{} workers x {} ranksPerWorker = {run_ranks} ranks, but the checkpoint is split over {} ranks: run {} workers, or set subset: true to write only this run's share",
+            opts.count, spec.ranks_per_worker, model.1, model.1.div_ceil(spec.ranks_per_worker)
+        )));
+    }
+    let data = ShardData(Arc::new(DataPattern::new(
+        workload.seed,
+        workload.write.compressibility,
+    )));
+    let ranks: Vec<(u32, String)> = (0..spec.ranks_per_worker)
+        .map(|l| {
+            let rank = opts.index * spec.ranks_per_worker + l;
+            (
+                rank,
+                shard_key(&workload.dataset.prefix, model, workload.seed, rank),
+            )
+        })
+        .collect();
+    let local_root = match workload.target_uri() {
+        Ok(TargetUri::File { root } | TargetUri::Direct { root }) => Some(root),
+        _ => None,
+    };
+    let stopped = Arc::new(AtomicBool::new(false));
+    {
+        let s = stopped.clone();
+        tokio::spawn(async move {
+            stop.await;
+            s.store(true, Ordering::Relaxed);
+        });
+    }
+    let plan = targets::read_plan(workload, target.as_ref());
+    let started_at = Utc::now();
+    let before = ProcessStats::now();
+    let run_start = Instant::now();
+    let mut stats = CheckpointStats {
+        model_bytes: model.0,
+        model_ranks: model.1,
+        shard_bytes: shard,
+        ..Default::default()
+    };
+    let (mut puts, mut gets) = (OpStats::default(), OpStats::default());
+    for repeat in 0..spec.repeats {
+        if stopped.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut times: Vec<RankTimes> = ranks
+            .iter()
+            .map(|(rank, _)| RankTimes {
+                rank: *rank,
+                bytes: shard,
+                ..Default::default()
+            })
+            .collect();
+        if spec.mode != CheckpointMode::Restore {
+            let results = at_once(&ranks, |key| {
+                let (target, data) = (target.clone(), data.clone());
+                async move {
+                    let requests = target.put(&key, data.payload(&key, shard)).await?;
+                    Ok((shard, requests as u64))
+                }
+            })
+            .await;
+            for (t, r) in times.iter_mut().zip(results) {
+                record(&mut puts, &mut stats.save, &r);
+                match r {
+                    Ok((d, _)) => t.save_us = Some(d.as_micros() as u64),
+                    Err(e) => t.error = Some(format!("save: {e}")),
+                }
+            }
+            if let Some(root) = &local_root {
+                let paths: Vec<_> = ranks.iter().map(|(_, k)| root.join(k)).collect();
+                tokio::task::spawn_blocking(move || {
+                    for p in paths {
+                        // A shard that failed to save has nothing to drop.
+                        let _ = crate::training::drop_from_page_cache(&p);
+                    }
+                })
+                .await
+                .map_err(|e| EngineError::Workload(format!("dropping the page cache: {e}")))?;
+            }
+        }
+        if spec.mode != CheckpointMode::Save {
+            let results = at_once(&ranks, |key| {
+                let target = target.clone();
+                let req = GetRequest {
+                    plan: plan.clone(),
+                    check: data.check(),
+                    size_hint: Some(shard),
+                };
+                async move {
+                    let o = target.get(&key, &req).await?;
+                    if o.bytes != shard {
+                        return Err(TargetError::Other(format!(
+                            "{key}: restored {} bytes of a {shard}-byte shard",
+                            o.bytes
+                        )));
+                    }
+                    Ok((o.bytes, o.requests as u64))
+                }
+            })
+            .await;
+            for (t, r) in times.iter_mut().zip(results) {
+                record(&mut gets, &mut stats.restore, &r);
+                match r {
+                    Ok((d, _)) => t.restore_us = Some(d.as_micros() as u64),
+                    Err(e) => {
+                        let msg = format!("restore: {e}");
+                        t.error = Some(match t.error.take() {
+                            Some(s) => format!("{s}; {msg}"),
+                            None => msg,
+                        });
+                    }
+                }
+            }
+        }
+        stats.repeats.push(RepeatFigures::new(repeat, times));
+    }
+    if workload.dataset.cleanup && spec.mode == CheckpointMode::SaveAndRestore {
+        for (_, key) in &ranks {
+            let _ = target.delete(key).await;
+        }
+    }
+    let interrupted = stopped.load(Ordering::Relaxed);
+    let mut ops = std::collections::BTreeMap::new();
+    if puts.count > 0 {
+        ops.insert(OpKind::Put, puts);
+    }
+    if gets.count > 0 {
+        ops.insert(OpKind::Get, gets);
+    }
+    let mut summary = Summary {
+        workload: Some(workload.clone()),
+        target: workload.target.clone(),
+        workers: 1,
+        worker_ids: vec![opts.worker_id],
+        started_at,
+        elapsed_seconds: run_start.elapsed().as_secs_f64(),
+        stopped_by: if interrupted {
+            INTERRUPTED.into()
+        } else {
+            format!("repeats: {}", spec.repeats)
+        },
+        partial: interrupted,
+        ops,
+        process: ProcessStats::now().since(&before),
+        checkpoint: Some(stats),
+        ..Default::default()
+    };
+    summary.refresh();
+    Ok(summary)
+}
+
+type RankResult = Result<(Duration, (u64, u64)), TargetError>;
+
+/// Run `op` for every rank, all starting at one instant; each result with its duration.
+async fn at_once<F, Fut>(ranks: &[(u32, String)], op: F) -> Vec<RankResult>
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<(u64, u64), TargetError>> + Send + 'static,
+{
+    let at = tokio::time::Instant::now() + BARRIER_AHEAD;
+    let tasks: Vec<_> = ranks
+        .iter()
+        .map(|(_, key)| {
+            let fut = op(key.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at).await;
+                let began = Instant::now();
+                let r = fut.await;
+                r.map(|v| (began.elapsed(), v))
+            })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(
+            t.await
+                .unwrap_or_else(|e| Err(TargetError::Other(format!("rank task failed: {e}")))),
+        );
+    }
+    out
+}
+
+/// Count one rank's op in the summary's per-op figures and the rank histogram.
+fn record(ops: &mut OpStats, hist: &mut Latency, r: &RankResult) {
+    ops.count += 1;
+    match r {
+        Ok((d, (bytes, requests))) => {
+            ops.bytes += bytes;
+            ops.requests += requests;
+            ops.latency.record(*d);
+            hist.record(*d);
+        }
+        Err(e) => {
+            ops.errors += 1;
+            *ops.errors_by_kind.entry(e.kind()).or_default() += 1;
+        }
+    }
+}
+
+/// The table of a checkpoint run's figures.
+pub fn table(c: &CheckpointStats) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\ncheckpoint: {:.2} GB over {} ranks, {:.3} GB a shard",
+        c.model_bytes as f64 / 1e9,
+        c.model_ranks,
+        c.shard_bytes as f64 / 1e9
+    );
+    let _ = writeln!(
+        out,
+        "{:>6} {:>6} {:>10} {:>10} {:>12} {:>12} {:>7}",
+        "repeat", "ranks", "save s", "save GB/s", "restore s", "restore GB/s", "errors"
+    );
+    let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+    for r in &c.repeats {
+        let _ = writeln!(
+            out,
+            "{:>6} {:>6} {:>10} {:>10} {:>12} {:>12} {:>7}",
+            r.repeat,
+            r.ranks.len(),
+            f(r.save_seconds()),
+            f(gb_per_sec(r.bytes(), r.save_seconds())),
+            f(r.restore_seconds()),
+            f(gb_per_sec(r.bytes(), r.restore_seconds())),
+            r.errors()
+        );
+    }
+    if c.repeats.len() > 1 {
+        let _ = writeln!(
+            out,
+            "{:>6} {:>6} {:>10} {:>10} {:>12} {:>12} {:>7}",
+            "mean",
+            "",
+            f(c.mean_save_seconds()),
+            f(c.mean_save_gb_per_sec()),
+            f(c.mean_restore_seconds()),
+            f(c.mean_restore_gb_per_sec()),
+            c.errors()
+        );
+    }
+    for r in &c.repeats {
+        for t in r.ranks.iter().filter(|t| t.error.is_some()) {
+            let _ = writeln!(
+                out,
+                "repeat {} rank {}: {}",
+                r.repeat,
+                t.rank,
+                t.error.as_deref().unwrap_or_default()
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,291 @@
+//! Training workloads on real files, through the `benchrun-worker` binary: the AU arithmetic
+//! (samples in memory keep 10 ms accelerators busy), coverage (two workers of one run read
+//! every sample exactly once per epoch, in another order each epoch, seen in their op-logs),
+//! record shards read by range and verified, and the AU mark's exit code.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use benchrun_worker::oplog::Reader;
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_benchrun-worker"))
+}
+
+/// A scratch directory in memory (tmpfs) when the machine has one, else under the target
+/// directory (then in the page cache: the runs here are far smaller than RAM).
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir")
+}
+
+fn write(dir: &Path, name: &str, yaml: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, yaml).unwrap();
+    p
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "worker failed ({:?}): {}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
+
+fn summary(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// With samples in memory and 10 ms of compute per step, the accelerators almost never
+/// wait for data: the data wait is under 2% of their wall time, and AU is at least 95%.
+///
+/// Why two bounds and not AU >= 98% alone: AU also loses whatever the OS scheduler takes
+/// between steps (a thread woken late, threads starting), which is not storage. On this
+/// shared 2-core machine at load 24, one run measured AU 97.6% with a data-wait p99 of
+/// 0.17 ms: the storage cost almost nothing and the scheduler 2.4%. So the storage's share
+/// (the data wait, an exact histogram) is held to the 2% the 98% target means, and AU itself
+/// to 95%, which a loaded machine meets; on an idle one AU is 98.8-99% (docs/TRAINING.md).
+/// 200 steps (2 s) per accelerator amortize the start; 2 readers x 8 batches (160 ms) of
+/// slack per accelerator cover a reader descheduled for less than that.
+#[test]
+fn accelerators_fed_from_memory_barely_wait_and_stay_busy() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let wl = write(
+        dir.path(),
+        "w.yaml",
+        &format!(
+            "target: file://{}\nops: [{{op: get}}]\ntraining:\n  samples: 1600\n  sampleSize: 16KiB\n  batchSize: 4\n  readers: 2\n  prefetch: 8\n  acceleratorsPerWorker: 2\n  computeTime: 10ms\n  epochs: 1\n  dropCache: false\n",
+            data.display()
+        ),
+    );
+    let out = dir.path().join("s.json");
+    ok(bin()
+        .arg("run")
+        .arg(&wl)
+        .arg("--summary")
+        .arg(&out)
+        .arg("--progress=never")
+        .output()
+        .unwrap());
+    let s = summary(&out);
+    let t = &s["training"];
+    let e = &t["epochs"][0];
+    assert_eq!(e["samples"], 1600, "{e}");
+    assert_eq!(e["steps"], 400);
+    assert_eq!(e["errors"], 0);
+    assert_eq!(e["complete"], true);
+    let au = &e["au"];
+    let min = au["minAuPercent"].as_f64().unwrap();
+    let parsed =
+        benchrun_worker::summary_read::read(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let epoch = &parsed.training.as_ref().unwrap().epochs[0];
+    let waited_us = epoch.data_wait.0.mean() * epoch.data_wait.count() as f64;
+    let wait_share = 100.0 * waited_us / epoch.au.wall_us as f64;
+    eprintln!(
+        "AU min {min:.2}%, mean {:.2}%, data wait {wait_share:.3}% of the wall time",
+        epoch.au.mean_au_percent()
+    );
+    assert!(
+        wait_share < 2.0,
+        "accelerators waited {wait_share:.2}% of their time for data from memory: {au}"
+    );
+    assert!(min >= 95.0, "lowest AU {min}% under 95%: {au}");
+    // The arithmetic: 200 steps of at least 10 ms each per accelerator.
+    assert!(
+        au["computeUs"].as_u64().unwrap() >= 2 * 200 * 10_000,
+        "{au}"
+    );
+    assert_eq!(s["ops"]["get"]["count"], 1600);
+}
+
+fn keys_per_epoch(log: &Path, per_epoch: usize) -> Vec<Vec<String>> {
+    let mut r = Reader::open(log).unwrap();
+    let mut keys = vec![];
+    while let Some(rec) = r.next_record().unwrap() {
+        assert_eq!(rec.error, None, "{rec:?}");
+        keys.push(rec.key);
+    }
+    keys.chunks(per_epoch).map(|c| c.to_vec()).collect()
+}
+
+/// Two standalone workers of one run (index 0 and 1 of 2) on one directory: each epoch,
+/// every sample is read exactly once over both, and the order of two epochs differs.
+#[test]
+fn two_workers_read_every_sample_once_per_epoch_in_a_new_order() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let wl = write(
+        dir.path(),
+        "w.yaml",
+        &format!(
+            "target: file://{}\nops: [{{op: get}}]\nseed: 11\ntraining:\n  samples: 200\n  sampleSize: 8KiB\n  sampleSizeStdev: 2KiB\n  batchSize: 5\n  readers: 1\n  computeTime: 0ms\n  epochs: 2\n",
+            data.display()
+        ),
+    );
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            bin()
+                .arg("run")
+                .arg(&wl)
+                .args(["--worker-index", &i.to_string(), "--workers", "2"])
+                .args(["--worker-id", &format!("w{i}"), "--progress=never"])
+                .arg("--oplog")
+                .arg(dir.path().join(format!("w{i}.oplog.gz")))
+                .arg("--summary")
+                .arg(dir.path().join(format!("w{i}.json")))
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        ok(c.wait_with_output().unwrap());
+    }
+    // One accelerator and one reader per worker: its log is its read order, 100 a epoch.
+    let logs: Vec<_> = (0..2)
+        .map(|i| keys_per_epoch(&dir.path().join(format!("w{i}.oplog.gz")), 100))
+        .collect();
+    for epoch in 0..2 {
+        let mut count: BTreeMap<&str, u32> = BTreeMap::new();
+        for log in &logs {
+            assert_eq!(log.len(), 2, "two epochs of 100 reads each");
+            for k in &log[epoch] {
+                *count.entry(k.as_str()).or_default() += 1;
+            }
+        }
+        assert_eq!(count.len(), 200, "epoch {epoch}: every sample read");
+        assert!(
+            count.values().all(|c| *c == 1),
+            "epoch {epoch}: a sample read twice"
+        );
+    }
+    assert_ne!(logs[0][0], logs[0][1], "epoch 1 repeats epoch 0's order");
+    // Shuffled across workers too: worker 0 does not read the same half each epoch.
+    let mut a = logs[0][0].clone();
+    let mut b = logs[0][1].clone();
+    a.sort();
+    b.sort();
+    assert_ne!(a, b, "worker 0 read the same samples in both epochs");
+    // The summaries merge exactly: both workers' samples and accelerators.
+    let merged = dir.path().join("m.json");
+    ok(bin()
+        .arg("merge")
+        .arg(dir.path().join("w0.json"))
+        .arg(dir.path().join("w1.json"))
+        .arg("--summary")
+        .arg(&merged)
+        .output()
+        .unwrap());
+    let m = summary(&merged);
+    assert_eq!(m["training"]["accelerators"], 2);
+    assert_eq!(m["training"]["epochs"][1]["samples"], 200);
+    assert_eq!(m["training"]["workers"].as_object().unwrap().len(), 2);
+}
+
+/// Record shards (10 samples a file) are read by range; with `read.verify` every byte is
+/// checked, and a byte changed in a reused shard is caught as one failed sample per epoch.
+#[test]
+fn shards_are_read_by_range_and_a_corrupt_sample_is_caught() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let wl = write(
+        dir.path(),
+        "w.yaml",
+        &format!(
+            "target: file://{}\nops: [{{op: get}}]\nread: {{verify: true}}\ntraining:\n  samples: 100\n  samplesPerFile: 10\n  sampleSize: 20KiB\n  sampleSizeStdev: 4KiB\n  batchSize: 7\n  readers: 3\n  acceleratorsPerWorker: 2\n  computeTime: 0ms\n  epochs: 2\n",
+            data.display()
+        ),
+    );
+    let out = dir.path().join("s.json");
+    let run = || {
+        bin()
+            .arg("run")
+            .arg(&wl)
+            .arg("--summary")
+            .arg(&out)
+            .arg("--progress=never")
+            .output()
+            .unwrap()
+    };
+    ok(run());
+    let s = summary(&out);
+    let bytes = s["training"]["datasetBytes"].as_u64().unwrap();
+    assert_eq!(s["ops"]["get"]["bytes"].as_u64().unwrap(), 2 * bytes);
+    assert_eq!(s["ops"]["get"]["errors"], 0);
+    assert_eq!(s["prepare"]["objects"], 10);
+    // Change one byte in the middle of a shard (same size: the dataset is reused).
+    let shard = walk(&data).into_iter().next().expect("a shard");
+    let mut content = std::fs::read(&shard).unwrap();
+    let mid = content.len() / 2;
+    content[mid] ^= 0xff;
+    std::fs::write(&shard, &content).unwrap();
+    ok(run());
+    let s = summary(&out);
+    assert_eq!(
+        s["prepare"]["objects"], 0,
+        "the dataset was reused, not rewritten"
+    );
+    for e in s["training"]["epochs"].as_array().unwrap() {
+        assert_eq!(e["errors"], 1, "{e}");
+    }
+    assert_eq!(
+        s["ops"]["get"]["errorsByKind"]["corrupt"], 2,
+        "{}",
+        s["ops"]["get"]
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// An AU mark the run cannot meet (no compute: AU about 0) fails it with exit code 6.
+#[test]
+fn a_run_below_its_au_mark_exits_6() {
+    let dir = scratch();
+    let wl = write(
+        dir.path(),
+        "w.yaml",
+        &format!(
+            "target: file://{}\nops: [{{op: get}}]\ntraining: {{samples: 20, sampleSize: 4KiB, computeTime: 0ms, minAU: 50}}\n",
+            dir.path().display()
+        ),
+    );
+    let out = bin()
+        .arg("run")
+        .arg(&wl)
+        .arg("--progress=never")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("FAILED"));
+}
