@@ -22,10 +22,11 @@
 //! - [`oplog`]: every op of a run recorded (`run --oplog`): the format, writer and reader
 //! - [`replay`]: an op-log's ops issued again with their timing (`replay`)
 //! - [`shutdown`]: Ctrl-C and SIGTERM
+//! - [`exit`]: the exit codes, one table with the kubectl plugin's
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`sweep`]: a matrix run standalone, combination by combination, and its table
 //! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
-//! - [`cli`]: the clap options of `benchrun-worker`
+//! - [`cli`]: the clap options of `benchrun-worker`; [`overrides`]: its `run --set key=value`
 
 #![warn(missing_docs)]
 
@@ -38,9 +39,11 @@ pub mod cli;
 pub mod compare;
 pub mod datagen;
 pub mod engine;
+pub mod exit;
 pub mod figures;
 pub mod metrics;
 pub mod oplog;
+pub mod overrides;
 pub mod progress;
 pub mod replay;
 pub mod report;
