@@ -27,7 +27,7 @@ export CARGO_TARGET_DIR ?= $(BENCHRUN_CACHE)/target
 export CARGO_TERM_COLOR ?= never
 CARGO ?= cargo
 
-.PHONY: test lint chart unit local storage cluster build release images soak bench-local bench-object bench-bufpool clean-state
+.PHONY: test lint chart unit local storage cluster build release images krew soak bench-local bench-object bench-bufpool clean-state
 
 test:
 	MAKE="$(MAKE)" tests/lib/stages.sh lint chart unit local storage cluster
@@ -81,6 +81,10 @@ images:
 	images/build.sh $(or $(IMAGES_DIR),target/images)
 
 # 10-minute soak of the standalone worker with /metrics scraped every second (not in `test`).
+# The krew archive of the kubectl plugin and its manifest with the real sha256, in target/krew/.
+krew:
+	kubectl-benchrun/krew/build.sh
+
 soak:
 	bench/soak.sh
 

@@ -186,8 +186,8 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// The summary compared against it.
     pub b: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = crate::compare::render::Format::Text)]
+    /// Output format (`--format` is kept as a hidden alias).
+    #[arg(short = 'o', long = "output", alias = "format", value_enum, default_value_t = crate::compare::render::Format::Text)]
     pub format: crate::compare::render::Format,
     /// Exit with status 5 when any op's ops/s in B is more than PCT percent below A's
     /// (a CI gate; the comparison is printed either way).

@@ -304,11 +304,13 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             .with_context(|| format!("cannot serve metrics on {addr}"))?;
         eprintln!("metrics on http://{bound}/metrics");
     }
-    let (duration, total_ops, cleanup) = (
-        workload.duration.map(|d| d.0),
-        workload.total_ops,
-        workload.dataset.cleanup && !args.no_cleanup,
-    );
+    let plan = progress::Plan {
+        duration: workload.duration.map(|d| d.0),
+        total_ops: workload.total_ops,
+        warmup: workload.warmup.map(|d| d.0),
+        units: args.units,
+    };
+    let cleanup = workload.dataset.cleanup && !args.no_cleanup;
     let mut engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
     // Created (header written) before anything runs, so a bad path fails first.
     let log = match &args.oplog {
@@ -330,7 +332,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     };
     eprintln!("preparing dataset on {}", engine.workload().target);
     let dataset = engine.prepare().await?;
-    let bar = progress::spawn(metrics.clone(), args.progress, duration, total_ops);
+    let bar = progress::spawn(metrics.clone(), args.progress, plan);
     let run = engine.run(&dataset, None, stop).await;
     if let Some(bar) = bar {
         bar.abort();
