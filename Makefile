@@ -5,7 +5,8 @@
 # at nice 19). Each stage first installs the Debian packages it needs (tests/lib/deps.sh, from
 # tests/deps.txt; root): `make test` alone passes on a fresh Debian 12 machine.
 #   lint          cargo fmt --check, no import cycles between modules, clippy -D warnings, every
-#                 tool the stages call is installed by a script (tests/lint/tools.py)
+#                 tool the stages call is installed by a script (tests/lint/tools.py), every
+#                 link and path named by README.md and docs/ exists (tests/lint/links.py)
 #   chart         helm lint/template of charts/benchrun per ci/ overlay, schema, RBAC, dashboard
 #                 queries against the registered metric names, CRDs in sync (offline)
 #   unit          unit tests of every crate (no servers)
@@ -37,6 +38,7 @@ lint:
 	$(CARGO) fmt --all --check
 	python3 tests/lint/module_cycles.py api/src worker/src operator/src kubectl-benchrun/src
 	python3 tests/lint/tools.py .
+	python3 tests/lint/links.py .
 	python3 tests/lint/server_tests.py .
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
@@ -51,7 +53,7 @@ unit:
 local:
 	tests/lib/deps.sh local
 	$(CARGO) test -p benchrun-worker --test local_cli --test local_reads --test local_threads --test matrix_cli --test report_cli --test engine_local --test volume_local --test oplog --test examples --test corpus --test fuzz --test summary_schema
-	$(CARGO) test -p benchrun-api --test results_doc
+	$(CARGO) test -p benchrun-api --test results_doc --test workload_doc
 	$(CARGO) test -p benchrun-operator --test agent --test agent_oplog --test examples
 	BR=$(CARGO_TARGET_DIR)/debug/benchrun-worker bench/reproductions.sh check
 
