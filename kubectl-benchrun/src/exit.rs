@@ -94,9 +94,10 @@ impl Verdict {
             };
             return Verdict::ThresholdsMissed(missed);
         }
-        let regressed = st.conditions.iter().find(|c| {
-            c.type_ == benchrun_operator::state::cond::REGRESSED && c.status == "True"
-        });
+        let regressed = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == benchrun_operator::state::cond::REGRESSED && c.status == "True");
         let regressions = st
             .baseline
             .as_ref()
@@ -105,7 +106,9 @@ impl Verdict {
         match st.phase {
             Phase::Succeeded if regressed.is_some() || !regressions.is_empty() => {
                 Verdict::Regressed(if regressions.is_empty() {
-                    regressed.map(|c| vec![c.message.clone()]).unwrap_or_default()
+                    regressed
+                        .map(|c| vec![c.message.clone()])
+                        .unwrap_or_default()
                 } else {
                     regressions
                 })
@@ -242,7 +245,12 @@ mod tests {
             phase: Phase::Succeeded,
             conditions: vec![
                 cond("Complete", "True", "Succeeded", "..."),
-                cond("Regressed", "True", "Regressed", "against run a (tolerance 10%): get ops/s -30.0%"),
+                cond(
+                    "Regressed",
+                    "True",
+                    "Regressed",
+                    "against run a (tolerance 10%): get ops/s -30.0%",
+                ),
             ],
             baseline: Some(benchrun_operator::crd::baseline::BaselineStatus {
                 source: "run a".into(),
@@ -270,7 +278,12 @@ mod tests {
         // Within tolerance, or a baseline that could not be read: not a regression.
         for c in [
             cond("Regressed", "False", "WithinTolerance", "within 10%"),
-            cond("Regressed", "Unknown", "BaselineUnavailable", "run a does not exist"),
+            cond(
+                "Regressed",
+                "Unknown",
+                "BaselineUnavailable",
+                "run a does not exist",
+            ),
         ] {
             let r = run(Some(BenchmarkRunStatus {
                 phase: Phase::Succeeded,

@@ -241,15 +241,27 @@ mod tests {
     fn dry_run_is_spelled_as_kubectl_spells_it() {
         assert_eq!(args(&["w.yaml"]).dry_run, None);
         assert_eq!(args(&["w.yaml", "--dry-run"]).dry_run, Some(DryRun::Client));
-        assert_eq!(args(&["w.yaml", "--dry-run=client"]).dry_run, Some(DryRun::Client));
-        assert_eq!(args(&["w.yaml", "--dry-run=server"]).dry_run, Some(DryRun::Server));
+        assert_eq!(
+            args(&["w.yaml", "--dry-run=client"]).dry_run,
+            Some(DryRun::Client)
+        );
+        assert_eq!(
+            args(&["w.yaml", "--dry-run=server"]).dry_run,
+            Some(DryRun::Server)
+        );
     }
 
     #[test]
     fn secret_and_ca_reach_a_wrapped_workload() {
         let w = "target: s3://b/p/\nduration: 1s\nops: [{op: get}]\nstorage: {endpoint: 'https://s3.local:9000'}\n";
         let run = build(
-            &args(&["w.yaml", "--secret", "s3-creds", "--ca", "configmap/minio-ca:ca.crt"]),
+            &args(&[
+                "w.yaml",
+                "--secret",
+                "s3-creds",
+                "--ca",
+                "configmap/minio-ca:ca.crt",
+            ]),
             w,
         )
         .unwrap();

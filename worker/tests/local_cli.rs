@@ -623,7 +623,14 @@ fn the_table_fits_100_columns_and_overrides_reach_the_run() {
     let summary = dir.path().join("summary.json");
     let out = bin()
         .args(["run", file.to_str().unwrap(), "--progress", "never"])
-        .args(["--target", &target, "--duration", "1s", "--concurrency", "4"])
+        .args([
+            "--target",
+            &target,
+            "--duration",
+            "1s",
+            "--concurrency",
+            "4",
+        ])
         .args(["--set", "warmup=1s", "--summary", summary.to_str().unwrap()])
         .output()
         .expect("run the worker");
@@ -637,9 +644,16 @@ fn the_table_fits_100_columns_and_overrides_reach_the_run() {
     assert_eq!(s["target"], target.as_str(), "--target");
     assert!(s["warmup"].is_object(), "--set warmup=1s: {s}");
     let elapsed = s["elapsedSeconds"].as_f64().unwrap();
-    assert!((0.9..30.0).contains(&elapsed), "--duration 1s: ran {elapsed}s");
+    assert!(
+        (0.9..30.0).contains(&elapsed),
+        "--duration 1s: ran {elapsed}s"
+    );
     for l in stdout.lines() {
-        assert!(l.chars().count() <= 100, "{} columns: {l}\n{stdout}", l.len());
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l}\n{stdout}",
+            l.len()
+        );
     }
     // The first line may fold (a long target path); the header is the line starting "op ".
     let header = stdout
@@ -647,16 +661,29 @@ fn the_table_fits_100_columns_and_overrides_reach_the_run() {
         .find(|l| l.starts_with("op "))
         .unwrap_or_else(|| panic!("no header: {stdout}"));
     assert!(header.contains("p99 ms"), "{stdout}");
-    assert!(!header.contains("p90 ms"), "p90 is a --wide column: {header}");
+    assert!(
+        !header.contains("p90 ms"),
+        "p90 is a --wide column: {header}"
+    );
     assert!(stdout.contains("warm-up:"), "{stdout}");
     // --wide on a second short run prints every column.
     let out = bin()
-        .args(["run", file.to_str().unwrap(), "--progress", "never", "--wide"])
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--progress",
+            "never",
+            "--wide",
+        ])
         .args(["--target", &target, "--set", "duration=1s"])
         .output()
         .expect("run the worker");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let header = stdout
         .lines()
         .find(|l| l.starts_with("op "))
@@ -696,5 +723,8 @@ fn bad_overrides_exit_2_and_the_help_has_the_exit_codes() {
     assert!(!help.contains("agent"), "agent is internal: {help}");
     let help = bin().args(["run", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
-    assert!(help.contains("Examples:") && help.contains("Exit codes"), "{help}");
+    assert!(
+        help.contains("Examples:") && help.contains("Exit codes"),
+        "{help}"
+    );
 }

@@ -19,9 +19,11 @@ pub struct Doc {
 
 impl Doc {
     fn link(&self, name: &str) -> Option<&'static str> {
-        self.elsewhere.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
+        self.elsewhere
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, l)| *l)
     }
-
 }
 
 pub fn defs(schema: &Value) -> &serde_json::Map<String, Value> {
@@ -221,11 +223,12 @@ pub fn generate(doc: &Doc, schema: &Value) -> String {
     out
 }
 
-
 /// Compare the generated part of the document at `rel` (between `begin` and `end`) with
 /// `generated`; with `BENCHRUN_BLESS` set, rewrite it instead. Returns the current part.
 pub fn check(rel: &str, begin: &str, end: &str, generated: &str, test: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(rel);
     let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
     let (head, rest) = doc
         .split_once(begin)
