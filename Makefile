@@ -5,7 +5,8 @@
 # at nice 19). Each stage first installs the Debian packages it needs (tests/lib/deps.sh, from
 # tests/deps.txt; root): `make test` alone passes on a fresh Debian 12 machine.
 #   lint          cargo fmt --check, no import cycles between modules, clippy -D warnings, every
-#                 tool the stages call is installed by a script (tests/lint/tools.py)
+#                 tool the stages call is installed by a script (tests/lint/tools.py), every
+#                 link and path named by README.md and docs/ exists (tests/lint/links.py)
 #   chart         helm lint/template of charts/benchrun per ci/ overlay, schema, RBAC, dashboard
 #                 queries against the registered metric names, CRDs in sync (offline)
 #   unit          unit tests of every crate (no servers)
@@ -28,7 +29,7 @@ export CARGO_TARGET_DIR ?= $(BENCHRUN_CACHE)/target
 export CARGO_TERM_COLOR ?= never
 CARGO ?= cargo
 
-.PHONY: test lint chart unit local storage cluster build release images soak bench-local bench-object bench-bufpool clean-state
+.PHONY: test lint chart unit local storage cluster build release images krew soak bench-local bench-object bench-bufpool clean-state
 
 test:
 	MAKE="$(MAKE)" tests/lib/stages.sh lint chart unit local storage cluster
@@ -38,6 +39,7 @@ lint:
 	$(CARGO) fmt --all --check
 	python3 tests/lint/module_cycles.py api/src worker/src operator/src kubectl-benchrun/src
 	python3 tests/lint/tools.py .
+	python3 tests/lint/links.py .
 	python3 tests/lint/server_tests.py .
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
@@ -52,7 +54,7 @@ unit:
 local:
 	tests/lib/deps.sh local
 	$(CARGO) test -p benchrun-worker $(patsubst worker/tests/%.rs,--test %,$(filter-out worker/tests/object_%,$(wildcard worker/tests/*.rs)))
-	$(CARGO) test -p benchrun-api --test results_doc
+	$(CARGO) test -p benchrun-api $(patsubst api/tests/%.rs,--test %,$(wildcard api/tests/*.rs))
 	$(CARGO) test -p benchrun-operator $(patsubst operator/tests/%.rs,--test %,$(filter-out operator/tests/cluster%,$(wildcard operator/tests/*.rs)))
 	BR=$(CARGO_TARGET_DIR)/debug/benchrun-worker bench/reproductions.sh check
 
@@ -82,6 +84,10 @@ images:
 	images/build.sh $(or $(IMAGES_DIR),target/images)
 
 # 10-minute soak of the standalone worker with /metrics scraped every second (not in `test`).
+# The krew archive of the kubectl plugin and its manifest with the real sha256, in target/krew/.
+krew:
+	kubectl-benchrun/krew/build.sh
+
 soak:
 	bench/soak.sh
 

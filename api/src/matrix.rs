@@ -1,5 +1,5 @@
 //! Parameter sweeps: one workload run once per combination of parameter values, like the
-//! tables of the design reports (chunk size against throughput, range engine on and off per
+//! tables of parameter studies (chunk size against throughput, range engine on and off per
 //! object size, `file://` against `direct://`).
 //!
 //! A matrix names parameters, each a dotted path into the workload (`objectSize`,

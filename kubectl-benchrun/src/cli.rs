@@ -6,21 +6,30 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// The exit codes, printed under `--help` (a CI job gates on them).
-pub const EXIT_CODES_HELP: &str = "\
-Exit codes:
-  0    success (for run/watch/result: the run Succeeded and its thresholds were met)
-  1    error talking to the cluster, or reading/writing files
-  2    bad input: invalid flags, a file that is not a workload or BenchmarkRun, an unknown
-       run or namespace, a run name that is taken, a spec the API server refuses
-  3    the run Failed (workers lost, timeout, invalid spec, ...)
-  4    the run finished but missed its thresholds (spec.thresholds)
-  5    compare --fail-if-slower: B is slower than allowed
-  130  interrupted (Ctrl-C) before the run finished";
+/// The exit codes, printed under `--help` (a CI job gates on them): one table with
+/// `benchrun-worker`'s.
+pub const EXIT_CODES_HELP: &str = benchrun_worker::exit::HELP;
+
+/// `Examples:` and the exit codes, as the text after a subcommand's help.
+fn examples(lines: &str) -> String {
+    format!("Examples:\n{lines}\n\n{EXIT_CODES_HELP}")
+}
 
 /// Run, watch, read, compare and gate benchrun BenchmarkRuns (benchrun.dev/v1alpha1).
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-benchrun", bin_name = "kubectl benchrun", version, after_help = EXIT_CODES_HELP)]
+#[command(
+    name = "kubectl-benchrun",
+    bin_name = "kubectl benchrun",
+    version,
+    after_help = examples(
+        "  # Run a workload file on 2 workers, follow it, print its result table
+  kubectl benchrun run examples/s3-minio.yaml --workers 2 --secret s3-creds
+
+  # The runs of a namespace, and one's result
+  kubectl benchrun list -n bench
+  kubectl benchrun result s3-get -n bench"
+    )
+)]
 pub struct Cli {
     /// Where to connect.
     #[command(flatten)]
@@ -48,36 +57,126 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create a run from a workload file or a BenchmarkRun manifest, follow it, print its result.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = examples(
+        "  # A workload file on one worker per node, with the credentials of Secret s3-creds
+  kubectl benchrun run examples/s3-minio.yaml --per-node --secret s3-creds
+  # A BenchmarkRun manifest, its merged summary as JSON on stdout (progress on stderr)
+  kubectl benchrun run examples/benchmarkrun-ci-gate.yaml -o json
+  # What would be created, checked by the API server, nothing created
+  kubectl benchrun run examples/quickstart.yaml --dry-run=server"
+    ))]
     Run(RunArgs),
     /// Follow a run someone else created until it finishes, then print its result.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = examples(
+        "  # Follow a run created with kubectl apply; its exit code gates a CI job
+  kubectl apply -f examples/benchmarkrun-ci-gate.yaml
+  kubectl benchrun watch s3-get-gate"
+    ))]
     Watch(WatchArgs),
     /// Print a finished run's result table (or its merged summary with -o json|yaml).
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = examples(
+        "  # The result table of a finished run, then each worker's
+  kubectl benchrun result s3-get --per-worker
+  # Its merged summary as JSON
+  kubectl benchrun result s3-get -o json > s3-get.json"
+    ))]
     Result(ResultArgs),
-    /// List runs: NAME, PHASE, WORKERS, OPS/S, MIB/S, P99, AGE.
+    /// List runs: NAME, PHASE, WORKERS, OPS/S, MIB/S, P99, AGE (-o wide: THRESHOLDS,
+    /// TARGET, FINISHED).
+    #[command(after_help = examples(
+        "  # The runs of namespace bench, with their thresholds, target and finish time
+  kubectl benchrun list -n bench -o wide
+  # Runs with a label, in every namespace
+  kubectl benchrun list -A -l team=storage"
+    ))]
     List(ListArgs),
     /// Compare two finished runs (as `benchrun-worker compare`): B against A.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = examples(
+        "  # B against A, failing (exit 5) when B is more than 10% slower
+  kubectl benchrun compare s3-get s3-get-new --fail-if-slower 10
+  # As JSON
+  kubectl benchrun compare s3-get s3-get-new -o json"
+    ))]
     Compare(CompareArgs),
     /// Report on finished runs (as `benchrun-worker report`): tables, or Markdown and SVG files.
+    #[command(after_help = examples(
+        "  # Tables of two runs, the second against the first
+  kubectl benchrun report s3-get s3-get-new
+  # report.md and SVG charts of a matrix run
+  kubectl benchrun report sweep-range-engine --out report/"
+    ))]
     Report(ReportArgs),
     /// Print the logs of a run's workers, each line prefixed by its worker.
+    #[command(after_help = examples(
+        "  # Every worker's logs, as they are written
+  kubectl benchrun logs s3-get -f"
+    ))]
     Logs(LogsArgs),
     /// Benchmark a StorageClass: a claim per node, a volume profile, the table, then cleanup.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = examples(
+        "  # Benchmark StorageClass fast-ssd on the nodes labelled disk=ssd
+  kubectl benchrun storageclass fast-ssd --node-selector disk=ssd"
+    ))]
     Storageclass(StorageClassArgs),
+    /// Print a shell completion script (`source <(kubectl benchrun completion bash)`).
+    #[command(after_help = "Examples:
+  # bash: for this shell, or for every new one
+  source <(kubectl benchrun completion bash)
+  kubectl benchrun completion bash > ~/.local/share/bash-completion/completions/kubectl-benchrun
+
+  # zsh
+  kubectl benchrun completion zsh > \"${fpath[1]}/_kubectl-benchrun\"
+
+  # kubectl's own completion of `kubectl benchrun ...` runs kubectl_complete-benchrun
+  # (kubectl-benchrun/kubectl_complete-benchrun in the repository) when it is on PATH")]
+    Completion(CompletionArgs),
 }
 
-/// `-o` formats.
+/// `completion`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// Shells `completion` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    /// bash.
+    Bash,
+    /// zsh.
+    Zsh,
+    /// fish.
+    Fish,
+}
+
+/// `--dry-run`, as kubectl spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    /// Print the object, send nothing.
+    Client,
+    /// Send it for the API server to check (admission, schema, CEL rules), persist nothing.
+    Server,
+}
+
+/// `-o` formats of a run's result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     /// JSON.
     Json,
     /// YAML.
     Yaml,
-    /// More columns (list).
+}
+
+/// `-o` formats of `list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListOutput {
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
+    /// More columns: THRESHOLDS, TARGET, FINISHED.
     Wide,
 }
 
@@ -107,9 +206,17 @@ pub struct RunArgs {
     /// On Ctrl-C, delete the run (default: leave it running and say how to watch it again).
     #[arg(long)]
     pub delete_on_interrupt: bool,
-    /// Print the BenchmarkRun that would be created, and create nothing.
-    #[arg(long)]
-    pub dry_run: bool,
+    /// Print the BenchmarkRun that would be created, and create nothing: `client` (the
+    /// default) sends nothing, `server` has the API server check it.
+    #[arg(long, value_enum, value_name = "STRATEGY", num_args = 0..=1, require_equals = true, default_missing_value = "client")]
+    pub dry_run: Option<DryRun>,
+    /// With a workload file: the Secret with the storage's credentials (spec.secretRef).
+    #[arg(long, value_name = "NAME")]
+    pub secret: Option<String>,
+    /// With a workload file: the CA of the storage's https:// endpoint (spec.caRef), as
+    /// `secret/NAME:KEY` or `configmap/NAME:KEY`.
+    #[arg(long, value_name = "KIND/NAME:KEY")]
+    pub ca: Option<String>,
     /// Print the merged summary as JSON or YAML instead of the table (the progress goes to stderr).
     #[arg(short = 'o', long, value_enum)]
     pub output: Option<Output>,
@@ -141,9 +248,12 @@ pub struct ResultArgs {
 /// `list`.
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {
-    /// `wide` adds TARGET, THRESHOLDS and FINISHED; `json`/`yaml` print the runs as a List.
+    /// `wide` adds THRESHOLDS, TARGET and FINISHED; `json`/`yaml` print the runs as a List.
     #[arg(short = 'o', long, value_enum)]
-    pub output: Option<Output>,
+    pub output: Option<ListOutput>,
+    /// Only runs whose labels match this selector (`key=value,key!=value,key`, as kubectl's).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
     /// Runs of every namespace.
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
@@ -156,8 +266,8 @@ pub struct CompareArgs {
     pub a: String,
     /// The run compared against it.
     pub b: String,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = benchrun_worker::compare::render::Format::Text)]
+    /// Output format (`--format` is kept as a hidden alias).
+    #[arg(short = 'o', long = "output", alias = "format", value_enum, default_value_t = benchrun_worker::compare::render::Format::Text)]
     pub format: benchrun_worker::compare::render::Format,
     /// Exit 5 when B's ops/s (per op or overall) is more than PCT percent below A's.
     #[arg(long, value_name = "PCT")]
@@ -212,9 +322,10 @@ pub struct StorageClassArgs {
     /// Only nodes with this label (repeat, or comma-separate, for several).
     #[arg(long, value_name = "KEY=VALUE", value_delimiter = ',')]
     pub node_selector: Vec<String>,
-    /// Print the BenchmarkRun that would be created, and create nothing.
-    #[arg(long)]
-    pub dry_run: bool,
+    /// Print the BenchmarkRun that would be created, and create nothing: `client` (the
+    /// default) sends nothing, `server` has the API server check it.
+    #[arg(long, value_enum, value_name = "STRATEGY", num_args = 0..=1, require_equals = true, default_missing_value = "client")]
+    pub dry_run: Option<DryRun>,
     /// Keep the run (and its result) instead of deleting it at the end.
     #[arg(long)]
     pub keep: bool,

@@ -6,20 +6,10 @@ use std::process::ExitCode;
 
 use benchrun_operator::crd::{BenchmarkRun, Phase};
 
-/// Success: for a run, Succeeded with every threshold met.
-pub const OK: u8 = 0;
-/// The cluster or a file could not be read or written.
-pub const ERROR: u8 = 1;
-/// Bad input: flags, a file that is not a workload, an unknown run or namespace.
-pub const BAD_INPUT: u8 = 2;
-/// The run Failed.
-pub const RUN_FAILED: u8 = 3;
-/// The run finished with its result but missed a threshold.
-pub const THRESHOLDS_MISSED: u8 = 4;
-/// `compare --fail-if-slower`: B is slower than allowed (as `benchrun-worker compare`).
-pub const SLOWER: u8 = 5;
-/// Ctrl-C before the run finished (128 + SIGINT, as shells report it).
-pub const INTERRUPTED: u8 = 130;
+// One table with `benchrun-worker`'s (`benchrun_worker::exit`, listed under `--help`).
+pub use benchrun_worker::exit::{
+    BAD_INPUT, ERROR, INTERRUPTED, OK, REGRESSED, RUN_FAILED, SLOWER, THRESHOLDS_MISSED,
+};
 
 /// An error caused by what the user gave, not by the cluster: exit [`BAD_INPUT`].
 #[derive(Debug)]
@@ -67,6 +57,8 @@ pub enum Verdict {
     ThresholdsMissed(Vec<String>),
     /// Failed: the reason and message of its `Complete` condition.
     Failed(String),
+    /// Succeeded, but regressed against `spec.baselineRef`: the regressions named.
+    Regressed(Vec<String>),
     /// Not finished yet (phase).
     Unfinished(Phase),
 }
@@ -102,7 +94,25 @@ impl Verdict {
             };
             return Verdict::ThresholdsMissed(missed);
         }
+        let regressed = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == benchrun_operator::state::cond::REGRESSED && c.status == "True");
+        let regressions = st
+            .baseline
+            .as_ref()
+            .map(|b| b.regressions.clone())
+            .unwrap_or_default();
         match st.phase {
+            Phase::Succeeded if regressed.is_some() || !regressions.is_empty() => {
+                Verdict::Regressed(if regressions.is_empty() {
+                    regressed
+                        .map(|c| vec![c.message.clone()])
+                        .unwrap_or_default()
+                } else {
+                    regressions
+                })
+            }
             Phase::Succeeded => Verdict::Succeeded,
             _ => Verdict::Failed(
                 cond_false(benchrun_operator::state::cond::COMPLETE)
@@ -118,6 +128,7 @@ impl Verdict {
             Verdict::Succeeded => OK,
             Verdict::ThresholdsMissed(_) => THRESHOLDS_MISSED,
             Verdict::Failed(_) => RUN_FAILED,
+            Verdict::Regressed(_) => REGRESSED,
             Verdict::Unfinished(_) => ERROR,
         }
     }
@@ -131,6 +142,10 @@ impl Verdict {
                 m.join("; ")
             )),
             Verdict::Failed(why) => Some(format!("run {name} failed: {why}")),
+            Verdict::Regressed(r) => Some(format!(
+                "run {name} regressed against its baseline: {}",
+                r.join("; ")
+            )),
             Verdict::Unfinished(p) => Some(format!(
                 "run {name} has not finished (phase {})",
                 p.as_str()
@@ -225,6 +240,68 @@ mod tests {
             Verdict::ThresholdsMissed(vec!["get maxP99: got 3.000ms, want <= 1ms".into()])
         );
         assert_eq!(v.code(), THRESHOLDS_MISSED);
+        // Succeeded, but the operator found a regression against spec.baselineRef.
+        let regressed = run(Some(BenchmarkRunStatus {
+            phase: Phase::Succeeded,
+            conditions: vec![
+                cond("Complete", "True", "Succeeded", "..."),
+                cond(
+                    "Regressed",
+                    "True",
+                    "Regressed",
+                    "against run a (tolerance 10%): get ops/s -30.0%",
+                ),
+            ],
+            baseline: Some(benchrun_operator::crd::baseline::BaselineStatus {
+                source: "run a".into(),
+                tolerance_percent: 10.0,
+                regressions: vec!["get ops/s -30.0%".into()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }));
+        let v = Verdict::of(&regressed);
+        assert_eq!(v, Verdict::Regressed(vec!["get ops/s -30.0%".into()]));
+        assert_eq!(v.code(), REGRESSED);
+        assert_ne!(v.code(), OK, "a regressed run fails a CI gate");
+        assert_eq!(
+            v.message("r").as_deref(),
+            Some("run r regressed against its baseline: get ops/s -30.0%")
+        );
+        // The condition alone (a status without the comparison) still gates.
+        let cond_only = run(Some(BenchmarkRunStatus {
+            phase: Phase::Succeeded,
+            conditions: vec![cond("Regressed", "True", "Regressed", "get p99 +40%")],
+            ..Default::default()
+        }));
+        assert_eq!(Verdict::of(&cond_only).code(), REGRESSED);
+        // Within tolerance, or a baseline that could not be read: not a regression.
+        for c in [
+            cond("Regressed", "False", "WithinTolerance", "within 10%"),
+            cond(
+                "Regressed",
+                "Unknown",
+                "BaselineUnavailable",
+                "run a does not exist",
+            ),
+        ] {
+            let r = run(Some(BenchmarkRunStatus {
+                phase: Phase::Succeeded,
+                conditions: vec![c],
+                ..Default::default()
+            }));
+            assert_eq!(Verdict::of(&r).code(), OK);
+        }
+        // Thresholds missed and regressed: the thresholds' code (the run Failed).
+        let both = run(Some(BenchmarkRunStatus {
+            phase: Phase::Failed,
+            conditions: vec![
+                cond("ThresholdsMet", "False", "ThresholdsNotMet", "get maxP99"),
+                cond("Regressed", "True", "Regressed", "get p99 +40%"),
+            ],
+            ..Default::default()
+        }));
+        assert_eq!(Verdict::of(&both).code(), THRESHOLDS_MISSED);
         let running = run(Some(BenchmarkRunStatus {
             phase: Phase::Running,
             ..Default::default()
@@ -237,9 +314,11 @@ mod tests {
             RUN_FAILED,
             THRESHOLDS_MISSED,
             SLOWER,
+            REGRESSED,
             INTERRUPTED,
         ];
         let mut sorted = codes.to_vec();
+        sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), codes.len(), "codes are distinct");
     }

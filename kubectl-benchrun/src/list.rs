@@ -6,7 +6,7 @@ use benchrun_operator::crd::BenchmarkRun;
 use kube::api::ListParams;
 use kube::Api;
 
-use crate::cli::{ListArgs, Output};
+use crate::cli::{ListArgs, ListOutput, Output};
 use crate::connect::{explain, namespace_exists, Target};
 use crate::exit::{bad_input, OK};
 use crate::show::encode;
@@ -34,6 +34,8 @@ pub struct Row {
     pub target: String,
     /// THRESHOLDS (wide): `met/total`.
     pub thresholds: String,
+    /// FINISHED (wide): how long ago the run finished, `-` while it runs.
+    pub finished: String,
 }
 
 /// The row of `run` at `now` (Unix seconds).
@@ -77,6 +79,11 @@ pub fn row(run: &BenchmarkRun, now: i64) -> Row {
             .map_or_else(dash, |t| age(now - t.0.as_second())),
         target: run.spec.workload.target.clone(),
         thresholds,
+        finished: st
+            .finish_time
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map_or_else(dash, |t| format!("{} ago", age(now - t.timestamp()))),
     }
 }
 
@@ -103,7 +110,7 @@ pub fn render(rows: &[Row], wide: bool, namespaces: bool) -> String {
     }
     header.extend(["NAME", "PHASE", "WORKERS", "OPS/S", "MIB/S", "P99", "AGE"]);
     if wide {
-        header.extend(["THRESHOLDS", "TARGET"]);
+        header.extend(["THRESHOLDS", "TARGET", "FINISHED"]);
     }
     let mut table: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for r in rows {
@@ -121,7 +128,7 @@ pub fn render(rows: &[Row], wide: bool, namespaces: bool) -> String {
             r.age.clone(),
         ]);
         if wide {
-            cells.extend([r.thresholds.clone(), r.target.clone()]);
+            cells.extend([r.thresholds.clone(), r.target.clone(), r.finished.clone()]);
         }
         table.push(cells);
     }
@@ -154,8 +161,12 @@ pub async fn main(t: &Target, args: &ListArgs) -> Result<u8> {
     } else {
         t.api()
     };
+    let params = match &args.selector {
+        Some(s) => ListParams::default().labels(s),
+        None => ListParams::default(),
+    };
     let mut runs = api
-        .list(&ListParams::default())
+        .list(&params)
         .await
         .map_err(|e| explain(e, "listing benchmarkruns"))?
         .items;
@@ -169,8 +180,13 @@ pub async fn main(t: &Target, args: &ListArgs) -> Result<u8> {
         )));
     }
     match args.output {
-        Some(o @ (Output::Json | Output::Yaml)) => {
+        Some(o @ (ListOutput::Json | ListOutput::Yaml)) => {
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": runs});
+            let o = if o == ListOutput::Json {
+                Output::Json
+            } else {
+                Output::Yaml
+            };
             print!("{}", encode(&list, o)?);
         }
         _ if runs.is_empty() => {
@@ -181,7 +197,7 @@ pub async fn main(t: &Target, args: &ListArgs) -> Result<u8> {
             let rows: Vec<Row> = runs.iter().map(|r| row(r, now)).collect();
             print!(
                 "{}",
-                render(&rows, o == Some(Output::Wide), args.all_namespaces)
+                render(&rows, o == Some(ListOutput::Wide), args.all_namespaces)
             );
         }
     }
@@ -225,6 +241,7 @@ mod tests {
                     },
                 )]
                 .into(),
+                finish_time: Some("2027-01-15T07:59:00Z".into()),
                 ..Default::default()
             },
             now - 330,
@@ -251,6 +268,9 @@ mod tests {
             ("1234.6", "78.9", "1.500ms")
         );
         assert_eq!(rows[0].age, "5m30s");
+        // 1_800_000_000 is 2027-01-15T08:00:00Z: finished a minute before.
+        assert_eq!(rows[0].finished, "60s ago");
+        assert_eq!(rows[1].finished, "-");
         assert_eq!((rows[1].ops.as_str(), rows[1].mib.as_str()), ("10.0", "-"));
         assert_eq!(
             render(&rows, false, false),
@@ -261,10 +281,9 @@ mod tests {
         let wide = render(&rows, true, true);
         assert!(wide.starts_with("NAMESPACE   NAME"), "{wide}");
         assert!(
-            wide.lines()
-                .next()
-                .unwrap()
-                .ends_with("THRESHOLDS   TARGET"),
+            wide.lines().next().unwrap().contains("THRESHOLDS   TARGET")
+                && wide.lines().next().unwrap().ends_with("FINISHED")
+                && wide.contains("60s ago"),
             "{wide}"
         );
     }

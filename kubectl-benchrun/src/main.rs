@@ -11,9 +11,11 @@
 //! - `watch`: following a run's status, with a progress line on stderr
 //! - `show`: a finished run's result table (the worker's), thresholds, JSON/YAML
 //! - `run`: `run` and `watch`; `list`, `compare` (with `report`), `logs`, `storageclass`
+//! - `completion`: the shell completion scripts
 
 mod cli;
 mod compare;
+mod completion;
 mod connect;
 mod exit;
 mod fetch;
@@ -63,6 +65,10 @@ async fn dispatch(cli: &Cli) -> Result<u8> {
         Command::Compare(a) => compare::main(&connect::connect(g).await?, a).await,
         Command::Report(a) => compare::report(&connect::connect(g).await?, a).await,
         Command::Logs(a) => logs::main(&connect::connect(g).await?, a).await,
+        Command::Completion(a) => {
+            print!("{}", completion::script(a.shell));
+            Ok(exit::OK)
+        }
     }
 }
 

@@ -219,6 +219,48 @@ pub fn apply(run: &mut BenchmarkRun, p: &Placement) -> Result<()> {
     Ok(())
 }
 
+/// `--secret NAME` (`spec.secretRef`: the storage's credentials) and `--ca KIND/NAME:KEY`
+/// (`spec.caRef`: the CA of an https:// endpoint), so a wrapped workload file can
+/// authenticate; on a manifest they replace its own.
+pub fn credentials(run: &mut BenchmarkRun, secret: Option<&str>, ca: Option<&str>) -> Result<()> {
+    use benchrun_operator::crd::ca::{CaRef, KeyRef};
+    use benchrun_operator::crd::SecretRef;
+    if let Some(name) = secret {
+        if name.is_empty() {
+            return Err(bad_input("--secret: give the Secret's name"));
+        }
+        run.spec.secret_ref = Some(SecretRef { name: name.into() });
+    }
+    if let Some(text) = ca {
+        let bad = || {
+            bad_input(format!(
+                "--ca {text:?}: give secret/NAME:KEY or configmap/NAME:KEY (the key holding the PEM bundle)"
+            ))
+        };
+        let (kind, rest) = text.split_once('/').ok_or_else(bad)?;
+        let (name, key) = rest.split_once(':').ok_or_else(bad)?;
+        if name.is_empty() || key.is_empty() {
+            return Err(bad());
+        }
+        let k = Some(KeyRef {
+            name: name.into(),
+            key: key.into(),
+        });
+        run.spec.ca_ref = Some(match kind {
+            "secret" | "secrets" => CaRef {
+                secret: k,
+                config_map: None,
+            },
+            "configmap" | "configmaps" | "cm" => CaRef {
+                secret: None,
+                config_map: k,
+            },
+            _ => return Err(bad()),
+        });
+    }
+    Ok(())
+}
+
 /// What the operator would refuse in `run`, checked before anything is created.
 pub fn validate(run: &BenchmarkRun) -> Result<()> {
     let name = match (&run.metadata.name, &run.metadata.generate_name) {

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::cli::Output;
 use crate::connect::Target;
-use crate::exit::{bad_input, Verdict};
+use crate::exit::Verdict;
 use crate::fetch;
 
 /// `value` as JSON or YAML.
@@ -19,7 +19,6 @@ pub fn encode<T: Serialize>(value: &T, output: Output) -> Result<String> {
     Ok(match output {
         Output::Json => serde_json::to_string_pretty(value)? + "\n",
         Output::Yaml => serde_yaml::to_string(value)?,
-        Output::Wide => return Err(bad_input("-o wide applies to list only; use json or yaml")),
     })
 }
 
@@ -123,7 +122,54 @@ async fn tables(t: &Target, run: &BenchmarkRun, per_worker: bool) -> Result<Stri
     }
     out.push_str(&oplogs(run));
     out.push_str(&thresholds(run));
+    out.push_str(&baseline(run));
     Ok(out)
+}
+
+/// The run against its baseline (`spec.baselineRef`), per op: the changes of ops/s, MiB/s,
+/// p50, p99 and the error rate, then the verdict; empty without a baseline.
+pub fn baseline(run: &BenchmarkRun) -> String {
+    let mut out = String::new();
+    let st = run.status.as_ref();
+    let cond = st.and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == benchrun_operator::state::cond::REGRESSED)
+    });
+    let Some(b) = st.and_then(|s| s.baseline.as_ref()) else {
+        if let Some(c) = cond.filter(|c| c.status == "Unknown") {
+            let _ = writeln!(out, "baseline: not compared: {}", c.message);
+        }
+        return out;
+    };
+    let _ = writeln!(
+        out,
+        "baseline {} (tolerance {}%): change in percent of the baseline",
+        b.source, b.tolerance_percent
+    );
+    let _ = writeln!(
+        out,
+        "{:<7} {:>8} {:>8} {:>8} {:>8} {:>11}",
+        "op", "ops/s", "MiB/s", "p50", "p99", "error rate"
+    );
+    for (op, d) in &b.deltas {
+        let _ = writeln!(
+            out,
+            "{:<7} {:>+7.1}% {:>+7.1}% {:>+7.1}% {:>+7.1}% {:>+11.4}",
+            op,
+            d.ops_per_sec_percent,
+            d.mib_per_sec_percent,
+            d.p50_percent,
+            d.p99_percent,
+            d.error_rate_change
+        );
+    }
+    if b.regressions.is_empty() {
+        let _ = writeln!(out, "baseline: within tolerance on every op");
+    } else {
+        let _ = writeln!(out, "baseline: REGRESSED: {}", b.regressions.join("; "));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use benchrun_operator::crd::{BenchmarkRun, BenchmarkRunSpec};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::Api;
 
-use crate::cli::{Global, StorageClassArgs};
+use crate::cli::{DryRun, Global, StorageClassArgs};
 use crate::connect;
 use crate::exit::{bad_input, Verdict, INTERRUPTED};
 use crate::manifest;
@@ -129,12 +129,24 @@ pub fn table(run: &BenchmarkRun) -> String {
 /// `kubectl benchrun storageclass CLASS`.
 pub async fn main(global: &Global, args: &StorageClassArgs) -> Result<u8> {
     let run = build(args)?;
-    if args.dry_run {
+    if args.dry_run == Some(DryRun::Client) {
         print!("{}", serde_yaml::to_string(&run)?);
         return Ok(crate::exit::OK);
     }
     let t = connect::connect(global).await?;
     let api: Api<BenchmarkRun> = t.api();
+    if args.dry_run == Some(DryRun::Server) {
+        let params = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        let checked = api
+            .create(&params, &run)
+            .await
+            .map_err(|e| connect::explain(e, "creating the BenchmarkRun"))?;
+        print!("{}", serde_yaml::to_string(&checked)?);
+        return Ok(crate::exit::OK);
+    }
     eprintln!("benchmarking {}", describe(args));
     let created = api
         .create(&PostParams::default(), &run)
@@ -191,7 +203,7 @@ mod tests {
             file_size: "256MiB".into(),
             duration: "10s".into(),
             node_selector: vec!["disk=ssd".into()],
-            dry_run: false,
+            dry_run: None,
             keep: false,
         }
     }

@@ -103,7 +103,12 @@ pub fn status_line(run: &BenchmarkRun, rate: Option<f64>) -> String {
         } else {
             parts.push(format!("{:.0}s", p.elapsed_seconds));
         }
-        parts.push(format!("{} ops, {} errors", p.ops, p.errors));
+        parts.push(format!(
+            "{} ops, {} error{}",
+            p.ops,
+            p.errors,
+            if p.errors == 1 { "" } else { "s" }
+        ));
         match rate {
             Some(r) => parts.push(format!("{r:.0} ops/s now")),
             None => parts.push(format!("{:.0} ops/s", p.ops_per_sec)),

@@ -33,6 +33,8 @@ pub struct Config {
     pub key: Vec<u8>,
     /// Worker image when a run names none.
     pub worker_image: String,
+    /// Pull secrets of the worker pods when a run names none (`spec.workers.imagePullSecrets`).
+    pub worker_image_pull_secrets: Vec<String>,
     /// Watch only this namespace (tests); `None` for all.
     pub namespace: Option<String>,
     /// Port of the worker agents.
@@ -57,6 +59,7 @@ impl Config {
         Config {
             key,
             worker_image,
+            worker_image_pull_secrets: Vec::new(),
             namespace: None,
             agent_port: crate::resources::AGENT_PORT,
             policy: Default::default(),

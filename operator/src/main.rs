@@ -64,6 +64,15 @@ struct RunArgs {
     /// Namespace of the Lease (default: $POD_NAMESPACE); required with --leader-elect.
     #[arg(long, env = "BENCHRUN_LEASE_NAMESPACE")]
     lease_namespace: Option<String>,
+    /// Secrets of the worker pods for pulling their image (from a private registry), for runs
+    /// that name none in `spec.workers.imagePullSecrets`. Repeat the flag, or separate with
+    /// commas in the variable.
+    #[arg(
+        long = "worker-image-pull-secret",
+        env = "BENCHRUN_WORKER_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    worker_image_pull_secrets: Vec<String>,
     /// Images runs may name in workers.image besides --worker-image: exact references or
     /// prefixes ending in `*`. Repeat the flag, or separate with commas in the variable.
     #[arg(
@@ -198,6 +207,11 @@ async fn run(args: RunArgs) -> Result<()> {
         key,
         worker_ingress,
         worker_image: args.worker_image,
+        worker_image_pull_secrets: args
+            .worker_image_pull_secrets
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect(),
         namespace: args.namespace,
         agent_port: benchrun_operator::resources::AGENT_PORT,
         policy: benchrun_operator::policy::Policy {

@@ -313,6 +313,7 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
             affinity,
             node_selector: spec.workers.node_selector.clone(),
             tolerations: spec.workers.tolerations.clone(),
+            image_pull_secrets: spec.workers.image_pull_secrets.clone(),
             termination_grace_period_seconds: Some(10),
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
@@ -333,6 +334,22 @@ pub fn worker_pod(run: &BenchmarkRun, worker: &WorkerStatus, default_image: &str
         }),
         status: None,
     })
+}
+
+/// The operator's default pull secrets (`--worker-image-pull-secret`) for a worker pod whose
+/// run names none (`spec.workers.imagePullSecrets`, which wins whole, as a pod's own list).
+pub fn default_pull_secrets(pod: &mut Pod, names: &[String]) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    if spec.image_pull_secrets.is_none() && !names.is_empty() {
+        spec.image_pull_secrets = Some(
+            names
+                .iter()
+                .map(|n| k8s_openapi::api::core::v1::LocalObjectReference { name: n.clone() })
+                .collect(),
+        );
+    }
 }
 
 /// What a worker's container mounts: its workload, token, a scratch /tmp, the run's
@@ -654,6 +671,37 @@ secretRef: {name: creds}
             .expect("--oplog-spool");
         // The pod's emptyDir: the only writable place besides the data volume.
         assert_eq!(with[at + 1], "/tmp");
+    }
+
+    #[test]
+    fn pull_secrets_come_from_the_run_else_the_operator() {
+        let names = |p: &Pod| -> Vec<String> {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.image_pull_secrets.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| r.name)
+                .collect()
+        };
+        let defaults = ["regcred".to_string()];
+        let mut p = worker_pod(&run(SPEC), &worker(), "img:1").unwrap();
+        assert!(names(&p).is_empty(), "none unless asked");
+        default_pull_secrets(&mut p, &defaults);
+        assert_eq!(names(&p), ["regcred"]);
+        let own = SPEC.replace(
+            "workers: {perNode: true,",
+            "workers: {imagePullSecrets: [{name: mine}], perNode: true,",
+        );
+        let r = run(&own);
+        assert_eq!(
+            r.spec.workers.image_pull_secrets.as_ref().map(|v| v.len()),
+            Some(1),
+            "the spec names its own: {own}"
+        );
+        let mut p = worker_pod(&r, &worker(), "img:1").unwrap();
+        default_pull_secrets(&mut p, &defaults);
+        assert_eq!(names(&p), ["mine"], "the run's list wins whole");
     }
 
     #[test]

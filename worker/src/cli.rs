@@ -9,7 +9,12 @@ use crate::progress::ProgressMode;
 
 /// Storage benchmarks on local files and object storage, with exact latency statistics.
 #[derive(Debug, Parser)]
-#[command(name = "benchrun-worker", version, propagate_version = true)]
+#[command(
+    name = "benchrun-worker",
+    version,
+    propagate_version = true,
+    after_help = crate::exit::HELP
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -20,6 +25,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the workload in FILE: prepare the dataset, run, print a result table, clean up.
+    #[command(after_help = format!("{RUN_EXAMPLES}\n\n{}", crate::exit::HELP))]
     Run(RunArgs),
     /// Check workload files without running them.
     Validate {
@@ -55,14 +61,45 @@ pub enum Command {
         summary: bool,
     },
     /// Run as a worker pod of the operator: prepare, wait for the start time, serve the summary.
+    /// Internal (the operator starts it), so hidden from `--help`.
+    #[command(hide = true)]
     Agent(crate::agent::AgentArgs),
 }
+
+/// Examples of `run`, under its `--help`.
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # The quick start: reads and writes under /tmp, a table at the end
+  benchrun-worker run examples/quickstart.yaml
+
+  # The same for 30 s with 64 ops in flight, on another directory
+  benchrun-worker run examples/quickstart.yaml --duration 30s --concurrency 64 --target file:///mnt/data/bench
+
+  # Any key of the file: a 1 MiB chunk, every column of the table, the JSON summary kept
+  benchrun-worker run examples/s3-minio.yaml --set read.chunkSize=1MiB --wide --summary out.json";
 
 /// Options of `run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Workload file (YAML).
     pub file: PathBuf,
+    /// Override the workload's `duration` (e.g. 30s): as `--set duration=30s`.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Override the workload's `concurrency` (ops in flight per worker).
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<u32>,
+    /// Override the workload's `target` (file:///dir, direct:///dir, s3://bucket/prefix, ...).
+    #[arg(long, value_name = "URI")]
+    pub target: Option<String>,
+    /// Override any workload key (dotted, as in the file): `--set read.chunkSize=1MiB`;
+    /// repeatable, applied after --duration/--concurrency/--target, later ones win.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<crate::overrides::Set>,
+    /// Every column of the result table (req/op, mean, p90, p95, p99.99); the default fits
+    /// 100 columns.
+    #[arg(long)]
+    pub wide: bool,
     /// Write the JSON summary here; `-` writes it to stdout and the table to stderr.
     #[arg(long, value_name = "OUT")]
     pub summary: Option<PathBuf>,
@@ -157,8 +194,8 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// The summary compared against it.
     pub b: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = crate::compare::render::Format::Text)]
+    /// Output format (`--format` is kept as a hidden alias).
+    #[arg(short = 'o', long = "output", alias = "format", value_enum, default_value_t = crate::compare::render::Format::Text)]
     pub format: crate::compare::render::Format,
     /// Exit with status 5 when any op's ops/s in B is more than PCT percent below A's
     /// (a CI gate; the comparison is printed either way).

@@ -22,12 +22,13 @@
 //! - [`oplog`]: every op of a run recorded (`run --oplog`): the format, writer and reader
 //! - [`replay`]: an op-log's ops issued again with their timing (`replay`)
 //! - [`shutdown`]: Ctrl-C and SIGTERM
+//! - [`exit`]: the exit codes, one table with the kubectl plugin's
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`sweep`]: a matrix run standalone, combination by combination, and its table
 //! - [`checkpoint`]: checkpoint workloads: every rank saves its shard at one instant, then restores it
 //! - [`training`]: training workloads: data-loader epochs feeding emulated accelerators (AU)
 //! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
-//! - [`cli`]: the clap options of `benchrun-worker`
+//! - [`cli`]: the clap options of `benchrun-worker`; [`overrides`]: its `run --set key=value`
 
 #![warn(missing_docs)]
 
@@ -41,9 +42,11 @@ pub mod cli;
 pub mod compare;
 pub mod datagen;
 pub mod engine;
+pub mod exit;
 pub mod figures;
 pub mod metrics;
 pub mod oplog;
+pub mod overrides;
 pub mod progress;
 pub mod replay;
 pub mod report;

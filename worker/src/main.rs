@@ -10,18 +10,16 @@ use clap::Parser;
 use benchrun_worker::cli::{Cli, Command, CompareArgs, ReplayArgs, ReportArgs, RunArgs};
 use benchrun_worker::figures::Units;
 use benchrun_worker::matrix::{self, Matrix, Planned};
-use benchrun_worker::{oplog, progress, report, server, sweep, Engine, Metrics, Summary, Workload};
+use benchrun_worker::{
+    oplog, overrides, progress, report, server, sweep, Engine, Metrics, Summary, Workload,
+};
 
-/// Exit code when the workload file is invalid.
-const EXIT_INVALID: u8 = 2;
-/// Exit code when the error budget stopped the run.
-const EXIT_ERROR_BUDGET: u8 = 3;
-/// Exit code when a signal stopped the run before it finished (the summary is partial).
-const EXIT_INTERRUPTED: u8 = 4;
-/// Exit code of `compare --fail-if-slower` when B is slower than allowed.
-const EXIT_SLOWER: u8 = 5;
-/// Exit code of a training run whose accelerator utilization fell below `training.minAU`.
-const EXIT_AU_BELOW_MARK: u8 = 6;
+// The exit codes are one table with the plugin's (`benchrun_worker::exit`, under `--help`).
+use benchrun_worker::exit::{
+    BAD_INPUT as EXIT_INVALID, CLEANUP_FAILED as EXIT_CLEANUP_FAILED,
+    INTERRUPTED as EXIT_INTERRUPTED, RUN_FAILED as EXIT_ERROR_BUDGET, SLOWER as EXIT_SLOWER,
+    THRESHOLDS_MISSED as EXIT_AU_BELOW_MARK,
+};
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -80,7 +78,7 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
                 .map(|f| read_summary(f))
                 .collect::<Result<Vec<_>>>()?;
             let merged = Summary::merge(&parts)?;
-            emit(&merged, summary.as_deref(), units)?;
+            emit(&merged, summary.as_deref(), units, false)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Compare(args) => compare(args),
@@ -190,6 +188,30 @@ enum Plan {
 }
 
 fn load(path: &std::path::Path) -> Result<Plan> {
+    load_with(path, &[])
+}
+
+/// The `--duration`, `--concurrency`, `--target` and `--set` of `run`, in the order applied.
+fn run_overrides(args: &RunArgs) -> Vec<overrides::Set> {
+    let mut sets = vec![];
+    if let Some(d) = &args.duration {
+        sets.push(overrides::Set::string("duration", d));
+    }
+    if let Some(c) = args.concurrency {
+        sets.push(overrides::Set {
+            path: vec!["concurrency".into()],
+            value: c.into(),
+        });
+    }
+    if let Some(t) = &args.target {
+        sets.push(overrides::Set::string("target", t));
+    }
+    sets.extend(args.sets.iter().cloned());
+    sets
+}
+
+/// [`load`] with `sets` applied to the file's YAML first.
+fn load_with(path: &std::path::Path, sets: &[overrides::Set]) -> Result<Plan> {
     use std::io::Read;
     // Read at most one byte more than a workload may have, so a huge file (or /dev/zero) is
     // refused by its size without being read whole.
@@ -199,6 +221,22 @@ fn load(path: &std::path::Path) -> Result<Plan> {
         .and_then(|f| f.take(limit).read_to_end(&mut bytes))
         .with_context(|| format!("reading {}", path.display()))?;
     let invalid = || format!("{} is not a valid workload", path.display());
+    if !sets.is_empty() {
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|_| benchrun_worker::SpecError::Parse {
+                path: "workload".into(),
+                message: "the file is not UTF-8 text".into(),
+            })
+            .with_context(invalid)?;
+        benchrun_worker::spec::precheck(text).with_context(invalid)?;
+        bytes = overrides::apply(text, sets)
+            .map_err(|message| benchrun_worker::SpecError::Parse {
+                path: "workload".into(),
+                message,
+            })
+            .with_context(invalid)?
+            .into_bytes();
+    }
     // Without a matrix, exactly the single-workload path (and its error messages).
     let text = match std::str::from_utf8(&bytes) {
         Ok(t) if benchrun_worker::spec::precheck(t).is_ok() => t,
@@ -225,25 +263,25 @@ fn load(path: &std::path::Path) -> Result<Plan> {
 }
 
 /// Print the table, and write the JSON summary where asked.
-fn emit(s: &Summary, summary: Option<&std::path::Path>, units: Units) -> Result<()> {
+fn emit(s: &Summary, summary: Option<&std::path::Path>, units: Units, wide: bool) -> Result<()> {
     let json = serde_json::to_string_pretty(s)?;
     match summary {
         Some(p) if p.as_os_str() == "-" => {
-            eprint!("{}", report::table_in(s, units));
+            eprint!("{}", report::table_with(s, units, wide));
             let mut out = std::io::stdout().lock();
             writeln!(out, "{json}")?;
         }
         Some(p) => {
-            print!("{}", report::table_in(s, units));
+            print!("{}", report::table_with(s, units, wide));
             std::fs::write(p, json + "\n").with_context(|| format!("writing {}", p.display()))?;
         }
-        None => print!("{}", report::table_in(s, units)),
+        None => print!("{}", report::table_with(s, units, wide)),
     }
     Ok(())
 }
 
 async fn run(args: RunArgs) -> Result<ExitCode> {
-    let plan = load(&args.file)?;
+    let plan = load_with(&args.file, &run_overrides(&args))?;
     // From here on a SIGTERM (pod deleted or evicted) or Ctrl-C ends the run with a partial
     // summary and a non-zero exit, never a silent exit 0.
     let stop = benchrun_worker::shutdown::signal();
@@ -273,11 +311,13 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
             .with_context(|| format!("cannot serve metrics on {addr}"))?;
         eprintln!("metrics on http://{bound}/metrics");
     }
-    let (duration, total_ops, cleanup) = (
-        workload.duration.map(|d| d.0),
-        workload.total_ops,
-        workload.dataset.cleanup && !args.no_cleanup,
-    );
+    let plan = progress::Plan {
+        duration: workload.duration.map(|d| d.0),
+        total_ops: workload.total_ops,
+        warmup: workload.warmup.map(|d| d.0),
+        units: args.units,
+    };
+    let cleanup = workload.dataset.cleanup && !args.no_cleanup;
     let mut engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
     // Created (header written) before anything runs, so a bad path fails first.
     let log = match &args.oplog {
@@ -299,7 +339,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     };
     eprintln!("preparing dataset on {}", engine.workload().target);
     let dataset = engine.prepare().await?;
-    let bar = progress::spawn(metrics.clone(), args.progress, duration, total_ops);
+    let bar = progress::spawn(metrics.clone(), args.progress, plan);
     let run = engine.run(&dataset, None, stop).await;
     if let Some(bar) = bar {
         bar.abort();
@@ -321,13 +361,20 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         }
         summary.oplog = Some(stats);
     }
+    let mut left_behind = None;
     if cleanup {
         match engine.cleanup().await {
             Ok(st) => summary.cleanup = Some(st),
-            Err(e) => eprintln!("warning: cleanup failed: {e}"),
+            Err(e) => {
+                let w = engine.workload();
+                left_behind = Some(format!(
+                    "cleanup failed: the dataset under prefix {:?} of {} is left behind (delete it, or run again with dataset.cleanup): {e:#}",
+                    w.dataset.prefix, w.target
+                ));
+            }
         }
     }
-    emit(&summary, args.summary.as_deref(), args.units)?;
+    emit(&summary, args.summary.as_deref(), args.units, args.wide)?;
     if summary.partial {
         // An evicted or deleted pod must not look like a finished benchmark.
         let message = format!(
@@ -338,11 +385,14 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         benchrun_worker::shutdown::write_termination_message(&args.termination_log, &message);
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
-    Ok(if summary.stopped_by.starts_with("errorBudget") {
-        ExitCode::from(EXIT_ERROR_BUDGET)
-    } else {
-        ExitCode::SUCCESS
-    })
+    if summary.stopped_by.starts_with("errorBudget") {
+        return Ok(ExitCode::from(EXIT_ERROR_BUDGET));
+    }
+    if let Some(message) = left_behind {
+        eprintln!("error: {message}");
+        return Ok(ExitCode::from(EXIT_CLEANUP_FAILED));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A training workload (`training`): dataset prepared or reused, epochs, the AU table.
@@ -529,7 +579,12 @@ async fn replay(args: ReplayArgs) -> Result<ExitCode> {
     )
     .await?;
     replayed.summary.prepare = prepare;
-    emit(&replayed.summary, args.summary.as_deref(), args.units)?;
+    emit(
+        &replayed.summary,
+        args.summary.as_deref(),
+        args.units,
+        false,
+    )?;
     if replayed.summary.partial {
         eprintln!("error: stopped by a signal before the log was replayed: the summary is partial");
         return Ok(ExitCode::from(EXIT_INTERRUPTED));

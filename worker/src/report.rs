@@ -6,11 +6,13 @@
 //! - [`markdown`]: `report.md`, and [`terminal`]: aligned text with per-second sparklines
 //! - [`svg`]: self-contained bar and line charts, drawn for the runs by [`charts`]
 //! - [`sizes`]: the per-size tables of a run whose object sizes varied
+//! - [`columns`]: the result table's column widths, `--wide` columns and folding to 100
 //! - [`files`]: the report directory (`report.md` and the charts)
 //! - [`endpoints`]: the per-endpoint breakdown (`storage.endpoints`) of the result table and
 //!   of the report
 
 pub mod charts;
+pub mod columns;
 pub mod endpoints;
 pub mod files;
 pub mod markdown;
@@ -75,7 +77,23 @@ pub fn table(s: &Summary) -> String {
 }
 
 /// [`table`] with byte rates in `units`, and a per-size table for each op whose sizes varied.
+/// Fits [`columns::WIDTH`] columns; [`table_with`] with `wide` shows every column.
 pub fn table_in(s: &Summary, units: Units) -> String {
+    table_with(s, units, false)
+}
+
+/// [`table_in`], with every column when `wide` (and no line folded); otherwise the main
+/// columns, every line folded to fit [`columns::WIDTH`].
+pub fn table_with(s: &Summary, units: Units, wide: bool) -> String {
+    let out = table_lines(s, units, wide);
+    if wide {
+        out
+    } else {
+        columns::fold(&out, columns::WIDTH)
+    }
+}
+
+fn table_lines(s: &Summary, units: Units, wide: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -97,39 +115,34 @@ pub fn table_in(s: &Summary, units: Units) -> String {
             "WARNING: TLS certificates were NOT verified (storage.tls.insecureSkipVerify): tlsVerificationSkipped"
         );
     }
-    let _ = writeln!(
-        out,
-        "{:<7} {:>10} {:>7} {:>10} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}",
-        "op",
-        "count",
-        "errors",
-        "ops/s",
-        units.rate_label(),
-        "req/op",
-        "mean ms",
-        "p50 ms",
-        "p90 ms",
-        "p95 ms",
-        "p99 ms",
-        "p99.9 ms",
-        "p99.99 ms",
-        "max ms"
-    );
-    op_rows(&mut out, &s.report, units);
+    let block = s.volume.is_some() || s.workload.as_ref().is_some_and(|w| w.block.is_some());
+    let cols = op_columns(units, block);
+    let mut rows = op_rows(&s.report, units);
+    let measured = rows.len();
+    if let Some(w) = &s.warmup {
+        rows.extend(op_rows(&w.report, units));
+    }
+    // One set of widths for the measured and the warm-up rows, so they line up.
+    let lines = columns::lines(&cols, &rows, wide);
+    for l in &lines[..=measured] {
+        let _ = writeln!(out, "{l}");
+    }
     if let Some(w) = &s.warmup {
         let _ = writeln!(
             out,
             "warm-up: {:.2}s before the measured stage, its ops not in the figures above:",
             w.seconds
         );
-        op_rows(&mut out, &w.report, units);
+        for l in &lines[measured + 1..] {
+            let _ = writeln!(out, "{l}");
+        }
     }
     for (op, st) in &s.ops {
         if let (Some(t), Some(p50)) = (&st.ttfb, st.ttfb_ms(0.5)) {
             let q = |q: f64| t.quantile_us(q) as f64 / 1000.0;
             let _ = writeln!(
                 out,
-                "time to first byte of {op} (ms, from the op's start as its latency): p50 {p50:.3}, p90 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3}",
+                "time to first byte of {op}, ms from the op's start: p50 {p50:.3}, p90 {:.3}, p99 {:.3}, p99.9 {:.3}, max {:.3}",
                 q(0.9),
                 q(0.99),
                 q(0.999),
@@ -296,33 +309,54 @@ fn buffer_lines(out: &mut String, s: &Summary) {
     }
 }
 
-/// One row per op of `report`, under the table's columns.
+/// The columns of the op rows: block runs count IOPS, as fio users read them.
+fn op_columns(units: Units, block: bool) -> Vec<columns::Column> {
+    use columns::Column;
+    vec![
+        Column::name("op"),
+        Column::figure("count"),
+        Column::figure("errors"),
+        Column::figure(if block { "IOPS" } else { "ops/s" }),
+        Column::figure(units.rate_label()),
+        Column::wide("req/op"),
+        Column::wide("mean ms"),
+        Column::figure("p50 ms"),
+        Column::wide("p90 ms"),
+        Column::wide("p95 ms"),
+        Column::figure("p99 ms"),
+        Column::figure("p99.9 ms"),
+        Column::wide("p99.99 ms"),
+        Column::figure("max ms"),
+    ]
+}
+
+/// One row per op of `report`, its cells in [`op_columns`] order.
 fn op_rows(
-    out: &mut String,
     report: &std::collections::BTreeMap<OpKind, crate::stats::OpReport>,
     units: Units,
-) {
+) -> Vec<Vec<String>> {
     let rate = units.rate_metric();
-    for (op, r) in report {
-        let _ = writeln!(
-            out,
-            "{:<7} {:>10} {:>7} {:>10.1} {:>9} {:>8.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.3} {:>9.3}",
-            op.as_str(),
-            r.count,
-            r.errors,
-            r.ops_per_sec,
-            rate.format(units.rate(r.mib_per_sec)),
-            r.requests_per_op,
-            r.mean_ms,
-            r.p50_ms,
-            r.p90_ms,
-            r.p95_ms,
-            r.p99_ms,
-            r.p999_ms,
-            r.p9999_ms,
-            r.max_ms
-        );
-    }
+    report
+        .iter()
+        .map(|(op, r)| {
+            vec![
+                op.as_str().to_string(),
+                r.count.to_string(),
+                r.errors.to_string(),
+                format!("{:.1}", r.ops_per_sec),
+                rate.format(units.rate(r.mib_per_sec)),
+                format!("{:.2}", r.requests_per_op),
+                format!("{:.3}", r.mean_ms),
+                format!("{:.3}", r.p50_ms),
+                format!("{:.3}", r.p90_ms),
+                format!("{:.3}", r.p95_ms),
+                format!("{:.3}", r.p99_ms),
+                format!("{:.3}", r.p999_ms),
+                format!("{:.3}", r.p9999_ms),
+                format!("{:.3}", r.max_ms),
+            ]
+        })
+        .collect()
 }
 
 /// The engine that ran and the page cache: what a volume figure stands on.

@@ -85,19 +85,9 @@ read: {{ verify: true }}
     );
     let (out, s) = run(&workload, dir.path());
     let table = String::from_utf8_lossy(&out.stdout);
+    // The default table's columns (`--wide` adds the others).
     for col in [
-        "count",
-        "errors",
-        "ops/s",
-        "MiB/s",
-        "mean ms",
-        "p50 ms",
-        "p90 ms",
-        "p95 ms",
-        "p99 ms",
-        "p99.9 ms",
-        "p99.99 ms",
-        "max ms",
+        "count", "errors", "ops/s", "MiB/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms",
     ] {
         assert!(table.contains(col), "table lacks {col}:\n{table}");
     }
@@ -364,7 +354,7 @@ fn scrape(addr: &str) -> String {
 }
 
 #[test]
-fn sigterm_mid_run_exits_4_with_a_partial_summary_and_a_termination_message() {
+fn sigterm_mid_run_exits_130_with_a_partial_summary_and_a_termination_message() {
     let dir = scratch();
     let file = dir.path().join("workload.yaml");
     std::fs::write(
@@ -415,7 +405,7 @@ fn sigterm_mid_run_exits_4_with_a_partial_summary_and_a_termination_message() {
     let status = child.wait().expect("wait for the worker");
     assert_eq!(
         status.code(),
-        Some(4),
+        Some(benchrun_worker::exit::INTERRUPTED as i32),
         "a run stopped by SIGTERM must not exit 0"
     );
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
@@ -605,4 +595,126 @@ fn reads_of_a_dataset_of_several_sizes_are_split_by_size() {
     );
     let (_, s) = run(&fixed, dir.path());
     assert!(s.get("sizes").is_none(), "{s}");
+}
+
+/// The default table of a real run fits 100 columns (every line: rows, warm-up, TTFB, prose);
+/// `--wide` adds the other columns; `--duration`, `--concurrency` and `--set` reach the run.
+#[test]
+fn the_table_fits_100_columns_and_overrides_reach_the_run() {
+    let dir = scratch();
+    let file = dir.path().join("workload.yaml");
+    let target = format!("file://{}/data", dir.path().display());
+    // Long enough a run that every figure has its widest width, with a warm-up section.
+    std::fs::write(
+        &file,
+        "target: file:///nonexistent\nduration: 1h\nconcurrency: 1\nops: [{op: get, weight: 3}, {op: put, weight: 1}, {op: stat, weight: 1}]\nobjectSize: 64KiB\ndataset: {objects: 20}\nwrite: {maxObjects: 40}\n",
+    )
+    .unwrap();
+    let summary = dir.path().join("summary.json");
+    let out = bin()
+        .args(["run", file.to_str().unwrap(), "--progress", "never"])
+        .args([
+            "--target",
+            &target,
+            "--duration",
+            "1s",
+            "--concurrency",
+            "4",
+        ])
+        .args(["--set", "warmup=1s", "--summary", summary.to_str().unwrap()])
+        .output()
+        .expect("run the worker");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["workload"]["concurrency"], 4, "--concurrency");
+    assert_eq!(s["target"], target.as_str(), "--target");
+    assert!(s["warmup"].is_object(), "--set warmup=1s: {s}");
+    let elapsed = s["elapsedSeconds"].as_f64().unwrap();
+    assert!(
+        (0.9..30.0).contains(&elapsed),
+        "--duration 1s: ran {elapsed}s"
+    );
+    for l in stdout.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l}\n{stdout}",
+            l.len()
+        );
+    }
+    // The first line may fold (a long target path); the header is the line starting "op ".
+    let header = stdout
+        .lines()
+        .find(|l| l.starts_with("op "))
+        .unwrap_or_else(|| panic!("no header: {stdout}"));
+    assert!(header.contains("p99 ms"), "{stdout}");
+    assert!(
+        !header.contains("p90 ms"),
+        "p90 is a --wide column: {header}"
+    );
+    assert!(stdout.contains("warm-up:"), "{stdout}");
+    // --wide on a second short run prints every column.
+    let out = bin()
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--progress",
+            "never",
+            "--wide",
+        ])
+        .args(["--target", &target, "--set", "duration=1s"])
+        .output()
+        .expect("run the worker");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header = stdout
+        .lines()
+        .find(|l| l.starts_with("op "))
+        .unwrap_or_else(|| panic!("no header: {stdout}"));
+    for col in ["req/op", "mean ms", "p90 ms", "p95 ms", "p99.99 ms"] {
+        assert!(header.contains(col), "--wide lacks {col}: {header}");
+    }
+}
+
+/// `--set` that is not KEY=VALUE, or sets a key to a value the workload refuses, exits 2
+/// naming it; the help lists the exit codes and hides the internal `agent`.
+#[test]
+fn bad_overrides_exit_2_and_the_help_has_the_exit_codes() {
+    let dir = scratch();
+    let file = dir.path().join("workload.yaml");
+    std::fs::write(
+        &file,
+        "target: file:///tmp/x\nduration: 1s\nops: [{op: get}]\ndataset: {objects: 1}\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["run", file.to_str().unwrap(), "--set", "duration"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("KEY=VALUE"));
+    let out = bin()
+        .args(["run", file.to_str().unwrap(), "--concurrency", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("concurrency"), "{err}");
+    let help = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains(benchrun_worker::exit::HELP), "{help}");
+    assert!(!help.contains("agent"), "agent is internal: {help}");
+    let help = bin().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("Examples:") && help.contains("Exit codes"),
+        "{help}"
+    );
 }

@@ -374,17 +374,19 @@ pub struct ReadSpec {
     pub verify: bool,
     /// Experiment only (off by default, like `rangeEngine.preStat`): send a HEAD (stat) for
     /// the object before each GET, inside the GET's latency and TTFB and counted in its
-    /// requests, as the regression of design report 001 did. The summary's get figures count
-    /// the HEADs (`heads`). Never needed: a GET learns the object's size without it.
+    /// requests, as a client with that regression does (docs/REPRODUCTIONS.md, study 001).
+    /// The summary's get figures count the HEADs (`heads`). Never needed: a GET learns the
+    /// object's size without it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub head_before_get: bool,
     /// Reuse read buffers (default true): a GET borrows an aligned buffer from a pool and
     /// gives it back, so at most one exists per operation in flight. `false` is an experiment
-    /// (design report 004's "allocation per read"): every GET allocates, zeroes and frees a
-    /// buffer of its read's size, as a client without a pool does. The summary counts the
-    /// buffers allocated (`ops.get.buffersAllocated`). Applies where reads land in a buffer:
-    /// `file://`, `direct://`, and object storage with `wholeObject` or the range engine
-    /// (streamed and ranged GETs discard the bodies the HTTP client hands over).
+    /// (a client that allocates per read, docs/REPRODUCTIONS.md study 004): every GET
+    /// allocates, zeroes and frees a buffer of its read's size, as a client without a pool
+    /// does. The summary counts the buffers allocated (`ops.get.buffersAllocated`). Applies
+    /// where reads land in a buffer: `file://`, `direct://`, and object storage with
+    /// `wholeObject` or the range engine (streamed and ranged GETs discard the bodies the
+    /// HTTP client hands over).
     #[serde(default = "defaults::yes", skip_serializing_if = "defaults::is_true")]
     pub buffer_pool: bool,
 }

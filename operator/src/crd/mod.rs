@@ -20,8 +20,8 @@ use benchrun_api::matrix::Matrix;
 use benchrun_api::units::HumanDuration;
 use benchrun_api::Workload;
 use k8s_openapi::api::core::v1::{
-    Affinity, EmptyDirVolumeSource, HostPathVolumeSource, PersistentVolumeClaimSpec,
-    ResourceRequirements, SeccompProfile, Toleration,
+    Affinity, EmptyDirVolumeSource, HostPathVolumeSource, LocalObjectReference,
+    PersistentVolumeClaimSpec, ResourceRequirements, SeccompProfile, Toleration,
 };
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -265,6 +265,11 @@ pub struct WorkersSpec {
     /// Worker image; default the one the operator was started with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Secrets of the worker pods for pulling the image from a private registry
+    /// (`[{name: regcred}]`, as a pod's `imagePullSecrets`); default the operator's
+    /// (the chart's `operator.workerImage.pullSecrets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
     /// The workers' seccomp profile; default `RuntimeDefault`, which usually refuses io_uring
     /// (block workloads then run their `sync` engine and say so). A `Localhost` profile
     /// installed on the nodes that allows `io_uring_setup`, `io_uring_enter` and

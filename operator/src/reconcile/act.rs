@@ -46,7 +46,8 @@ impl Reconciler<'_> {
             if let Some(pvc) = resources::worker_claim(run, &w.name)? {
                 create_if_absent(&self.api::<PersistentVolumeClaim>(), &pvc, run).await?;
             }
-            let pod = resources::worker_pod(run, &w, &self.ctx.config.worker_image)?;
+            let mut pod = resources::worker_pod(run, &w, &self.ctx.config.worker_image)?;
+            resources::default_pull_secrets(&mut pod, &self.ctx.config.worker_image_pull_secrets);
             if create_if_absent(&pods, &pod, run).await? {
                 self.draft.event(
                     EventType::Normal,
