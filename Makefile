@@ -39,7 +39,7 @@ unit:
 	$(CARGO) test --workspace --lib --bins
 
 local:
-	$(CARGO) test -p benchrun-worker --test local_cli --test local_reads --test local_threads --test matrix_cli --test report_cli --test engine_local --test volume_local --test oplog --test examples --test corpus --test fuzz --test summary_schema
+	$(CARGO) test -p benchrun-worker --test local_cli --test local_reads --test local_threads --test matrix_cli --test report_cli --test engine_local --test volume_local --test data_content --test oplog --test examples --test corpus --test fuzz --test summary_schema
 	$(CARGO) test -p benchrun-api --test results_doc
 	$(CARGO) test -p benchrun-operator --test agent --test agent_oplog --test examples
 	BR=$(CARGO_TARGET_DIR)/debug/benchrun-worker bench/reproductions.sh check

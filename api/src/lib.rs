@@ -23,6 +23,7 @@
 
 pub mod agent;
 pub mod change;
+pub mod data_errors;
 pub mod latency;
 pub mod matrix;
 pub mod quote;

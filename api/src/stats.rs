@@ -14,6 +14,7 @@ use crate::spec::{OpKind, Workload};
 
 // The histogram is its own module, below `spec` (whose validation bounds histogram memory);
 // these stay reachable here, where they always were.
+pub use crate::data_errors::DataError;
 pub use crate::latency::Latency;
 pub use crate::spec::{histogram_bytes_per_task, mix_ops};
 pub use crate::timeline::Second;
@@ -34,6 +35,11 @@ pub struct OpStats {
     /// Failures by kind: `timeout`, `not_found`, `http_503`, `io`, ...
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// The first few data errors (`corrupt`, `short`) of this op: where they are, at most
+    /// [`crate::data_errors::MAX_DATA_ERRORS`], the smallest by (kind, key, offset) so merges
+    /// stay exact. Empty (absent) when there were none, and in older summaries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_errors: Vec<DataError>,
     /// Latency of successful operations.
     pub latency: Latency,
     /// Time to first byte of successful GETs.
@@ -70,6 +76,7 @@ impl OpStats {
             let e = self.errors_by_kind.entry(k.clone()).or_default();
             *e = e.saturating_add(*v);
         }
+        crate::data_errors::merge(&mut self.data_errors, &o.data_errors);
         self.latency.add(&o.latency);
         if let Some(t) = &o.ttfb {
             self.ttfb.get_or_insert_with(Latency::default).add(t);

@@ -235,10 +235,7 @@ async fn range_engine_fetches_exact_ranges_with_no_head_and_right_bytes() {
 
 fn verify(e: &benchrun_worker::Engine) -> ReadCheck {
     ReadCheck::Verify(std::sync::Arc::new(
-        benchrun_worker::datagen::DataPattern::new(
-            e.workload().seed,
-            e.workload().write.compressibility,
-        ),
+        benchrun_worker::datagen::DataPattern::new(e.workload().seed, &e.workload().data()),
     ))
 }
 
@@ -497,7 +494,7 @@ async fn files_are_uploaded_whole_or_in_parts_byte_for_byte() {
     ));
     let t = targets::open(&w).await.expect("open");
     let dir = tempfile::tempdir().expect("tempdir");
-    let pattern = std::sync::Arc::new(benchrun_worker::datagen::DataPattern::new(7, 0.0));
+    let pattern = std::sync::Arc::new(benchrun_worker::datagen::DataPattern::unique(7));
     // 12 MiB + 5 bytes: two whole parts and a short last one.
     for (key, len) in [
         ("small.oplog.gz", 100 * 1024u64),

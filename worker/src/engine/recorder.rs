@@ -224,6 +224,9 @@ impl Recorder {
             }
             Err(e) => {
                 let kind = e.kind();
+                if let Some(d) = e.data_error() {
+                    crate::data_errors::add(&mut s.data_errors, d);
+                }
                 s.errors += 1;
                 *s.errors_by_kind.entry(kind.clone()).or_default() += 1;
                 t.errors += 1;
