@@ -122,6 +122,7 @@ impl OpStats {
             },
             ttfb_p50_ms: self.ttfb_ms(0.5),
             ttfb_p99_ms: self.ttfb_ms(0.99),
+            data_errors: self.data_errors.clone(),
         }
     }
 
@@ -186,6 +187,10 @@ pub struct OpReport {
     /// GET: 99th percentile time to first byte, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttfb_p99_ms: Option<f64>,
+    /// With `read.verify`: where the first few `corrupt` and `short` errors are (the op's
+    /// [`OpStats::data_errors`]), so `.status` names them. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_errors: Vec<DataError>,
 }
 
 impl OpReport {

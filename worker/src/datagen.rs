@@ -263,6 +263,27 @@ impl DataPattern {
     }
 }
 
+/// GiB/s of [`DataPattern::fill`] and of [`DataPattern::first_block_mismatch`] on this
+/// thread, each for about `seconds`, over a 4 MiB buffer (a PUT's piece), for
+/// `benchrun-worker datagen-speed` (bench/datagen.sh).
+pub fn speed(data: &DataSpec, seconds: f64) -> (f64, f64) {
+    let p = DataPattern::new(1, data);
+    let mut buf = vec![0u8; PART];
+    let time = |f: &mut dyn FnMut(u64)| {
+        let started = std::time::Instant::now();
+        let mut n = 0u64;
+        while started.elapsed().as_secs_f64() < seconds {
+            f(n);
+            n += 1;
+        }
+        (n * PART as u64) as f64 / (1u64 << 30) as f64 / started.elapsed().as_secs_f64()
+    };
+    let generated = time(&mut |n| p.fill(n, 0, n, &mut buf));
+    p.fill(7, 0, 9, &mut buf);
+    let verified = time(&mut |_| assert_eq!(p.first_block_mismatch(7, 0, &buf), None));
+    (generated, verified)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;

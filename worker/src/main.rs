@@ -81,6 +81,19 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
             emit(&merged, summary.as_deref(), units)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::DatagenSpeed {
+            seconds,
+            dedup_ratio,
+            compress_ratio,
+        } => {
+            let data = benchrun_worker::spec::DataSpec {
+                dedup_ratio,
+                compress_ratio,
+            };
+            let (generated, verified) = benchrun_worker::datagen::speed(&data, seconds);
+            println!("generate_gib_per_s {generated:.2}\nverify_gib_per_s {verified:.2}");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Compare(args) => compare(args),
         Command::Report(args) => report_cmd(args),
         Command::Replay(args) => replay(args).await,

@@ -116,6 +116,15 @@ pub fn table_in(s: &Summary, units: Units) -> String {
         "max ms"
     );
     op_rows(&mut out, &s.report, units);
+    for (op, st) in &s.ops {
+        for e in &st.data_errors {
+            let _ = writeln!(
+                out,
+                "DATA ERROR: {op} {}: {} at byte {}",
+                e.kind, e.key, e.offset
+            );
+        }
+    }
     if let Some(w) = &s.warmup {
         let _ = writeln!(
             out,
