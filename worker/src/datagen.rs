@@ -263,20 +263,31 @@ impl DataPattern {
     }
 }
 
-/// GiB/s of [`DataPattern::fill`] and of [`DataPattern::first_block_mismatch`] on this
-/// thread, each for about `seconds`, over a 4 MiB buffer (a PUT's piece), for
+/// GiB per CPU-second of [`DataPattern::fill`] and of [`DataPattern::first_block_mismatch`]
+/// on this thread, each for about `seconds` of its CPU time, over a 4 MiB buffer (a PUT's piece), for
 /// `benchrun-worker datagen-speed` (bench/datagen.sh).
 pub fn speed(data: &DataSpec, seconds: f64) -> (f64, f64) {
     let p = DataPattern::new(1, data);
     let mut buf = vec![0u8; PART];
+    // This thread's CPU time, not the wall clock: on a loaded machine the thread is not
+    // always on a core, and the figure is per core.
+    let cpu = || {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid timespec for the call to fill.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+    };
     let time = |f: &mut dyn FnMut(u64)| {
-        let started = std::time::Instant::now();
+        let started = cpu();
         let mut n = 0u64;
-        while started.elapsed().as_secs_f64() < seconds {
+        while cpu() - started < seconds {
             f(n);
             n += 1;
         }
-        (n * PART as u64) as f64 / (1u64 << 30) as f64 / started.elapsed().as_secs_f64()
+        (n * PART as u64) as f64 / (1u64 << 30) as f64 / (cpu() - started)
     };
     let generated = time(&mut |n| p.fill(n, 0, n, &mut buf));
     p.fill(7, 0, 9, &mut buf);
