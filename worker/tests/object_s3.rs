@@ -531,3 +531,60 @@ async fn files_are_uploaded_whole_or_in_parts_byte_for_byte() {
     assert!(e.to_string().contains("missing.oplog.gz"), "{e}");
     assert!(t.stat("missing.oplog.gz").await.is_err());
 }
+
+/// An object truncated on MinIO between the run that wrote it and a verify run (which lists
+/// the dataset): counted `short` and named, where the listing's own size would hide it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_truncated_after_its_run_is_counted_short_by_a_verify_run() {
+    let env = storage_env();
+    let creds = s3_creds(&env);
+    let prefix = unique("s3-short");
+    let yaml = |body: &str| {
+        workload(&s3_yaml(
+            &env,
+            &env["BENCHRUN_S3_ENDPOINT"],
+            creds.path().to_str().unwrap(),
+            &prefix,
+            body,
+        ))
+    };
+    let write = engine(yaml(
+        "totalOps: 1\nops: [{op: stat}]\ndataset: { objects: 6, size: 64KiB, cleanup: false }",
+    ))
+    .await;
+    let ds = write.prepare().await.expect("prepare");
+    write
+        .run(&ds, None, std::future::pending())
+        .await
+        .expect("run");
+    let verify = "totalOps: 6\nconcurrency: 1\nops: [{op: get}]\nread: { verify: true }\ndataset: { objects: 6, size: 64KiB, prepare: false, cleanup: false, access: sequential }";
+    let run = |e: benchrun_worker::Engine| async move {
+        let ds = e.prepare().await.expect("list");
+        e.run(&ds, None, std::future::pending()).await.expect("run")
+    };
+    let clean = run(engine(yaml(verify)).await).await;
+    assert_eq!(
+        clean.ops[&OpKind::Get].errors,
+        0,
+        "a clean dataset verifies"
+    );
+    // Stored short: the first 10,000 bytes of what was there, put back under the same key.
+    let key = "benchrun/obj-00000002";
+    let p = benchrun_worker::datagen::DataPattern::unique(write.workload().seed);
+    let mut head = p.payload(key, 64 << 10);
+    head.parts[0].truncate(10_000);
+    head.parts.truncate(1);
+    let short = benchrun_worker::targets::Payload::new(head.parts);
+    write.target().put(key, short).await.expect("truncate");
+    let s = run(engine(yaml(verify)).await).await;
+    let g = &s.ops[&OpKind::Get];
+    assert_eq!(g.errors_by_kind.get("short"), Some(&1), "{g:?}");
+    assert_eq!(g.errors, 1);
+    let d = &g.data_errors;
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        (d[0].kind.as_str(), d[0].key.as_str(), d[0].offset),
+        ("short", key, 10_000)
+    );
+    write.cleanup().await.expect("cleanup");
+}
