@@ -26,6 +26,7 @@
 pub mod agent;
 pub mod change;
 pub mod checkpoint;
+pub mod data_errors;
 pub mod latency;
 pub mod matrix;
 pub mod quote;

@@ -14,6 +14,7 @@ use crate::spec::{OpKind, Workload};
 
 // The histogram is its own module, below `spec` (whose validation bounds histogram memory);
 // these stay reachable here, where they always were.
+pub use crate::data_errors::DataError;
 pub use crate::latency::Latency;
 pub use crate::spec::{histogram_bytes_per_task, mix_ops};
 pub use crate::timeline::Second;
@@ -34,6 +35,11 @@ pub struct OpStats {
     /// Failures by kind: `timeout`, `not_found`, `http_503`, `io`, ...
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// The first few data errors (`corrupt`, `short`) of this op: where they are, at most
+    /// [`crate::data_errors::MAX_DATA_ERRORS`], the smallest by (kind, key, offset) so merges
+    /// stay exact. Empty (absent) when there were none, and in older summaries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_errors: Vec<DataError>,
     /// Latency of successful operations.
     pub latency: Latency,
     /// Latency of failed operations, per error kind (the kinds of `errorsByKind`), from the
@@ -76,6 +82,7 @@ impl OpStats {
             let e = self.errors_by_kind.entry(k.clone()).or_default();
             *e = e.saturating_add(*v);
         }
+        crate::data_errors::merge(&mut self.data_errors, &o.data_errors);
         self.latency.add(&o.latency);
         for (k, l) in &o.failed_latency {
             self.failed_latency.entry(k.clone()).or_default().add(l);
@@ -144,6 +151,7 @@ impl OpStats {
             all_p99_ms: all_ms(0.99),
             all_p999_ms: all_ms(0.999),
             all_max_ms: all.as_ref().map(|l| l.0.max() as f64 / 1000.0),
+            data_errors: self.data_errors.clone(),
         }
     }
 
@@ -228,6 +236,10 @@ pub struct OpReport {
     /// Largest latency of all operations, failed ones included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_max_ms: Option<f64>,
+    /// With `read.verify`: where the first few `corrupt` and `short` errors are (the op's
+    /// [`OpStats::data_errors`]), so `.status` names them. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_errors: Vec<DataError>,
 }
 
 impl OpReport {

@@ -64,6 +64,19 @@ pub enum Command {
     /// Internal (the operator starts it), so hidden from `--help`.
     #[command(hide = true)]
     Agent(crate::agent::AgentArgs),
+    /// Measure the data generator on one core (bench/datagen.sh): GiB/s generated and verified.
+    #[command(hide = true)]
+    DatagenSpeed {
+        /// Seconds to generate for, then as long to verify.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// `data.dedupRatio`.
+        #[arg(long, default_value_t = 1.0)]
+        dedup_ratio: f64,
+        /// `data.compressRatio`.
+        #[arg(long, default_value_t = 1.0)]
+        compress_ratio: f64,
+    },
 }
 
 /// Examples of `run`, under its `--help`.

@@ -34,7 +34,7 @@
 
 // The shared types live in the api crate (which the operator uses without the engine);
 // re-exported so `crate::spec::X` and `benchrun_worker::spec::X` keep working.
-pub use benchrun_api::{matrix, size_buckets, spec, stats, summary_read, units};
+pub use benchrun_api::{data_errors, matrix, size_buckets, spec, stats, summary_read, units};
 
 pub mod agent;
 pub mod checkpoint;

@@ -81,6 +81,19 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
             emit(&merged, summary.as_deref(), units, false)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::DatagenSpeed {
+            seconds,
+            dedup_ratio,
+            compress_ratio,
+        } => {
+            let data = benchrun_worker::spec::DataSpec {
+                dedup_ratio,
+                compress_ratio,
+            };
+            let (generated, verified) = benchrun_worker::datagen::speed(&data, seconds);
+            println!("generate_gib_per_s {generated:.2}\nverify_gib_per_s {verified:.2}");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Compare(args) => compare(args),
         Command::Report(args) => report_cmd(args),
         Command::Replay(args) => replay(args).await,
@@ -436,7 +449,7 @@ async fn run_training(
     };
     let mut summary = run?;
     summary.oplog = logged;
-    emit(&summary, args.summary.as_deref(), args.units)?;
+    emit(&summary, args.summary.as_deref(), args.units, args.wide)?;
     let passed = summary.training.as_ref().and_then(|t| {
         let table = training::table(t);
         if args
@@ -485,7 +498,7 @@ async fn run_checkpoint(
         count: args.workers,
     };
     let summary = checkpoint::run(engine.workload(), engine.target().clone(), opts, stop).await?;
-    emit(&summary, args.summary.as_deref(), args.units)?;
+    emit(&summary, args.summary.as_deref(), args.units, args.wide)?;
     let errors = summary.checkpoint.as_ref().map_or(0, |c| {
         let table = checkpoint::table(c);
         if args

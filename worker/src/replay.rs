@@ -141,10 +141,7 @@ pub async fn run(
         );
         tokio::task::spawn_blocking(move || read_ahead(&path, &rules, warmup, &held, tx))
     };
-    let pattern = Arc::new(DataPattern::new(
-        workload.seed,
-        workload.write.compressibility,
-    ));
+    let pattern = Arc::new(DataPattern::new(workload.seed, &workload.data()));
     let get = GetRequest {
         plan: targets::read_plan(workload, target.as_ref()),
         check: if workload.read.verify {

@@ -127,6 +127,15 @@ fn table_lines(s: &Summary, units: Units, wide: bool) -> String {
     for l in &lines[..=measured] {
         let _ = writeln!(out, "{l}");
     }
+    for (op, st) in &s.ops {
+        for e in &st.data_errors {
+            let _ = writeln!(
+                out,
+                "DATA ERROR: {op} {}: {} at byte {}",
+                e.kind, e.key, e.offset
+            );
+        }
+    }
     if let Some(w) = &s.warmup {
         let _ = writeln!(
             out,

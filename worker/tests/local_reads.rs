@@ -70,7 +70,7 @@ fn check_reads(scheme: &str, cases: &[Case]) {
     .expect("workload");
     let rt = runtime();
     let target = rt.block_on(targets::open(&w)).expect("open target");
-    let pattern = Arc::new(DataPattern::new(7, 1.0));
+    let pattern = Arc::new(DataPattern::unique(7));
     let tid = blocking_tid(&rt);
     let mut got = vec![];
     for (i, c) in cases.iter().enumerate() {

@@ -277,7 +277,7 @@ fn wire(c: &Case) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_target_behaves_the_same() {
-    let pattern = Arc::new(DataPattern::new(SEED, 1.0));
+    let pattern = Arc::new(DataPattern::unique(SEED));
     let cases = cases().await;
     print_differences(&cases);
     let mut chk = Checks::default();

@@ -20,7 +20,7 @@ async fn seed(
     prefix: &str,
     n: u32,
 ) -> Vec<String> {
-    let pattern = DataPattern::new(1, 0.0);
+    let pattern = DataPattern::unique(1);
     let mut keys = Vec::new();
     for i in 0..n {
         let key = format!("benchrun/obj-{i:08}");
@@ -108,7 +108,7 @@ async fn ranged_reads_return_the_right_bytes() {
          rangeEngine: { enabled: true, minSplitSize: 1MiB, chunkSize: 512KiB, maxConcurrentRanges: 3 }",
     ));
     let t = targets::open(&w).await.expect("open");
-    let check = ReadCheck::Verify(Arc::new(DataPattern::new(1, 0.0)));
+    let check = ReadCheck::Verify(Arc::new(DataPattern::unique(1)));
     // Range engine, size unknown: learned from the first range; 7 ranges of 512 KiB.
     let out = t
         .get(
@@ -123,7 +123,7 @@ async fn ranged_reads_return_the_right_bytes() {
         .expect("range engine get");
     assert_eq!((out.bytes, out.requests), (SIZE, 7));
     // A wrong byte is caught: checking against another seed must fail as corrupt.
-    let wrong = ReadCheck::Verify(Arc::new(DataPattern::new(2, 0.0)));
+    let wrong = ReadCheck::Verify(Arc::new(DataPattern::unique(2)));
     let e = t
         .get(
             &keys[0],

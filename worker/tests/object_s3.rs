@@ -235,10 +235,7 @@ async fn range_engine_fetches_exact_ranges_with_no_head_and_right_bytes() {
 
 fn verify(e: &benchrun_worker::Engine) -> ReadCheck {
     ReadCheck::Verify(std::sync::Arc::new(
-        benchrun_worker::datagen::DataPattern::new(
-            e.workload().seed,
-            e.workload().write.compressibility,
-        ),
+        benchrun_worker::datagen::DataPattern::new(e.workload().seed, &e.workload().data()),
     ))
 }
 
@@ -497,7 +494,7 @@ async fn files_are_uploaded_whole_or_in_parts_byte_for_byte() {
     ));
     let t = targets::open(&w).await.expect("open");
     let dir = tempfile::tempdir().expect("tempdir");
-    let pattern = std::sync::Arc::new(benchrun_worker::datagen::DataPattern::new(7, 0.0));
+    let pattern = std::sync::Arc::new(benchrun_worker::datagen::DataPattern::unique(7));
     // 12 MiB + 5 bytes: two whole parts and a short last one.
     for (key, len) in [
         ("small.oplog.gz", 100 * 1024u64),
@@ -607,4 +604,59 @@ async fn failed_and_stuck_ops_are_in_the_latency_and_outside_the_window() {
     assert!(all.quantile_us(1.0) >= 2_000_000);
     let json = serde_json::to_string(&s).unwrap();
     assert!(json.contains("\"failedLatency\""), "in the summary");
+/// An object truncated on MinIO between the run that wrote it and a verify run (which lists
+/// the dataset): counted `short` and named, where the listing's own size would hide it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_truncated_after_its_run_is_counted_short_by_a_verify_run() {
+    let env = storage_env();
+    let creds = s3_creds(&env);
+    let prefix = unique("s3-short");
+    let yaml = |body: &str| {
+        workload(&s3_yaml(
+            &env,
+            &env["BENCHRUN_S3_ENDPOINT"],
+            creds.path().to_str().unwrap(),
+            &prefix,
+            body,
+        ))
+    };
+    let write = engine(yaml(
+        "totalOps: 1\nops: [{op: stat}]\ndataset: { objects: 6, size: 64KiB, cleanup: false }",
+    ))
+    .await;
+    let ds = write.prepare().await.expect("prepare");
+    write
+        .run(&ds, None, std::future::pending())
+        .await
+        .expect("run");
+    let verify = "totalOps: 6\nconcurrency: 1\nops: [{op: get}]\nread: { verify: true }\ndataset: { objects: 6, size: 64KiB, prepare: false, cleanup: false, access: sequential }";
+    let run = |e: benchrun_worker::Engine| async move {
+        let ds = e.prepare().await.expect("list");
+        e.run(&ds, None, std::future::pending()).await.expect("run")
+    };
+    let clean = run(engine(yaml(verify)).await).await;
+    assert_eq!(
+        clean.ops[&OpKind::Get].errors,
+        0,
+        "a clean dataset verifies"
+    );
+    // Stored short: the first 10,000 bytes of what was there, put back under the same key.
+    let key = "benchrun/obj-00000002";
+    let p = benchrun_worker::datagen::DataPattern::unique(write.workload().seed);
+    let mut head = p.payload(key, 64 << 10);
+    head.parts[0].truncate(10_000);
+    head.parts.truncate(1);
+    let short = benchrun_worker::targets::Payload::new(head.parts);
+    write.target().put(key, short).await.expect("truncate");
+    let s = run(engine(yaml(verify)).await).await;
+    let g = &s.ops[&OpKind::Get];
+    assert_eq!(g.errors_by_kind.get("short"), Some(&1), "{g:?}");
+    assert_eq!(g.errors, 1);
+    let d = &g.data_errors;
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        (d[0].kind.as_str(), d[0].key.as_str(), d[0].offset),
+        ("short", key, 10_000)
+    );
+    write.cleanup().await.expect("cleanup");
 }

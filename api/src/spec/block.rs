@@ -291,15 +291,16 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
         }
     }
     let r = &w.read;
-    if r.chunk_size.is_some()
-        || r.whole_object
-        || r.adaptive.is_some()
-        || r.verify
-        || !r.buffer_pool
-    {
+    if r.chunk_size.is_some() || r.whole_object || r.adaptive.is_some() || !r.buffer_pool {
         bad(
             "read",
-            "a block workload reads `blockSize` at a time: read.chunkSize, wholeObject, adaptive, verify and bufferPool do not apply".into(),
+            "a block workload reads `blockSize` at a time: read.chunkSize, wholeObject, adaptive and bufferPool do not apply".into(),
+        );
+    }
+    if r.verify && b.sparse {
+        bad(
+            "read.verify",
+            "checks every block against what benchrun wrote there; a sparse layout (block.sparse) leaves blocks never written".into(),
         );
     }
     if w.write.max_objects.is_some() || w.write.fsync {
@@ -347,7 +348,7 @@ mod tests {
 
     #[test]
     fn every_bad_field_is_named() {
-        let e = errs("target: direct:///data\nduration: 10s\nconcurrency: 64\nops: [{op: read}, {op: get}]\nblock: {blockSize: 1000, blockSizes: [{size: 4KiB}], queueDepth: 2000, fileSize: 100, offset: 512}\nread: {verify: true}\n");
+        let e = errs("target: direct:///data\nduration: 10s\nconcurrency: 64\nops: [{op: read}, {op: get}]\nblock: {blockSize: 1000, blockSizes: [{size: 4KiB}], queueDepth: 2000, fileSize: 100, offset: 512}\nread: {bufferPool: false}\n");
         let has = |field: &str, text: &str| {
             assert!(
                 e.iter().any(|m| m.starts_with(field) && m.contains(text)),

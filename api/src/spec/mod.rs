@@ -11,6 +11,7 @@
 
 mod block;
 pub mod checkpoint;
+mod data;
 mod defaults;
 mod error;
 pub mod limits;
@@ -35,6 +36,7 @@ use defaults::null_is_default;
 pub use crate::quote::clip;
 pub use block::{BlockSizeWeight, BlockSpec, IoEngine};
 pub use checkpoint::{CheckpointMode, CheckpointPreset, CheckpointSpec};
+pub use data::{DataSpec, MAX_COMPRESS_RATIO, MAX_DEDUP_RATIO};
 pub use error::{FieldError, SpecError};
 pub use parse::precheck;
 pub use size::{SizeDistribution, SizeSpec};
@@ -89,6 +91,10 @@ pub struct Workload {
     /// How objects are written.
     #[serde(default)]
     pub write: WriteSpec,
+    /// What written data is made of: unique and incompressible unless `dedupRatio` or
+    /// `compressRatio` ask otherwise (objects and blocks alike).
+    #[serde(default, skip_serializing_if = "DataSpec::is_default")]
+    pub data: DataSpec,
     /// Concurrent ranged GETs for large objects on object storage (off by default).
     #[serde(default)]
     pub range_engine: RangeEngineSpec,
@@ -424,8 +430,10 @@ pub struct AdaptiveChunks {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WriteSpec {
-    /// Fraction of each 4KiB block that is compressible (zeros), 0 to 1.
-    #[serde(default)]
+    /// Deprecated: use `data.compressRatio`. Fraction of each block that is zeros, 0 to 1;
+    /// `c` is read as `data.compressRatio: 1/(1-c)` (kept so older workloads and summaries
+    /// still read).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub compressibility: f64,
     /// Object storage: objects at least this large are uploaded in parts.
@@ -612,6 +620,10 @@ fn is_zero(v: &u32) -> bool {
     *v == 0
 }
 
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
+}
+
 impl Workload {
     /// The parsed target URI. Only fails on a workload that skipped [`Workload::validate`].
     pub fn target_uri(&self) -> Result<TargetUri, String> {
@@ -636,5 +648,19 @@ impl Workload {
             .filter(|w| w.op == op)
             .map(|w| w.weight as u64)
             .sum()
+    }
+
+    /// The data written, with the deprecated `write.compressibility` folded into
+    /// `compressRatio` (validation refuses both at once).
+    pub fn data(&self) -> DataSpec {
+        let c = self.write.compressibility;
+        if c > 0.0 && self.data.compress_ratio == 1.0 {
+            let ratio = 1.0 / (1.0 - c.min(1.0 - 1.0 / MAX_COMPRESS_RATIO));
+            return DataSpec {
+                compress_ratio: ratio,
+                ..self.data.clone()
+            };
+        }
+        self.data.clone()
     }
 }

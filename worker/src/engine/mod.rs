@@ -185,10 +185,7 @@ impl Engine {
             SizeSampler::new(&workload.object_size).map_err(EngineError::Workload)?;
         let dataset_sizes =
             SizeSampler::new(workload.dataset_size()).map_err(EngineError::Workload)?;
-        let pattern = Arc::new(DataPattern::new(
-            workload.seed,
-            workload.write.compressibility,
-        ));
+        let pattern = Arc::new(DataPattern::new(workload.seed, &workload.data()));
         Ok(Self {
             workload: Arc::new(workload),
             target,

@@ -59,6 +59,14 @@ impl RunCtx {
                     None
                 };
                 let out = t.get(&obj.key, &req).await?;
+                if out.bytes < obj.size {
+                    // Silently stored short (mlcommons/storage#593): an error of its own.
+                    return Err(TargetError::Short {
+                        key: obj.key.to_string(),
+                        got: out.bytes,
+                        want: obj.size,
+                    });
+                }
                 let heads = u32::from(head.is_some());
                 Ok(Done {
                     bytes: out.bytes,

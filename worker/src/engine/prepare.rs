@@ -86,7 +86,7 @@ impl Engine {
                     w.dataset.prefix, w.target
                 )));
             }
-            ds.objects = listed.into();
+            ds.objects = self.sizes_as_written(listed).into();
         }
         let re = &w.range_engine;
         if re.enabled && re.pre_stat && !ds.objects.is_empty() {
@@ -96,6 +96,34 @@ impl Engine {
         }
         self.metrics.set_stage(Stage::Ready);
         Ok(ds)
+    }
+
+    /// The size dataset object `i` is written with: drawn from a seed of its own, so any
+    /// worker or later run knows it.
+    fn dataset_object_size(&self, i: u64) -> u64 {
+        let mut rng =
+            SmallRng::seed_from_u64(self.workload.seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        self.dataset_sizes.sample(&mut rng)
+    }
+
+    /// With `read.verify`, a listed dataset's objects with the sizes they were written with
+    /// (an object named as the prepare stage names them, `<prefix>obj-<index>`, gets the
+    /// size the seed gives it), so an object stored short since is counted `short`.
+    fn sizes_as_written(&self, mut listed: Vec<ObjectInfo>) -> Vec<ObjectInfo> {
+        if !self.workload.read.verify {
+            return listed;
+        }
+        let prefix = format!("{}obj-", self.workload.dataset.prefix);
+        for o in &mut listed {
+            let index = o
+                .key
+                .strip_prefix(&prefix)
+                .and_then(|n| n.parse::<u64>().ok());
+            if let Some(i) = index.filter(|i| *i < self.workload.dataset.objects) {
+                o.size = self.dataset_object_size(i);
+            }
+        }
+        listed
     }
 
     /// Write the dataset: object `i` gets its key from its index and its size from a seed of
@@ -109,11 +137,7 @@ impl Engine {
         // `Arc<[u64]>` afterwards is copied, and both copies were in the peak (13 bytes an
         // object at 10 million instead of 8).
         let sizes: Arc<[u64]> = (0..w.dataset.objects)
-            .map(|i| {
-                let mut rng =
-                    SmallRng::seed_from_u64(w.seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                self.dataset_sizes.sample(&mut rng)
-            })
+            .map(|i| self.dataset_object_size(i))
             .collect();
         let prefix = w.dataset.prefix.as_str();
         let mut stats = StageStats {

@@ -56,7 +56,7 @@ pub struct Done {
 /// worker holds per task one read buffer of at most
 /// [`MAX_CHUNK_SIZE`](crate::spec::limits::MAX_CHUNK_SIZE) (or a whole object of at most
 /// [`MAX_WHOLE_OBJECT_BUFFER`](crate::spec::limits::MAX_WHOLE_OBJECT_BUFFER)), one PUT payload
-/// (slices of the shared 8 MiB data pattern, 32 bytes per 4 MiB), and the timeline (56 bytes
+/// (generated for each PUT: the object's size, see [`crate::datagen`]), and the timeline (56 bytes
 /// an entry: at most 5,700 for a 30-day run, see [`crate::stats::Second`]). With a warm-up, a
 /// task also keeps the warm-up's histograms (as many again, counted by validation). When the
 /// workload's sizes vary, a task also keeps one histogram per size bucket its ops fall in,
@@ -232,6 +232,9 @@ impl Recorder {
                 let kind = e.kind();
                 if measured.is_some() {
                     self.failed.record(r.op, &kind, r.latency);
+                }
+                if let Some(d) = e.data_error() {
+                    crate::data_errors::add(&mut s.data_errors, d);
                 }
                 s.errors += 1;
                 *s.errors_by_kind.entry(kind.clone()).or_default() += 1;

@@ -285,13 +285,24 @@ pub enum TargetError {
         /// The operation and path.
         what: String,
     },
-    /// A verified GET read data that differs from what was written.
+    /// A verified read (`read.verify`) read data that differs from what was written.
     #[error("{key}: data read back differs from what was written, first at byte {offset}")]
     Corrupt {
-        /// The object.
+        /// The object, or the block file or device.
         key: String,
         /// The first byte that differs.
         offset: u64,
+    },
+    /// A GET returned fewer bytes than the object's size said (the size the prepare stage
+    /// wrote, or with `read.verify` the size the seed gives a dataset object).
+    #[error("{key}: short object: {got} bytes read of the {want} it should hold")]
+    Short {
+        /// The object.
+        key: String,
+        /// Bytes read.
+        got: u64,
+        /// Bytes it should hold.
+        want: u64,
     },
     /// The target cannot do what is asked (O_DIRECT on tmpfs, a scheme that is no object store).
     #[error("{0}")]
@@ -332,6 +343,21 @@ impl TargetError {
         }
     }
 
+    /// Where a data error (`corrupt` or `short`) is, for the summary's first few; `None`
+    /// for any other error.
+    pub fn data_error(&self) -> Option<crate::stats::DataError> {
+        let (key, offset) = match self {
+            TargetError::Corrupt { key, offset } => (key, *offset),
+            TargetError::Short { key, got, .. } => (key, *got),
+            _ => return None,
+        };
+        Some(crate::stats::DataError {
+            kind: self.kind(),
+            key: crate::spec::clip(key).into_owned(),
+            offset,
+        })
+    }
+
     /// The label this error is counted under: `not_found`, `timeout`, `http_503`, `io`, ...
     pub fn kind(&self) -> String {
         match self {
@@ -344,6 +370,7 @@ impl TargetError {
             TargetError::Io { .. } => "io".into(),
             TargetError::NoSpace { .. } => "no_space".into(),
             TargetError::Corrupt { .. } => "corrupt".into(),
+            TargetError::Short { .. } => "short".into(),
             TargetError::Unsupported(_) => "unsupported".into(),
             TargetError::Config(_) => "config".into(),
             TargetError::Other(_) => "other".into(),

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{Rng, SeedableRng};
 
 use super::{cache, Kind, Offsets, Region, Volume, VolumeError};
 use crate::targets::AlignedBuf;
@@ -89,10 +89,10 @@ impl Volume {
                     .map(|_| {
                         s.spawn(|| loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some((idx, r)) = todo.get(i) else {
+                            let Some((_, r)) = todo.get(i) else {
                                 return Ok(());
                             };
-                            written.fetch_add(self.lay_out(*idx, r)?, Ordering::Relaxed);
+                            written.fetch_add(self.lay_out(r)?, Ordering::Relaxed);
                         })
                     })
                     .collect();
@@ -136,7 +136,7 @@ impl Volume {
 
     /// Write one region from start to end with data (or, `sparse`, only size a file);
     /// returns the bytes written.
-    fn lay_out(&self, idx: usize, r: &Region) -> Result<u64, VolumeError> {
+    fn lay_out(&self, r: &Region) -> Result<u64, VolumeError> {
         let is_file = matches!(self.kind, Kind::Files { .. });
         let marker = marker_path(&r.path);
         if is_file {
@@ -155,13 +155,14 @@ impl Volume {
         let mut written = 0u64;
         if !self.spec.sparse {
             let mut buf = AlignedBuf::new(CHUNK);
-            let mut rng =
-                SmallRng::seed_from_u64(self.seed ^ (idx as u64).wrapping_mul(0x9E37_79B9));
-            rng.fill_bytes(buf.as_mut_slice());
+            // A generation of its own: laying a file out again never repeats its data.
+            let gen = rand::rng().random::<u64>() | 1;
+            let stream = self.stream(r);
             let mut off = 0u64;
             while off < r.len {
                 let n = ((r.len - off) as usize).min(CHUNK);
-                stamp(buf.as_mut_slice(), idx as u64, off);
+                self.pattern
+                    .fill(stream, r.start + off, gen, &mut buf.as_mut_slice()[..n]);
                 f.write_all_at(&buf.as_slice()[..n], r.start + off)
                     .map_err(|e| VolumeError::io(&r.path, e))?;
                 off += n as u64;
@@ -208,16 +209,19 @@ impl Volume {
                         );
                         let mut rng = SmallRng::seed_from_u64(self.seed.wrapping_add(t as u64));
                         let mut buf = AlignedBuf::new(self.sizes.max() as usize);
-                        rng.fill_bytes(buf.as_mut_slice());
+                        let streams: Vec<u64> = regions.iter().map(|r| self.stream(r)).collect();
                         while Instant::now() < until {
                             let bs = self.sizes.pick(&mut rng);
                             let p = offsets.next(bs, &mut rng);
                             let r = &regions[p.region];
+                            // Fresh data for every write (a new generation).
+                            let b = &mut buf.as_mut_slice()[..bs as usize];
+                            let gen = rng.random::<u64>() | 1;
+                            self.pattern
+                                .fill(streams[p.region], r.start + p.offset, gen, b);
                             files[p.region]
-                                .write_all_at(&buf.as_slice()[..bs as usize], r.start + p.offset)
+                                .write_all_at(b, r.start + p.offset)
                                 .map_err(|e| VolumeError::io(&r.path, e))?;
-                            buf.as_mut_slice()[..8]
-                                .copy_from_slice(&rng.random::<u64>().to_le_bytes());
                         }
                         for (f, r) in files.iter().zip(regions) {
                             f.sync_data().map_err(|e| VolumeError::io(&r.path, e))?;
@@ -264,19 +268,5 @@ impl Volume {
         // Only when empty: the directory may hold what others put there.
         let _ = std::fs::remove_dir(dir);
         (removed, errors)
-    }
-}
-
-/// Make every 4 KiB block of `buf` unique to (`a`, `b`): its place in the layout, or a write's
-/// offset and sequence number in the measured stage, so a deduplicating volume cannot store
-/// repeated writes of a buffer as one block (the rest of the block is random: nothing to
-/// compress either). 16 bytes per 4 KiB: cheap beside the I/O.
-pub fn stamp(buf: &mut [u8], a: u64, b: u64) {
-    let (region, offset) = (a, b);
-    for (i, block) in buf.chunks_mut(4096).enumerate() {
-        if block.len() >= 16 {
-            block[..8].copy_from_slice(&region.to_le_bytes());
-            block[8..16].copy_from_slice(&(offset + i as u64 * 4096).to_le_bytes());
-        }
     }
 }

@@ -19,7 +19,7 @@ pub mod offsets;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-pub use layout::{stamp, Layout};
+pub use layout::Layout;
 pub use offsets::{BlockSizes, Offsets, Place};
 
 use crate::spec::{BlockSpec, OpKind, TargetUri, Workload};
@@ -104,6 +104,8 @@ pub struct Volume {
     pub write_ops: bool,
     /// `dataset.prepare`: lay the dataset out (or reuse a matching one) before the run.
     pub prepare: bool,
+    /// What layout, preconditioning and writes write, and verified reads check.
+    pub pattern: crate::datagen::DataPattern,
     concurrency: u32,
     seed: u64,
 }
@@ -147,6 +149,7 @@ impl Volume {
             prepare,
             concurrency: w.concurrency,
             seed: w.seed,
+            pattern: crate::datagen::DataPattern::new(w.seed, &w.data()),
             spec,
         };
         if device::is_block_device(&root) {
@@ -363,6 +366,21 @@ impl Volume {
             ));
         }
         Ok(())
+    }
+
+    /// The data stream of `r` (see [`crate::datagen`]): a file's name, so the same layout
+    /// verifies wherever its directory is mounted; one stream for a whole device, whose
+    /// offsets are absolute.
+    pub fn stream(&self, r: &Region) -> u64 {
+        match self.kind {
+            Kind::Device(_) => crate::datagen::stream_of("device"),
+            Kind::Files { .. } => crate::datagen::stream_of(
+                &r.path
+                    .file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default(),
+            ),
+        }
     }
 
     /// The regions task `task` does I/O on: its own files, or all of them when shared (a

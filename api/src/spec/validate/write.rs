@@ -13,6 +13,13 @@ impl Workload {
                 format!("must be between 0 and 1 (got {})", w.compressibility),
             );
         }
+        if w.compressibility > 0.0 && self.data.compress_ratio != 1.0 {
+            bad(
+                "write.compressibility",
+                "is the deprecated form of data.compressRatio: set only data.compressRatio".into(),
+            );
+        }
+        self.data.check(bad);
         if w.part_size.0 < 5 << 20 && uri.is_some_and(|u| !u.is_local()) {
             bad(
                 "write.partSize",

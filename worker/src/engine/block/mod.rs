@@ -56,6 +56,8 @@ pub(super) fn choose(engine: IoEngine, depth: u32) -> Result<Chosen, EngineError
 pub(super) struct Files {
     files: Vec<std::fs::File>,
     regions: Vec<Region>,
+    /// Each region's data stream (see [`crate::datagen`]).
+    streams: Vec<u64>,
 }
 
 impl Files {
@@ -65,7 +67,37 @@ impl Files {
             .iter()
             .map(|r| volume.open_region(r))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { files, regions })
+        let streams = regions.iter().map(|r| volume.stream(r)).collect();
+        Ok(Self {
+            files,
+            regions,
+            streams,
+        })
+    }
+
+    /// Fill `buf` with fresh data for a write at `p`: a new generation, so no write repeats
+    /// what any other wrote (see [`crate::datagen`]).
+    fn fill(&self, volume: &Volume, p: Place, buf: &mut [u8], rng: &mut SmallRng) {
+        use rand::Rng;
+        let gen = rng.random::<u64>() | 1;
+        volume
+            .pattern
+            .fill(self.streams[p.region], self.at(p), gen, buf);
+    }
+
+    /// Check a block read at `p` (`read.verify`): a `corrupt` error naming the file and the
+    /// first byte that differs from what benchrun wrote there.
+    fn verify(&self, volume: &Volume, p: Place, buf: &[u8]) -> Result<(), TargetError> {
+        match volume
+            .pattern
+            .first_block_mismatch(self.streams[p.region], self.at(p), buf)
+        {
+            None => Ok(()),
+            Some(i) => Err(TargetError::Corrupt {
+                key: self.regions[p.region].path.display().to_string(),
+                offset: self.at(p) + i as u64,
+            }),
+        }
     }
 
     fn offsets(&self, volume: &Volume) -> Offsets {

@@ -3,8 +3,6 @@
 
 use std::os::unix::fs::FileExt;
 
-use rand::RngCore;
-
 use super::*;
 use crate::targets::AlignedBuf;
 
@@ -32,9 +30,8 @@ pub(super) async fn slot(
     let mut rec = Recorder::for_workload(ctx.metrics.clone(), &ctx.engine_workload)
         .with_warmup(ctx.schedule.warmup());
     let mut buf = AlignedBuf::new(volume.sizes.max() as usize);
-    rng.fill_bytes(buf.as_mut_slice());
     let open_loop = ctx.schedule.is_open_loop();
-    let mut seq = 0u64;
+    let verify = ctx.engine_workload.read.verify;
     while let Some(t) = ctx.schedule.next(Instant::now()) {
         if t.due > Instant::now() && ctx.schedule.sleep_until(t.due).await {
             break;
@@ -56,15 +53,17 @@ pub(super) async fn slot(
         let b = &mut buf.as_mut_slice()[..bs as usize];
         let r = match op {
             OpKind::Write => {
-                // Fresh content for every write (see `uring.rs`).
-                seq += 1;
-                crate::volume::stamp(b, at, seq);
+                job.files.fill(&volume, place, b, &mut rng);
                 f.write_at(b, at)
             }
             _ => f.read_at(b, at),
         };
         let outcome = match r {
-            Ok(n) if n as u64 == bs => Ok(Done {
+            Ok(n) if n as u64 == bs => match op {
+                OpKind::Read if verify => job.files.verify(&volume, place, b),
+                _ => Ok(()),
+            }
+            .map(|()| Done {
                 bytes: bs,
                 requests: 1,
                 ..Default::default()

@@ -5,7 +5,6 @@
 //! interrupting it), where the kernel has those (6.1); older kernels get a plain ring.
 
 use io_uring::{opcode, types, IoUring};
-use rand::RngCore;
 
 use super::*;
 use crate::targets::AlignedBuf;
@@ -65,9 +64,7 @@ pub(super) async fn task(
     let max = volume.sizes.max() as usize;
     let mut slots: Vec<Slot> = (0..depth)
         .map(|_| {
-            let mut buf = AlignedBuf::new(max);
-            // What writes write: random, so compressing or deduplicating volumes gain nothing.
-            rng.fill_bytes(buf.as_mut_slice());
+            let buf = AlignedBuf::new(max);
             Slot {
                 buf,
                 op: OpKind::Read,
@@ -84,7 +81,7 @@ pub(super) async fn task(
     let mut in_flight = 0usize;
     let mut pending: Option<Ticket> = None;
     let mut exhausted = false;
-    let mut seq = 0u64;
+    let verify = ctx.engine_workload.read.verify;
     loop {
         // Fill every free slot with an I/O that is due.
         while !exhausted {
@@ -112,8 +109,12 @@ pub(super) async fn task(
             if op == OpKind::Write {
                 // Fresh content for every write (fio's default data compresses ~45:1 and
                 // repeats; some volumes compress or deduplicate, and would flatter it).
-                seq += 1;
-                crate::volume::stamp(&mut s.buf.as_mut_slice()[..bs as usize], at, seq);
+                files.fill(
+                    &volume,
+                    place,
+                    &mut s.buf.as_mut_slice()[..bs as usize],
+                    &mut rng,
+                );
             }
             let ptr = s.buf.as_mut_slice().as_mut_ptr();
             let entry = match op {
@@ -192,6 +193,14 @@ pub(super) async fn task(
                 Err(files.error(s.place, s.op, std::io::Error::from_raw_os_error(-res)))
             } else if res as u64 != s.len {
                 Err(files.short(s.place, s.op, res as usize, s.len))
+            } else if verify && s.op == OpKind::Read {
+                files
+                    .verify(&volume, s.place, &s.buf.as_slice()[..s.len as usize])
+                    .map(|()| Done {
+                        bytes: s.len,
+                        requests: 1,
+                        ..Default::default()
+                    })
             } else {
                 Ok(Done {
                     bytes: s.len,
