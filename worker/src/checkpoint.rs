@@ -88,10 +88,7 @@ pub async fn run(
             opts.count, spec.ranks_per_worker, model.1, model.1.div_ceil(spec.ranks_per_worker)
         )));
     }
-    let data = ShardData(Arc::new(DataPattern::new(
-        workload.seed,
-        workload.write.compressibility,
-    )));
+    let data = ShardData(Arc::new(DataPattern::new(workload.seed, &workload.data())));
     let ranks: Vec<(u32, String)> = (0..spec.ranks_per_worker)
         .map(|l| {
             let rank = opts.index * spec.ranks_per_worker + l;

@@ -604,6 +604,8 @@ async fn failed_and_stuck_ops_are_in_the_latency_and_outside_the_window() {
     assert!(all.quantile_us(1.0) >= 2_000_000);
     let json = serde_json::to_string(&s).unwrap();
     assert!(json.contains("\"failedLatency\""), "in the summary");
+}
+
 /// An object truncated on MinIO between the run that wrote it and a verify run (which lists
 /// the dataset): counted `short` and named, where the listing's own size would hide it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -76,10 +76,7 @@ pub async fn run(
         )));
     }
     let dataset = dataset::Shape::new(&shape, workload.seed, &workload.dataset.prefix);
-    let pattern = Arc::new(DataPattern::new(
-        workload.seed,
-        workload.write.compressibility,
-    ));
+    let pattern = Arc::new(DataPattern::new(workload.seed, &workload.data()));
     let prepare = if workload.dataset.prepare {
         Some(
             dataset::prepare(
