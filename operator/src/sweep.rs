@@ -202,9 +202,8 @@ pub(crate) fn progress(d: &mut Draft, table: &mut MatrixStatus, current: Option<
         .collect();
     if failed.is_empty() {
         let msg = format!("{n} combinations finished; the table is in status.matrix");
-        d.condition(cond::COMPLETE, true, "Succeeded", msg.clone());
         d.status.finish_time = Some(d.now.to_rfc3339());
-        d.set_phase(Phase::Succeeded, "Succeeded", msg);
+        d.succeed(msg.clone(), msg);
     } else {
         let msg = format!(
             "{} of {n} combinations did not succeed: {}",

@@ -80,6 +80,7 @@ pub struct BenchmarkRunStatus {
     pub worker_phases: BTreeMap<String, u32>,
     /// The common start time sent to every worker (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub start_time: Option<String>,
     /// Largest difference between the workers' actual starts, corrected by each worker's
     /// measured clock offset, in milliseconds.
@@ -87,6 +88,7 @@ pub struct BenchmarkRunStatus {
     pub start_skew_ms: Option<f64>,
     /// When the run finished (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub finish_time: Option<String>,
     /// Live progress while running.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -90,10 +90,12 @@ pub(crate) fn creating(d: &Draft) -> bool {
 /// Apply what the workers' pods and the persisted results (`persisted`: the workers whose
 /// summaries earlier passes persisted without counting them, with their figures when they
 /// could be read) say; the workers whose agents are to be asked, with their pods' IPs.
+/// A worker pod unschedulable for `schedule_timeout` (`spec.workers.scheduleTimeout`) fails.
 pub(crate) fn from_pods(
     d: &mut Draft,
     pods: &BTreeMap<String, Pod>,
     persisted: BTreeMap<String, Option<WorkerFigures>>,
+    schedule_timeout: std::time::Duration,
 ) -> Vec<(usize, String)> {
     let started = d.status.start_time.is_some();
     let mut ask = Vec::new();
@@ -132,16 +134,33 @@ pub(crate) fn from_pods(
             PodView::Pending {
                 unschedulable: Some((msg, since)),
             } => {
+                let since = since.unwrap_or(d.now);
+                let waited = (d.now - since).to_std().unwrap_or_default();
                 let m = format!(
-                    "worker {} ({}) cannot be scheduled: {msg}",
+                    "worker {} ({}) cannot be scheduled: the scheduler says: {msg}",
                     w.name,
                     w.node.as_deref().unwrap_or("any node")
                 );
-                d.condition(cond::SCHEDULED, false, "Unschedulable", m.clone());
-                let since = since.unwrap_or(d.now);
-                if (d.now - since).to_std().unwrap_or_default() >= state::UNSCHEDULABLE_GRACE {
-                    d.worker_failed(i, "Unschedulable", m);
+                if waited >= schedule_timeout {
+                    d.worker_failed(
+                        i,
+                        "Unschedulable",
+                        format!(
+                            "{m} (for {}s, spec.workers.scheduleTimeout)",
+                            schedule_timeout.as_secs()
+                        ),
+                    );
                 }
+                d.condition(
+                    cond::SCHEDULED,
+                    false,
+                    "Unschedulable",
+                    format!(
+                        "{m} (waiting {}s of {}s, spec.workers.scheduleTimeout)",
+                        waited.as_secs(),
+                        schedule_timeout.as_secs()
+                    ),
+                );
             }
             PodView::Pending {
                 unschedulable: None,
@@ -444,6 +463,63 @@ workers: {count: 2}
         serde_yaml::from_str(SPEC).expect("spec")
     }
 
+    /// `spec.workers.scheduleTimeout` by default.
+    const SCHEDULE: std::time::Duration = crate::crd::DEFAULT_SCHEDULE_TIMEOUT;
+
+    fn unschedulable_pod(name: &str, since: DateTime<Utc>) -> (String, Pod) {
+        let pod = Pod {
+            status: Some(PodStatus {
+                phase: Some("Pending".into()),
+                conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                    type_: "PodScheduled".into(),
+                    status: "False".into(),
+                    reason: Some("Unschedulable".into()),
+                    message: Some("0/2 nodes are available: 2 Insufficient cpu.".into()),
+                    last_transition_time: Some(state::to_time(since)),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        (name.to_string(), pod)
+    }
+
+    #[test]
+    fn an_unschedulable_worker_waits_its_schedule_timeout_saying_what_the_scheduler_said() {
+        let pods = BTreeMap::from([unschedulable_pod(
+            "bench-w0",
+            now() - chrono::Duration::seconds(90),
+        )]);
+        // 90 s of the default 300 s: waiting (an autoscaler takes minutes for a node).
+        let mut d = draft(&[WorkerPhase::Pending]);
+        from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE);
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
+        let c = state::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "Unschedulable")
+        );
+        assert_eq!(
+            c.message,
+            "worker w0 (any node) cannot be scheduled: the scheduler says: 0/2 nodes are available: 2 Insufficient cpu. (waiting 90s of 300s, spec.workers.scheduleTimeout)"
+        );
+        // Past a 60 s timeout: failed, naming the field.
+        let mut d = draft(&[WorkerPhase::Pending]);
+        from_pods(
+            &mut d,
+            &pods,
+            BTreeMap::new(),
+            std::time::Duration::from_secs(60),
+        );
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Failed);
+        let msg = d.status.workers[0].message.as_deref().unwrap_or_default();
+        assert!(
+            msg.ends_with("(for 60s, spec.workers.scheduleTimeout)"),
+            "{msg}"
+        );
+    }
+
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-11-25T12:00:00Z")
             .expect("time")
@@ -515,7 +591,7 @@ workers: {count: 2}
     fn running_pods_are_asked_and_their_nodes_recorded() {
         let mut d = draft(&[WorkerPhase::Pending, WorkerPhase::Pending]);
         let pods = BTreeMap::from([running_pod("bench-w1", "10.0.0.7", "node-b")]);
-        let ask = from_pods(&mut d, &pods, BTreeMap::new());
+        let ask = from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE);
         assert_eq!(ask, vec![(1, "10.0.0.7".to_string())]);
         assert_eq!(d.status.workers[1].node.as_deref(), Some("node-b"));
         // w0 has no pod yet, before the start: it stays pending, to be created.
@@ -525,12 +601,12 @@ workers: {count: 2}
     #[test]
     fn a_pod_gone_before_the_start_is_recreated_and_after_it_is_lost() {
         let mut d = draft(&[WorkerPhase::Ready]);
-        assert!(from_pods(&mut d, &BTreeMap::new(), BTreeMap::new()).is_empty());
+        assert!(from_pods(&mut d, &BTreeMap::new(), BTreeMap::new(), SCHEDULE).is_empty());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
 
         let mut d = draft(&[WorkerPhase::Running]);
         d.status.start_time = Some(now().to_rfc3339());
-        from_pods(&mut d, &BTreeMap::new(), BTreeMap::new());
+        from_pods(&mut d, &BTreeMap::new(), BTreeMap::new(), SCHEDULE);
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Lost);
         assert_eq!(d.events.len(), 1, "{:?}", d.events);
         assert_eq!(d.events[0].1, "WorkerLost");
@@ -542,7 +618,7 @@ workers: {count: 2}
         d.status.start_time = Some(now().to_rfc3339());
         let pods = BTreeMap::from([running_pod("bench-w0", "10.0.0.7", "node-a")]);
         let persisted = BTreeMap::from([("w0".to_string(), Some(figures()))]);
-        assert!(from_pods(&mut d, &pods, persisted).is_empty());
+        assert!(from_pods(&mut d, &pods, persisted, SCHEDULE).is_empty());
         let w = &d.status.workers[0];
         assert_eq!(w.phase, WorkerPhase::Collected);
         assert_eq!(w.p99_ms, Some(2.5));
