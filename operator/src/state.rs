@@ -34,11 +34,18 @@ pub mod cond {
     /// True (`PodsDeleted`) once the cleanup policy deleted the worker pods; False
     /// (`PodsKept`) when the policy keeps them.
     pub const CLEANED_UP: &str = "CleanedUp";
+    /// Every asked agent answers; False naming those that have not for
+    /// [`AGENT_SILENCE`](super::AGENT_SILENCE) and their last error.
+    pub const AGENTS_ANSWERING: &str = "AgentsAnswering";
     /// Every limit of `spec.thresholds` is met.
     pub const THRESHOLDS_MET: &str = "ThresholdsMet";
     /// The result regressed against `spec.baselineRef`.
     pub const REGRESSED: &str = "Regressed";
 }
+
+/// How long a worker's agent may not answer before the run says so (a NetworkPolicy, a
+/// partitioned node, a hung process): well within a minute, well above a pass's blip.
+pub const AGENT_SILENCE: Duration = Duration::from_secs(30);
 
 /// What a worker pod's status means for the run.
 #[derive(Clone, Debug, PartialEq)]

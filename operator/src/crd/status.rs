@@ -188,6 +188,10 @@ pub struct WorkerStatus {
     /// Why it failed or was lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Since when its agent has not answered (RFC 3339); absent while it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub unanswered_since: Option<String>,
     /// The worker's clock minus the operator's, in milliseconds, measured at start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_offset_ms: Option<f64>,

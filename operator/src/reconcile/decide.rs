@@ -209,14 +209,38 @@ pub(crate) struct Tally {
 pub(crate) fn from_agents(d: &mut Draft, answers: Vec<(usize, Answer)>) -> (Tally, Vec<usize>) {
     let mut tally = Tally::default();
     let mut collect = Vec::new();
+    let mut silent = Vec::new();
+    let asked = !answers.is_empty();
     for (i, answer) in answers {
         let status = match answer {
             Answer::Unreachable(e) => {
                 tracing::debug!("worker {}: {e}", d.status.workers[i].name);
+                let now = d.now;
+                let w = &mut d.status.workers[i];
+                let since = w
+                    .unanswered_since
+                    .as_deref()
+                    .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                    .map(|t| t.with_timezone(&Utc))
+                    .unwrap_or(now);
+                if w.unanswered_since.is_none() {
+                    w.unanswered_since = Some(now.to_rfc3339());
+                }
+                let quiet = (now - since).to_std().unwrap_or_default();
+                if quiet >= state::AGENT_SILENCE {
+                    silent.push(format!(
+                        "{} (pod {}, node {}) for {}s: {e}",
+                        w.name,
+                        w.pod,
+                        w.node.as_deref().unwrap_or("?"),
+                        quiet.as_secs()
+                    ));
+                }
                 continue;
             }
             Answer::Status(status) => status,
         };
+        d.status.workers[i].unanswered_since = None;
         tally.answered = true;
         tally.ops += status.ops;
         tally.errors += status.errors;
@@ -236,7 +260,30 @@ pub(crate) fn from_agents(d: &mut Draft, answers: Vec<(usize, Answer)>) -> (Tall
             }
         };
     }
+    agents_answering(d, asked, &silent);
     (tally, collect)
+}
+
+/// Say which agents have not answered for [`state::AGENT_SILENCE`], and with what error (the
+/// run does not fail for it: a cut that heals loses nothing); True again once all answer.
+fn agents_answering(d: &mut Draft, asked: bool, silent: &[String]) {
+    if !silent.is_empty() {
+        let msg = format!(
+            "agents not answering: {}",
+            state::bounded_list_by(silent, state::DEAD_NAMED_AT_MOST, "; ")
+        );
+        d.condition(cond::AGENTS_ANSWERING, false, "AgentUnreachable", msg);
+    } else if asked
+        && state::condition(&d.status.conditions, cond::AGENTS_ANSWERING)
+            .is_some_and(|c| c.status == "False")
+    {
+        d.condition(
+            cond::AGENTS_ANSWERING,
+            true,
+            "Answering",
+            "every agent asked answers",
+        );
+    }
 }
 
 /// What became of a worker's summary when the pass collected it.
@@ -483,6 +530,41 @@ workers: {count: 2}
             ..Default::default()
         };
         (name.to_string(), pod)
+    }
+
+    #[test]
+    fn an_agent_silent_past_its_bound_is_named_with_its_error_and_cleared_when_it_answers() {
+        let mut d = draft(&[WorkerPhase::Running, WorkerPhase::Running]);
+        let cut = || Answer::Unreachable("connect timed out".into());
+        // First silence: recorded, not said yet (a blip).
+        from_agents(&mut d, vec![(0, cut()), (1, agent(AgentStage::Running, 5))]);
+        assert_eq!(
+            d.status.workers[0].unanswered_since,
+            Some(now().to_rfc3339())
+        );
+        assert!(state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).is_none());
+        // 30 s later, still silent: named, with the error.
+        d.now = now() + chrono::Duration::seconds(30);
+        from_agents(&mut d, vec![(0, cut()), (1, agent(AgentStage::Running, 9))]);
+        let c = state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "AgentUnreachable")
+        );
+        assert_eq!(
+            c.message,
+            "agents not answering: w0 (pod bench-w0, node ?) for 30s: connect timed out"
+        );
+        assert_eq!(
+            d.status.workers[0].phase,
+            WorkerPhase::Running,
+            "not failed for it"
+        );
+        // It answers again: cleared.
+        from_agents(&mut d, vec![(0, agent(AgentStage::Running, 7))]);
+        assert_eq!(d.status.workers[0].unanswered_since, None);
+        let c = state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
+        assert_eq!(c.status, "True");
     }
 
     #[test]
