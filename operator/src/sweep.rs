@@ -16,7 +16,6 @@ use benchrun_api::Summary;
 
 use crate::crd::matrix::{CombinationRow, MatrixStatus};
 use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpReport, Phase};
-use crate::state::cond;
 use crate::status::Draft;
 
 /// Label on a matrix run's children: the parent's name (`kubectl get br -l benchrun.dev/matrix=NAME`).
@@ -376,7 +375,8 @@ mod tests {
         table.combinations[1].phase = Phase::Failed;
         progress(&mut d, &mut table, None);
         assert_eq!(d.status.phase, Phase::Failed);
-        let c = crate::state::condition(&d.status.conditions, cond::COMPLETE).expect("Complete");
+        let c = crate::state::condition(&d.status.conditions, crate::state::cond::COMPLETE)
+            .expect("Complete");
         assert!(
             c.message
                 .contains("1 of 2 combinations did not succeed: m-2 (size=m-2)"),

@@ -133,3 +133,64 @@ timeout: 3m
         .expect("the user's ConfigMap is kept");
     assert_eq!(kept.data, cm.data);
 }
+
+/// Two operator processes on one run (as during a `helm upgrade` without leader election):
+/// every status write is conditional on the version its pass read, so one start time is
+/// recorded and sent; every worker measured once, from it.
+#[tokio::test]
+async fn two_operators_start_a_run_once() {
+    let env = env("op-two").await;
+    let _a = spawn_operator(&env);
+    let _b = spawn_operator(&env);
+    let api = create_run(
+        &env,
+        "two",
+        r#"
+workload:
+  target: file:///data/bench
+  duration: 3s
+  concurrency: 2
+  ops: [{op: get, weight: 70}, {op: put, weight: 30}]
+  objectSize: 16KiB
+  dataset: {objects: 20}
+workers:
+  perNode: true
+  resources: {limits: {cpu: 500m, memory: 256Mi}, requests: {cpu: 50m, memory: 32Mi}}
+volume: {emptyDir: {}}
+startDelay: 3s
+timeout: 3m
+cleanup: Always
+"#,
+    )
+    .await;
+    let run = wait_succeeded(&api, "two").await;
+    let st = run.status.as_ref().expect("status");
+    let start: chrono::DateTime<chrono::Utc> = st
+        .start_time
+        .as_deref()
+        .expect("start time")
+        .parse()
+        .expect("rfc3339");
+    let parts = worker_summaries(&env, &run).await;
+    assert_eq!(
+        parts.len(),
+        benchrun_test_support::NODES.len(),
+        "one summary per worker"
+    );
+    for p in &parts {
+        // A second start time would be at least a pass (a second) away from the recorded one.
+        let off = (p.started_at - start).num_milliseconds().abs();
+        assert!(
+            off < 1000,
+            "worker {:?} started {off} ms from the recorded start time {start}",
+            p.worker_ids
+        );
+    }
+    // Each worker's pod was created once (a second placement would have made others).
+    let pods = run_pods(&env, "two").await;
+    assert!(
+        pods.len() <= benchrun_test_support::NODES.len(),
+        "{} pods",
+        pods.len()
+    );
+}
