@@ -636,7 +636,7 @@ pub struct OplogStats {
     /// Records lost because the writer's queue was full or the writer had failed.
     pub dropped: u64,
     /// In a cluster (`BenchmarkRun.spec.oplog`): the object this worker's log was uploaded
-    /// to, `<spec.oplog.uri><run>/<worker>.oplog.gz`. Absent standalone (the log is the
+    /// to, `<spec.oplog.uri><namespace>/<run>/<run UID>/<worker>.oplog.gz`. Absent standalone (the log is the
     /// local `--oplog` file), in a merged summary and in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uri: Option<String>,

@@ -4,7 +4,12 @@
 //! accepted but the Rust type cannot read (a stored object from an older schema, a status
 //! someone patched by hand) would fail every list and stall the controller for every run in
 //! scope. Decoding per object confines the damage to that run, which is then reported on
-//! itself: `Valid=False` with the field path, phase `Failed`, and a warning event.
+//! itself: `Valid=False` and `Failed=True` with the field path, phase `Failed`, and a warning
+//! event. Written by server-side apply like every status write, under a field manager of its
+//! own ([`DECODE_MANAGER`]): applying only these fields as the operator's main manager would
+//! remove every other status field that manager owns (workers, results). A run that cannot be
+//! decoded and is being deleted loses the operator's finalizer, or `kubectl delete` (and its
+//! namespace's deletion) would hang on it.
 
 use chrono::{DateTime, Utc};
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
@@ -13,11 +18,14 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{json, Value};
 
 use crate::crd::BenchmarkRun;
+use crate::reconcile::deletion::FINALIZER;
 use crate::state::cond;
 use crate::Result;
 
 /// Reason of the `Valid=False` condition on a run that cannot be decoded.
 pub const UNDECODABLE: &str = "Undecodable";
+/// The field manager of the report on an undecodable run.
+pub const DECODE_MANAGER: &str = "benchrun-operator-decode";
 /// Longest message written to a condition or event (an echoed bad value can be huge).
 const MAX_MESSAGE: usize = 1000;
 
@@ -67,15 +75,40 @@ pub fn report_patch(obj: &DynamicObject, message: &str, now: DateTime<Utc>) -> O
     {
         return None;
     }
-    let condition = json!({
-        "type": cond::VALID,
-        "status": "False",
-        "reason": UNDECODABLE,
-        "message": message,
-        "lastTransitionTime": now.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        "observedGeneration": obj.metadata.generation,
-    });
-    Some(json!({"status": {"phase": "Failed", "conditions": [condition]}}))
+    let condition = |type_: &str, status: &str| {
+        json!({
+            "type": type_,
+            "status": status,
+            "reason": UNDECODABLE,
+            "message": message,
+            "lastTransitionTime": now.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            "observedGeneration": obj.metadata.generation,
+        })
+    };
+    Some(json!({
+        "apiVersion": obj.types.as_ref().map(|t| t.api_version.as_str()).unwrap_or("benchrun.dev/v1alpha1"),
+        "kind": "BenchmarkRun",
+        "status": {
+            "phase": "Failed",
+            "conditions": [condition(cond::VALID, "False"), condition(cond::FAILED, "True")],
+        },
+    }))
+}
+
+/// The JSON patch that removes the operator's finalizer from a run being deleted, tested
+/// against the list it read (a concurrent change fails the patch instead of being
+/// overwritten); `None` when the run is not being deleted or does not carry it.
+pub fn finalizer_release(obj: &DynamicObject) -> Option<Value> {
+    obj.metadata.deletion_timestamp.as_ref()?;
+    let f = obj.metadata.finalizers.as_deref().unwrap_or_default();
+    if !f.iter().any(|x| x == FINALIZER) {
+        return None;
+    }
+    let rest: Vec<&String> = f.iter().filter(|x| *x != FINALIZER).collect();
+    Some(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": f},
+        {"op": "replace", "path": "/metadata/finalizers", "value": rest},
+    ]))
 }
 
 /// Report `message` on the run: status (merge patch, so no typed decode is needed) and event.
@@ -85,15 +118,34 @@ pub async fn report(
     client: &Client,
     recorder: &Recorder,
 ) -> Result<()> {
+    let ar = api_resource();
+    let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    if let Some(release) = finalizer_release(obj) {
+        // Nothing the operator could clean up is known (the run cannot be read); its pods
+        // are owned by it and go with it.
+        tracing::warn!("{ns}/{name}: cannot decode, being deleted: releasing its finalizer");
+        let patch: json_patch::Patch = serde_json::from_value(release)?;
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+        return Ok(());
+    }
     let Some(patch) = report_patch(obj, message, Utc::now()) else {
         return Ok(());
     };
-    let ar = api_resource();
-    let (ns, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
     tracing::warn!("{ns}/{name}: cannot decode: {message}");
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    api.patch_status(
+        &name,
+        &PatchParams::apply(DECODE_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
     let ev = Event {
         type_: EventType::Warning,
         reason: UNDECODABLE.into(),
@@ -150,9 +202,37 @@ mod tests {
         assert_eq!(c["reason"], UNDECODABLE);
         assert_eq!(c["observedGeneration"], 3);
         assert!(c["message"].as_str().unwrap().contains("objectSize"));
+        let f = &patch["status"]["conditions"][1];
+        assert_eq!(
+            (&f["type"], &f["status"]),
+            (&json!("Failed"), &json!("True"))
+        );
+        // A server-side apply body: it names its kind.
+        assert_eq!(patch["kind"], "BenchmarkRun");
+        assert_eq!(patch["apiVersion"], "benchrun.dev/v1alpha1");
         // Once the run carries the report, nothing more is written (no write loop).
         let reported = object(o.data["spec"].clone(), Some(patch["status"].clone()));
         assert_eq!(report_patch(&reported, &e, Utc::now()), None);
+    }
+
+    #[test]
+    fn an_undecodable_run_being_deleted_releases_only_the_operators_finalizer() {
+        let spec = json!({"workload": {"target": "file:///data", "duration": "5s", "ops": [{"op": "get"}]}});
+        let mut o = object(spec, None);
+        o.metadata.finalizers = Some(vec!["other.io/keep".into(), FINALIZER.into()]);
+        // Not being deleted: kept.
+        assert_eq!(finalizer_release(&o), None);
+        o.metadata.deletion_timestamp = Some(crate::state::to_time(Utc::now()));
+        let patch = finalizer_release(&o).expect("released");
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["other.io/keep", FINALIZER]},
+                {"op": "replace", "path": "/metadata/finalizers", "value": ["other.io/keep"]},
+            ])
+        );
+        o.metadata.finalizers = Some(vec!["other.io/keep".into()]);
+        assert_eq!(finalizer_release(&o), None);
     }
 
     #[test]

@@ -228,13 +228,22 @@ impl Metrics {
                 .with_label_values(&[ns, run, p.as_str()])
                 .set(i64::from(status.phase == p));
         }
-        if let Some(pr) = &status.progress {
-            self.run_progress_ops
-                .with_label_values(&[ns, run])
-                .set(pr.ops as f64);
-            self.run_elapsed
-                .with_label_values(&[ns, run])
-                .set(pr.elapsed_seconds);
+        match &status.progress {
+            Some(pr) if !status.phase.is_finished() => {
+                self.run_progress_ops
+                    .with_label_values(&[ns, run])
+                    .set(pr.ops as f64);
+                self.run_elapsed
+                    .with_label_values(&[ns, run])
+                    .set(pr.elapsed_seconds);
+            }
+            // Live progress only: a finished run's would stay at its last value forever (its
+            // figures are in the result gauges).
+            _ => {
+                for g in [&self.run_progress_ops, &self.run_elapsed] {
+                    let _ = g.remove_label_values(&[ns, run]);
+                }
+            }
         }
         if let Some(ms) = status.start_skew_ms {
             self.run_skew.with_label_values(&[ns, run]).set(ms / 1000.0);
@@ -265,7 +274,6 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
-    /// Drop a deleted run's series.
     /// Drop a deleted run's series (with `status`, its last, which names its ops), so the
     /// alerts on them stop firing with the run gone.
     pub fn forget(&self, ns: &str, run: &str, status: &BenchmarkRunStatus) {
@@ -336,6 +344,43 @@ mod tests {
             assert!(text.contains(name), "{name} missing in\n{text}");
         }
         assert!(!text.contains("benchrun_operator_run_thresholds_met{"));
+    }
+
+    #[test]
+    fn progress_gauges_live_only_while_the_run_runs() {
+        let m = Metrics::new();
+        let mut st = BenchmarkRunStatus {
+            phase: crate::crd::Phase::Running,
+            progress: Some(crate::crd::Progress {
+                elapsed_seconds: 3.0,
+                ops: 42,
+                errors: 0,
+                ops_per_sec: 14.0,
+            }),
+            ..Default::default()
+        };
+        m.observe("ns", "r", &st);
+        let text = m.render();
+        assert!(
+            text.contains("benchrun_operator_run_progress_ops{namespace=\"ns\",run=\"r\"} 42"),
+            "{text}"
+        );
+        assert!(
+            text.contains("benchrun_operator_run_elapsed_seconds{namespace=\"ns\",run=\"r\"} 3"),
+            "{text}"
+        );
+        // Finished (with its last progress still in the status): the live series go.
+        st.phase = crate::crd::Phase::Succeeded;
+        m.observe("ns", "r", &st);
+        let text = m.render();
+        assert!(
+            !text.contains("benchrun_operator_run_progress_ops{"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("benchrun_operator_run_elapsed_seconds{"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub fn validate(spec: &BenchmarkRunSpec) -> Vec<String> {
     };
     if !o.uri.ends_with('/') {
         errs.push(format!(
-            "{at}: must end in `/`: it is a directory, each worker's log is <uri><run>/<worker>.oplog.gz (got `{}`)",
+            "{at}: must end in `/`: it is a directory, each worker's log is <uri><namespace>/<run>/<run UID>/<worker>.oplog.gz (got `{}`)",
             benchrun_api::quote::clip(&o.uri)
         ));
     }
@@ -48,9 +48,14 @@ pub fn validate(spec: &BenchmarkRunSpec) -> Vec<String> {
     errs
 }
 
-/// The directory a run's workers upload their logs to: `<spec.oplog.uri><run>/`.
-pub fn run_dir(spec: &BenchmarkRunSpec, run: &str) -> Option<String> {
-    spec.oplog.as_ref().map(|o| format!("{}{run}/", o.uri))
+/// The directory a run's workers upload their logs to:
+/// `<spec.oplog.uri><namespace>/<run>/<run UID>/`. The namespace and the UID keep apart the
+/// logs of two namespaces' runs of one name, and of a run deleted and applied again (which
+/// would otherwise overwrite the first one's logs while its results still name them).
+pub fn run_dir(spec: &BenchmarkRunSpec, namespace: &str, run: &str, uid: &str) -> Option<String> {
+    spec.oplog
+        .as_ref()
+        .map(|o| format!("{}{namespace}/{run}/{uid}/", o.uri))
 }
 
 #[cfg(test)]
@@ -86,7 +91,7 @@ mod tests {
         );
         assert_eq!(
             errs(S3, "oplog: {uri: s3://logs/oplogs}\n"),
-            ["spec.oplog.uri: must end in `/`: it is a directory, each worker's log is <uri><run>/<worker>.oplog.gz (got `s3://logs/oplogs`)"]
+            ["spec.oplog.uri: must end in `/`: it is a directory, each worker's log is <uri><namespace>/<run>/<run UID>/<worker>.oplog.gz (got `s3://logs/oplogs`)"]
         );
         let e = errs(S3, "oplog: {uri: ftp://logs/}\n");
         assert_eq!(e.len(), 1, "{e:?}");
@@ -126,8 +131,17 @@ mod tests {
             serde_yaml::from_str(&format!("workload: {S3}\noplog: {{uri: s3://logs/o/}}\n"))
                 .expect("spec");
         assert_eq!(
-            run_dir(&spec, "nightly").as_deref(),
-            Some("s3://logs/o/nightly/")
+            run_dir(&spec, "team-a", "nightly", "u1").as_deref(),
+            Some("s3://logs/o/team-a/nightly/u1/")
+        );
+        // Another namespace's run of the name, the same run applied again: other directories.
+        assert_ne!(
+            run_dir(&spec, "team-b", "nightly", "u3"),
+            run_dir(&spec, "team-a", "nightly", "u1")
+        );
+        assert_ne!(
+            run_dir(&spec, "team-a", "nightly", "u2"),
+            run_dir(&spec, "team-a", "nightly", "u1")
         );
     }
 }

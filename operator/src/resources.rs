@@ -608,7 +608,11 @@ fn worker_args(run: &BenchmarkRun, linger: &str) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    if let Some(dir) = crate::oplog::run_dir(&run.spec, &run.name_any()) {
+    let (ns, uid) = (
+        run.namespace().unwrap_or_default(),
+        run.uid().unwrap_or_default(),
+    );
+    if let Some(dir) = crate::oplog::run_dir(&run.spec, &ns, &run.name_any(), &uid) {
         args.extend([
             "--oplog-uri".into(),
             dir,
@@ -664,7 +668,8 @@ secretRef: {name: creds}
             .iter()
             .position(|a| a == "--oplog-uri")
             .expect("--oplog-uri");
-        assert_eq!(with[at + 1], "file:///data/logs/bench/");
+        // The run's own directory: namespace, name, UID.
+        assert_eq!(with[at + 1], "file:///data/logs/ns/bench/uid-1/");
         let at = with
             .iter()
             .position(|a| a == "--oplog-spool")

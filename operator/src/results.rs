@@ -12,9 +12,10 @@ use std::io::{Read, Write};
 
 use benchrun_api::Summary;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
+use crate::children::{create_if_absent, owned_by};
 use crate::crd::oplog::WorkerOplog;
 use crate::crd::MERGED_KEY;
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus, WorkerStatus};
@@ -25,9 +26,10 @@ use crate::resources::{
 use crate::state;
 use crate::{Error, Result};
 
-/// Largest decompressed summary accepted from a result object: far above what a worker sends
-/// (`client::MAX_SUMMARY_BYTES`), low enough that a forged object cannot exhaust memory.
-const MAX_DECOMPRESSED: u64 = 64 << 20;
+/// Largest decompressed summary accepted from a result object: what a worker may send
+/// ([`crate::client::MAX_SUMMARY_BYTES`]), as only such a body is ever persisted. Anyone who
+/// can create a ConfigMap in the namespace can forge one; a gzip bomb stops here.
+const MAX_DECOMPRESSED: u64 = crate::client::MAX_SUMMARY_BYTES as u64;
 /// Result objects read per list request while merging: bounds the memory held at once.
 const MERGE_PAGE: u32 = 50;
 /// Objects per page when listing only the metadata of what is persisted.
@@ -57,14 +59,12 @@ fn selector(run: &str, kind: &str) -> String {
     format!("{RUN_LABEL}={run},{RESULT_LABEL}={kind}")
 }
 
-/// Create `cm`; one that exists already is the same worker's answer, persisted by an earlier
-/// pass (a worker answers the same summary every time), so it is kept as it is.
-async fn create_once(cms: &Api<ConfigMap>, cm: &ConfigMap) -> Result<()> {
-    match cms.create(&PostParams::default(), cm).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+/// Create `cm`; one of this run's that exists already is the same worker's answer, persisted
+/// by an earlier pass (a worker answers the same summary every time), so it is kept as it is.
+/// One that is not this run's (an earlier run's of the same name, a user's) is never taken for
+/// the worker's summary: [`crate::Error::NotOurs`] says whose it is.
+async fn create_once(cms: &Api<ConfigMap>, cm: &ConfigMap, run: &BenchmarkRun) -> Result<()> {
+    create_if_absent(cms, cm, run).await.map(|_| ())
 }
 
 /// Persist one worker's summary (its JSON text as the worker sent it) in its own object.
@@ -81,7 +81,7 @@ pub async fn persist_worker(
         SUMMARY_GZ_KEY,
         gzip(json),
     )?;
-    create_once(cms, &cm).await
+    create_once(cms, &cm, run).await
 }
 
 /// Keep an unusable answer of a worker (never counted or merged).
@@ -98,15 +98,13 @@ pub async fn persist_rejected(
         resources::REJECTED_GZ_KEY,
         gzip(body),
     )?;
-    create_once(cms, &cm).await
+    create_once(cms, &cm, run).await
 }
 
 /// Whether `cm` belongs to this incarnation of the run (a re-created run of the same name must
 /// not count the old one's results).
 fn owned(cm: &impl ResourceExt, run: &BenchmarkRun) -> bool {
-    cm.owner_references()
-        .iter()
-        .any(|o| Some(&o.uid) == run.metadata.uid.as_ref())
+    owned_by(run, cm.owner_references())
 }
 
 /// The workers whose summaries are persisted: metadata only, page by page.
@@ -494,6 +492,13 @@ mod tests {
         let text = "{\"a\": 1}".repeat(1000);
         assert_eq!(gunzip(&gzip(&text)).unwrap(), text);
         assert!(gunzip(b"not gzip").unwrap_err().contains("not gzip"));
+        // A bomb: 1 KiB or so of gzip that decompresses past what a worker may send.
+        let bomb = gzip(&" ".repeat(crate::client::MAX_SUMMARY_BYTES + 1));
+        assert!(bomb.len() < 8192, "{}", bomb.len());
+        let e = gunzip(&bomb).unwrap_err();
+        assert!(e.contains("larger than 1048576 bytes"), "{e}");
+        let fits = " ".repeat(crate::client::MAX_SUMMARY_BYTES);
+        assert_eq!(gunzip(&gzip(&fits)).unwrap().len(), fits.len());
     }
 
     /// A one-hour per-second summary fits its own object with room to spare (measured here:

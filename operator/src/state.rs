@@ -26,20 +26,26 @@ pub mod cond {
     pub const STARTED: &str = "Started";
     /// The run finished: True with a result, False when it failed.
     pub const COMPLETE: &str = "Complete";
+    /// The run failed: True with the failure's reason; False (`Succeeded`) when it succeeded.
+    /// Absent while it runs. `kubectl wait --for=condition=Failed` ends on a failure.
+    pub const FAILED: &str = "Failed";
     /// Some workers were lost or failed.
     pub const LOST: &str = "WorkersLost";
     /// True (`PodsDeleted`) once the cleanup policy deleted the worker pods; False
     /// (`PodsKept`) when the policy keeps them.
     pub const CLEANED_UP: &str = "CleanedUp";
+    /// Every asked agent answers; False naming those that have not for
+    /// [`AGENT_SILENCE`](super::AGENT_SILENCE) and their last error.
+    pub const AGENTS_ANSWERING: &str = "AgentsAnswering";
     /// Every limit of `spec.thresholds` is met.
     pub const THRESHOLDS_MET: &str = "ThresholdsMet";
     /// The result regressed against `spec.baselineRef`.
     pub const REGRESSED: &str = "Regressed";
 }
 
-/// How long a worker pod may stay unschedulable before the run fails. Long enough to ride out
-/// a node briefly NotReady, short enough that a typo'd selector fails while someone watches.
-pub const UNSCHEDULABLE_GRACE: Duration = Duration::from_secs(20);
+/// How long a worker's agent may not answer before the run says so (a NetworkPolicy, a
+/// partitioned node, a hung process): well within a minute, well above a pass's blip.
+pub const AGENT_SILENCE: Duration = Duration::from_secs(30);
 
 /// What a worker pod's status means for the run.
 #[derive(Clone, Debug, PartialEq)]
@@ -133,17 +139,22 @@ pub fn classify_pod(pod: Option<&Pod>) -> PodView {
                 .and_then(|s| s.waiting.as_ref())
             {
                 let reason = w.reason.as_deref().unwrap_or_default();
+                let message = w.message.as_deref().unwrap_or("no message");
                 if matches!(
                     reason,
-                    "CreateContainerConfigError"
-                        | "InvalidImageName"
-                        | "ErrImageNeverPull"
-                        | "CreateContainerError"
+                    "CreateContainerConfigError" | "CreateContainerError"
                 ) {
-                    return PodView::ConfigError(format!(
-                        "{reason}: {}",
-                        w.message.as_deref().unwrap_or("no message")
-                    ));
+                    return PodView::ConfigError(format!("{reason}: {message}"));
+                }
+                // An image that cannot be had: a mistyped tag, a private registry without its
+                // pull secret. Retrying (ImagePullBackOff) rarely helps and would leave the run
+                // Preparing until its deadline; say which image and what the kubelet said.
+                if matches!(
+                    reason,
+                    "InvalidImageName" | "ErrImageNeverPull" | "ErrImagePull" | "ImagePullBackOff"
+                ) {
+                    let image = container.map(|c| c.image.as_str()).unwrap_or("?");
+                    return PodView::ConfigError(format!("{reason}: image {image}: {message}"));
                 }
             }
             let unschedulable = status.conditions.iter().flatten().find(|c| {
@@ -372,6 +383,33 @@ pub enum Next {
     Wait,
 }
 
+/// Workers named at most in the WorkersLost message.
+pub const DEAD_NAMED_AT_MOST: usize = 10;
+/// Characters of one worker's message kept in a run-level message.
+const WORKER_MESSAGE_CHARS: usize = 200;
+
+/// `msg` cut to [`WORKER_MESSAGE_CHARS`] characters (marked when cut).
+fn clip_message(msg: &str) -> String {
+    match msg.char_indices().nth(WORKER_MESSAGE_CHARS) {
+        Some((i, _)) => format!("{}...", &msg[..i]),
+        None => msg.to_string(),
+    }
+}
+
+/// `a, b, c and 7 more`: at most `at_most` items named, the rest counted.
+pub fn bounded_list(items: &[String], at_most: usize) -> String {
+    bounded_list_by(items, at_most, ", ")
+}
+
+/// [`bounded_list`] with another separator.
+pub fn bounded_list_by(items: &[String], at_most: usize, sep: &str) -> String {
+    let named = items[..items.len().min(at_most)].join(sep);
+    match items.len().saturating_sub(at_most) {
+        0 => named,
+        more => format!("{named}{sep}and {more} more"),
+    }
+}
+
 /// Failed or lost workers as (reason, "w1 (pod p, node n): why; ..."), for the WorkersLost
 /// condition; `None` when every worker is fine.
 pub fn dead_workers(workers: &[WorkerStatus]) -> Option<(&'static str, String)> {
@@ -379,7 +417,7 @@ pub fn dead_workers(workers: &[WorkerStatus]) -> Option<(&'static str, String)> 
     if dead.is_empty() {
         return None;
     }
-    let which = dead
+    let which: Vec<_> = dead
         .iter()
         .map(|w| {
             format!(
@@ -387,11 +425,13 @@ pub fn dead_workers(workers: &[WorkerStatus]) -> Option<(&'static str, String)> 
                 w.name,
                 w.pod,
                 w.node.as_deref().unwrap_or("?"),
-                w.message.as_deref().unwrap_or("lost")
+                clip_message(w.message.as_deref().unwrap_or("lost"))
             )
         })
-        .collect::<Vec<_>>()
-        .join("; ");
+        .collect();
+    // Bounded: a condition message of every worker of a 1,000-worker run would not fit the
+    // status (and nobody reads it); the rest are counted, each is in status.workers.
+    let which = bounded_list_by(&which, DEAD_NAMED_AT_MOST, "; ");
     let reason = if dead.iter().any(|w| w.phase == WorkerPhase::Lost) {
         "WorkerLost"
     } else {
@@ -740,5 +780,51 @@ mod tests {
             BTreeMap::from([("Lost".to_string(), 1), ("Running".to_string(), 2)])
         );
         assert!(phase_counts(&[]).is_empty());
+    }
+
+    #[test]
+    fn an_image_that_cannot_be_pulled_is_named() {
+        for reason in ["ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull"] {
+            let mut c = container(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some(reason.into()),
+                    message: Some("rpc error: not found".into()),
+                }),
+                ..Default::default()
+            });
+            c.as_mut().expect("one")[0].image = "localhost/benchrun-worker:typo".into();
+            let p = pod(PodStatus {
+                phase: Some("Pending".into()),
+                container_statuses: c,
+                ..Default::default()
+            });
+            assert_eq!(
+                classify_pod(Some(&p)),
+                PodView::ConfigError(format!(
+                    "{reason}: image localhost/benchrun-worker:typo: rpc error: not found"
+                ))
+            );
+        }
+    }
+
+    #[test]
+    fn run_level_messages_name_a_bounded_number_of_workers() {
+        let names: Vec<String> = (0..3).map(|i| format!("w{i}")).collect();
+        assert_eq!(bounded_list(&names, 5), "w0, w1, w2");
+        assert_eq!(bounded_list(&names, 2), "w0, w1, and 1 more");
+        let workers: Vec<WorkerStatus> = (0..1000)
+            .map(|i| WorkerStatus {
+                name: format!("w{i}"),
+                pod: format!("bench-w{i}"),
+                phase: WorkerPhase::Lost,
+                message: Some("x".repeat(5000)),
+                ..Default::default()
+            })
+            .collect();
+        let (reason, msg) = dead_workers(&workers).expect("dead");
+        assert_eq!(reason, "WorkerLost");
+        assert!(msg.len() < 4096, "{} bytes", msg.len());
+        assert!(msg.starts_with("w0 (pod bench-w0, node ?): xxx"), "{msg}");
+        assert!(msg.ends_with("; and 990 more"), "{msg}");
     }
 }

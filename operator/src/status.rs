@@ -20,29 +20,61 @@ use crate::{results, Result};
 /// count (a fleet of 1,000 would otherwise write 1,000 "Collected" events one by one).
 const EVENTS_PER_REASON: usize = 5;
 
-/// Write the whole status by server-side apply under the operator's field manager, and
-/// remember the version it made (see [`Context::is_stale`]).
+/// What became of a status write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// Written; the run's new resource version.
+    At(Option<String>),
+    /// The run changed since the version the pass read (another operator process wrote it, or
+    /// a user changed it): nothing written. The pass's decisions were taken on an old copy;
+    /// the next pass decides again on the new one.
+    Conflict,
+}
+
+/// Write the whole status by server-side apply under the operator's field manager, only if
+/// the run is still at `resource_version` (the version the pass read, or its own last write):
+/// a compare-and-swap on the run. Two operator processes (a `helm upgrade` running the old and
+/// the new together, a stale cache) can then never both record a one-shot decision (the
+/// placement, the start time), nor one overwrite the other's with a status read before it.
+/// Remembers the version it made (see [`Context::is_stale`]).
 pub(crate) async fn write_status(
     ctx: &Context,
     ns: &str,
     name: &str,
     status: &BenchmarkRunStatus,
-) -> Result<()> {
+    resource_version: Option<&str>,
+) -> Result<Written> {
     let api: Api<BenchmarkRun> = Api::namespaced(ctx.client.clone(), ns);
-    let patch = serde_json::json!({
-        "apiVersion": "benchrun.dev/v1alpha1",
-        "kind": "BenchmarkRun",
-        "status": status,
-    });
-    let written = api
+    let patch = status_apply(status, resource_version);
+    match api
         .patch_status(
             name,
             &PatchParams::apply(MANAGER).force(),
             &Patch::Apply(&patch),
         )
-        .await?;
-    ctx.wrote(&format!("{ns}/{name}"), written.metadata.resource_version);
-    Ok(())
+        .await
+    {
+        Ok(written) => {
+            let rv = written.metadata.resource_version;
+            ctx.wrote(&format!("{ns}/{name}"), rv.clone());
+            Ok(Written::At(rv))
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(Written::Conflict),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The apply body of a status write: the resource version in it is the write's precondition.
+fn status_apply(status: &BenchmarkRunStatus, resource_version: Option<&str>) -> serde_json::Value {
+    let mut patch = serde_json::json!({
+        "apiVersion": "benchrun.dev/v1alpha1",
+        "kind": "BenchmarkRun",
+        "status": status,
+    });
+    if let Some(rv) = resource_version {
+        patch["metadata"] = serde_json::json!({ "resourceVersion": rv });
+    }
+    patch
 }
 
 /// The status a pass builds and the events it will publish: pure (no API server, no network),
@@ -105,12 +137,22 @@ impl Draft {
         }
     }
 
-    /// Fail the run: condition `Complete=False` with the reason, event, finish time.
+    /// Fail the run: conditions `Complete=False` and `Failed=True` with the reason (so both
+    /// `kubectl wait --for=condition=Complete=false` and `--for=condition=Failed` end on it),
+    /// event, finish time.
     pub(crate) fn fail(&mut self, reason: &str, message: String) {
         self.condition(cond::COMPLETE, false, reason, message.clone());
+        self.condition(cond::FAILED, true, reason, message.clone());
         self.status.finish_time = Some(self.now.to_rfc3339());
         self.status.progress = None;
         self.set_phase(Phase::Failed, reason, message);
+    }
+
+    /// The run succeeded: `Complete=True`, `Failed=False`, both with reason `Succeeded`.
+    pub(crate) fn succeed(&mut self, condition_message: String, event_note: String) {
+        self.condition(cond::COMPLETE, true, "Succeeded", condition_message.clone());
+        self.condition(cond::FAILED, false, "Succeeded", condition_message);
+        self.set_phase(Phase::Succeeded, "Succeeded", event_note);
     }
 
     pub(crate) fn worker_failed(&mut self, i: usize, reason: &str, msg: String) {
@@ -218,6 +260,19 @@ fn group_events(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_status_write_is_conditional_on_the_version_read() {
+        let st = BenchmarkRunStatus {
+            start_time: Some("2026-01-01T00:00:00Z".into()),
+            ..Default::default()
+        };
+        let p = status_apply(&st, Some("41"));
+        assert_eq!(p["metadata"]["resourceVersion"], "41");
+        assert_eq!(p["status"]["startTime"], "2026-01-01T00:00:00Z");
+        assert_eq!(p["kind"], "BenchmarkRun");
+        assert!(status_apply(&st, None).get("metadata").is_none());
+    }
 
     #[test]
     fn many_events_of_one_reason_become_one() {

@@ -16,7 +16,6 @@ use benchrun_api::Summary;
 
 use crate::crd::matrix::{CombinationRow, MatrixStatus};
 use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpReport, Phase};
-use crate::state::cond;
 use crate::status::Draft;
 
 /// Label on a matrix run's children: the parent's name (`kubectl get br -l benchrun.dev/matrix=NAME`).
@@ -202,9 +201,8 @@ pub(crate) fn progress(d: &mut Draft, table: &mut MatrixStatus, current: Option<
         .collect();
     if failed.is_empty() {
         let msg = format!("{n} combinations finished; the table is in status.matrix");
-        d.condition(cond::COMPLETE, true, "Succeeded", msg.clone());
         d.status.finish_time = Some(d.now.to_rfc3339());
-        d.set_phase(Phase::Succeeded, "Succeeded", msg);
+        d.succeed(msg.clone(), msg);
     } else {
         let msg = format!(
             "{} of {n} combinations did not succeed: {}",
@@ -377,7 +375,8 @@ mod tests {
         table.combinations[1].phase = Phase::Failed;
         progress(&mut d, &mut table, None);
         assert_eq!(d.status.phase, Phase::Failed);
-        let c = crate::state::condition(&d.status.conditions, cond::COMPLETE).expect("Complete");
+        let c = crate::state::condition(&d.status.conditions, crate::state::cond::COMPLETE)
+            .expect("Complete");
         assert!(
             c.message
                 .contains("1 of 2 combinations did not succeed: m-2 (size=m-2)"),

@@ -144,6 +144,21 @@ async fn network_cut_to_one_worker_then_healed_loses_nothing() {
     let ip = pod_ip(&env, &cut.pod).await;
     fault(&["cut", &ip]);
     let heal = Undo::new(&["heal", &ip]);
+    // Within a minute of the cut, the run names the worker whose agent does not answer.
+    let said = wait_for(
+        &api,
+        "cut",
+        Duration::from_secs(60),
+        "AgentsAnswering=False naming the cut-off worker",
+        |r| {
+            condition(r, "AgentsAnswering")
+                .is_some_and(|c| c.status == "False" && c.message.contains(&cut.name))
+        },
+    )
+    .await;
+    let msg = &condition(&said, "AgentsAnswering").expect("said").message;
+    assert!(msg.contains(&cut.pod) && msg.contains("vm2"), "{msg}");
+    assert!(!msg.contains(&format!("{other} (pod")), "{msg}");
     // The reachable worker finishes its 5 s and is collected while the other is cut off.
     let during = wait_for(
         &api,
@@ -163,6 +178,9 @@ async fn network_cut_to_one_worker_then_healed_loses_nothing() {
     heal.disarm();
     let run = wait_for(&api, "cut", Duration::from_secs(120), "finished", finished).await;
     check_complete(&env, &run, "network cut then healed").await;
+    // Healed: said again.
+    let c = condition(&run, "AgentsAnswering").expect("AgentsAnswering");
+    assert_eq!(c.status, "True", "{}", c.message);
 }
 
 /// vm2's kubelet is stopped while the run is Running and stays stopped until the node

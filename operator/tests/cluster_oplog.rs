@@ -92,7 +92,13 @@ timeout: 3m
             .clone()
             .unwrap_or_else(|| panic!("{}: no oplog in status: {w:?}", w.name));
         assert_eq!(log.error, None, "{}: upload failed", w.name);
-        let key = format!("{prefix}/oplogs/ol/{}.oplog.gz", w.name);
+        // The run's own directory: namespace, name and UID.
+        let key = format!(
+            "{prefix}/oplogs/{}/ol/{}/{}.oplog.gz",
+            env.ns.name(),
+            run.metadata.uid.as_deref().expect("the run has a uid"),
+            w.name
+        );
         assert_eq!(
             log.uri.as_deref(),
             Some(format!("s3://{bucket}/{key}").as_str())

@@ -359,7 +359,9 @@ volume:
 {WORKERS}
 "#,
         env.ns.name()
-    );
+    )
+    // Not the default 5 minutes (made for autoscalers): no node can ever come for this claim.
+    .replacen("workers:\n", "workers:\n  scheduleTimeout: 20s\n", 1);
     let api = create_run(&env, "nobind", &spec).await;
     let run = wait_for(
         &api,

@@ -207,6 +207,11 @@ def check_deployment(docs, overlay, values):
     le = replicas > 1 or values.get("leaderElection", {}).get("enabled", False)
     check((env.get("BENCHRUN_LEADER_ELECT", {}).get("value") == "true") == le,
           f"{overlay}: BENCHRUN_LEADER_ELECT must be \"true\" exactly when replicas > 1 or leaderElection.enabled")
+    # Never two unelected operators at once (a rolling update would run the old and the new
+    # together, each deciding alone): Recreate whenever leader election is off.
+    strategy = dep["spec"].get("strategy", {}).get("type", "RollingUpdate")
+    check(le or strategy == "Recreate",
+          f"{overlay}: without leader election the Deployment strategy must be Recreate, got {strategy}")
     for name, path in [("BENCHRUN_LEASE_NAMESPACE", "metadata.namespace"), ("POD_NAMESPACE", "metadata.namespace"),
                        ("POD_NAME", "metadata.name")]:
         got = env.get(name, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")

@@ -277,12 +277,28 @@ pub struct WorkersSpec {
     /// administrator allows it (`allowUnconfinedSeccomp`). See docs/VOLUMES.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seccomp_profile: Option<SeccompProfile>,
+    /// How long a worker pod may stay unschedulable before the run fails it (under
+    /// `failurePolicy: Abort`, the run). Default 5m: a cluster autoscaler or Karpenter takes
+    /// 1 to 5 minutes for a node, and a previous run's pods may still be terminating. The
+    /// `WorkersScheduled` condition says what the scheduler said meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_timeout: Option<HumanDuration>,
 }
+
+/// `spec.workers.scheduleTimeout` when the run gives none.
+pub const DEFAULT_SCHEDULE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl WorkersSpec {
     /// Whether one worker runs on every eligible node.
     pub fn per_node(&self) -> bool {
         self.per_node.unwrap_or(false)
+    }
+
+    /// How long a worker pod may stay unschedulable.
+    pub fn schedule_timeout(&self) -> std::time::Duration {
+        self.schedule_timeout
+            .map(|d| d.0)
+            .unwrap_or(DEFAULT_SCHEDULE_TIMEOUT)
     }
 }
 

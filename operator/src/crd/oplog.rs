@@ -1,5 +1,5 @@
 //! `spec.oplog`: record every operation of every worker and keep each worker's op-log with
-//! the run's results, as an object beside its data (`<uri><run>/<worker>.oplog.gz`). The
+//! the run's results, as an object beside its data (`<uri><namespace>/<run>/<run UID>/<worker>.oplog.gz`). The
 //! result ConfigMaps (at most 1 MiB) are too small for logs, so the workers upload them
 //! through the run's own target backend: the URI has the target's scheme, and is written
 //! with the run's endpoint, TLS settings and credentials. [`crate::oplog`] checks the rest.
@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OplogSpec {
     /// A directory of the workload's target scheme, e.g. `s3://bucket/oplogs/`: each worker
-    /// uploads its log as `<uri><run>/<worker>.oplog.gz` after its measured stage.
+    /// uploads its log as
+    /// `<uri><namespace>/<run>/<run UID>/<worker>.oplog.gz` after its measured stage.
     #[schemars(
         length(min = 1, max = 1024),
         regex(pattern = r"^(s3|gs|az|file|direct)://.+")

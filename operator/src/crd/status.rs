@@ -80,6 +80,7 @@ pub struct BenchmarkRunStatus {
     pub worker_phases: BTreeMap<String, u32>,
     /// The common start time sent to every worker (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub start_time: Option<String>,
     /// Largest difference between the workers' actual starts, corrected by each worker's
     /// measured clock offset, in milliseconds.
@@ -87,6 +88,7 @@ pub struct BenchmarkRunStatus {
     pub start_skew_ms: Option<f64>,
     /// When the run finished (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub finish_time: Option<String>,
     /// Live progress while running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -186,6 +188,10 @@ pub struct WorkerStatus {
     /// Why it failed or was lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Since when its agent has not answered (RFC 3339); absent while it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub unanswered_since: Option<String>,
     /// The worker's clock minus the operator's, in milliseconds, measured at start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_offset_ms: Option<f64>,

@@ -14,7 +14,7 @@ use super::decide::Collected;
 use super::Reconciler;
 use crate::children::{create_if_absent, create_unique};
 use crate::client::{fan_out, SummaryError, WorkerClient};
-use crate::crd::{Phase, WorkerPhase};
+use crate::crd::WorkerPhase;
 use crate::state::{self, cond};
 use crate::{netpol, resources, results, Error, Result};
 
@@ -236,13 +236,8 @@ impl Reconciler<'_> {
             );
             return Ok(());
         }
-        d.condition(cond::COMPLETE, true, "Succeeded", msg.clone());
         let throughput = d.status.throughput.clone().unwrap_or_default();
-        d.set_phase(
-            Phase::Succeeded,
-            "Succeeded",
-            format!("{msg}; {throughput}"),
-        );
+        d.succeed(msg.clone(), format!("{msg}; {throughput}"));
         Ok(())
     }
 }

@@ -90,10 +90,12 @@ pub(crate) fn creating(d: &Draft) -> bool {
 /// Apply what the workers' pods and the persisted results (`persisted`: the workers whose
 /// summaries earlier passes persisted without counting them, with their figures when they
 /// could be read) say; the workers whose agents are to be asked, with their pods' IPs.
+/// A worker pod unschedulable for `schedule_timeout` (`spec.workers.scheduleTimeout`) fails.
 pub(crate) fn from_pods(
     d: &mut Draft,
     pods: &BTreeMap<String, Pod>,
     persisted: BTreeMap<String, Option<WorkerFigures>>,
+    schedule_timeout: std::time::Duration,
 ) -> Vec<(usize, String)> {
     let started = d.status.start_time.is_some();
     let mut ask = Vec::new();
@@ -132,16 +134,33 @@ pub(crate) fn from_pods(
             PodView::Pending {
                 unschedulable: Some((msg, since)),
             } => {
+                let since = since.unwrap_or(d.now);
+                let waited = (d.now - since).to_std().unwrap_or_default();
                 let m = format!(
-                    "worker {} ({}) cannot be scheduled: {msg}",
+                    "worker {} ({}) cannot be scheduled: the scheduler says: {msg}",
                     w.name,
                     w.node.as_deref().unwrap_or("any node")
                 );
-                d.condition(cond::SCHEDULED, false, "Unschedulable", m.clone());
-                let since = since.unwrap_or(d.now);
-                if (d.now - since).to_std().unwrap_or_default() >= state::UNSCHEDULABLE_GRACE {
-                    d.worker_failed(i, "Unschedulable", m);
+                if waited >= schedule_timeout {
+                    d.worker_failed(
+                        i,
+                        "Unschedulable",
+                        format!(
+                            "{m} (for {}s, spec.workers.scheduleTimeout)",
+                            schedule_timeout.as_secs()
+                        ),
+                    );
                 }
+                d.condition(
+                    cond::SCHEDULED,
+                    false,
+                    "Unschedulable",
+                    format!(
+                        "{m} (waiting {}s of {}s, spec.workers.scheduleTimeout)",
+                        waited.as_secs(),
+                        schedule_timeout.as_secs()
+                    ),
+                );
             }
             PodView::Pending {
                 unschedulable: None,
@@ -190,14 +209,38 @@ pub(crate) struct Tally {
 pub(crate) fn from_agents(d: &mut Draft, answers: Vec<(usize, Answer)>) -> (Tally, Vec<usize>) {
     let mut tally = Tally::default();
     let mut collect = Vec::new();
+    let mut silent = Vec::new();
+    let asked = !answers.is_empty();
     for (i, answer) in answers {
         let status = match answer {
             Answer::Unreachable(e) => {
                 tracing::debug!("worker {}: {e}", d.status.workers[i].name);
+                let now = d.now;
+                let w = &mut d.status.workers[i];
+                let since = w
+                    .unanswered_since
+                    .as_deref()
+                    .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                    .map(|t| t.with_timezone(&Utc))
+                    .unwrap_or(now);
+                if w.unanswered_since.is_none() {
+                    w.unanswered_since = Some(now.to_rfc3339());
+                }
+                let quiet = (now - since).to_std().unwrap_or_default();
+                if quiet >= state::AGENT_SILENCE {
+                    silent.push(format!(
+                        "{} (pod {}, node {}) for {}s: {e}",
+                        w.name,
+                        w.pod,
+                        w.node.as_deref().unwrap_or("?"),
+                        quiet.as_secs()
+                    ));
+                }
                 continue;
             }
             Answer::Status(status) => status,
         };
+        d.status.workers[i].unanswered_since = None;
         tally.answered = true;
         tally.ops += status.ops;
         tally.errors += status.errors;
@@ -217,7 +260,30 @@ pub(crate) fn from_agents(d: &mut Draft, answers: Vec<(usize, Answer)>) -> (Tall
             }
         };
     }
+    agents_answering(d, asked, &silent);
     (tally, collect)
+}
+
+/// Say which agents have not answered for [`state::AGENT_SILENCE`], and with what error (the
+/// run does not fail for it: a cut that heals loses nothing); True again once all answer.
+fn agents_answering(d: &mut Draft, asked: bool, silent: &[String]) {
+    if !silent.is_empty() {
+        let msg = format!(
+            "agents not answering: {}",
+            state::bounded_list_by(silent, state::DEAD_NAMED_AT_MOST, "; ")
+        );
+        d.condition(cond::AGENTS_ANSWERING, false, "AgentUnreachable", msg);
+    } else if asked
+        && state::condition(&d.status.conditions, cond::AGENTS_ANSWERING)
+            .is_some_and(|c| c.status == "False")
+    {
+        d.condition(
+            cond::AGENTS_ANSWERING,
+            true,
+            "Answering",
+            "every agent asked answers",
+        );
+    }
 }
 
 /// What became of a worker's summary when the pass collected it.
@@ -444,6 +510,98 @@ workers: {count: 2}
         serde_yaml::from_str(SPEC).expect("spec")
     }
 
+    /// `spec.workers.scheduleTimeout` by default.
+    const SCHEDULE: std::time::Duration = crate::crd::DEFAULT_SCHEDULE_TIMEOUT;
+
+    fn unschedulable_pod(name: &str, since: DateTime<Utc>) -> (String, Pod) {
+        let pod = Pod {
+            status: Some(PodStatus {
+                phase: Some("Pending".into()),
+                conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                    type_: "PodScheduled".into(),
+                    status: "False".into(),
+                    reason: Some("Unschedulable".into()),
+                    message: Some("0/2 nodes are available: 2 Insufficient cpu.".into()),
+                    last_transition_time: Some(state::to_time(since)),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        (name.to_string(), pod)
+    }
+
+    #[test]
+    fn an_agent_silent_past_its_bound_is_named_with_its_error_and_cleared_when_it_answers() {
+        let mut d = draft(&[WorkerPhase::Running, WorkerPhase::Running]);
+        let cut = || Answer::Unreachable("connect timed out".into());
+        // First silence: recorded, not said yet (a blip).
+        from_agents(&mut d, vec![(0, cut()), (1, agent(AgentStage::Running, 5))]);
+        assert_eq!(
+            d.status.workers[0].unanswered_since,
+            Some(now().to_rfc3339())
+        );
+        assert!(state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).is_none());
+        // 30 s later, still silent: named, with the error.
+        d.now = now() + chrono::Duration::seconds(30);
+        from_agents(&mut d, vec![(0, cut()), (1, agent(AgentStage::Running, 9))]);
+        let c = state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "AgentUnreachable")
+        );
+        assert_eq!(
+            c.message,
+            "agents not answering: w0 (pod bench-w0, node ?) for 30s: connect timed out"
+        );
+        assert_eq!(
+            d.status.workers[0].phase,
+            WorkerPhase::Running,
+            "not failed for it"
+        );
+        // It answers again: cleared.
+        from_agents(&mut d, vec![(0, agent(AgentStage::Running, 7))]);
+        assert_eq!(d.status.workers[0].unanswered_since, None);
+        let c = state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
+        assert_eq!(c.status, "True");
+    }
+
+    #[test]
+    fn an_unschedulable_worker_waits_its_schedule_timeout_saying_what_the_scheduler_said() {
+        let pods = BTreeMap::from([unschedulable_pod(
+            "bench-w0",
+            now() - chrono::Duration::seconds(90),
+        )]);
+        // 90 s of the default 300 s: waiting (an autoscaler takes minutes for a node).
+        let mut d = draft(&[WorkerPhase::Pending]);
+        from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE);
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
+        let c = state::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "Unschedulable")
+        );
+        assert_eq!(
+            c.message,
+            "worker w0 (any node) cannot be scheduled: the scheduler says: 0/2 nodes are available: 2 Insufficient cpu. (waiting 90s of 300s, spec.workers.scheduleTimeout)"
+        );
+        // Past a 60 s timeout: failed, naming the field.
+        let mut d = draft(&[WorkerPhase::Pending]);
+        from_pods(
+            &mut d,
+            &pods,
+            BTreeMap::new(),
+            std::time::Duration::from_secs(60),
+        );
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Failed);
+        let msg = d.status.workers[0].message.as_deref().unwrap_or_default();
+        assert!(
+            msg.ends_with("(for 60s, spec.workers.scheduleTimeout)"),
+            "{msg}"
+        );
+    }
+
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-11-25T12:00:00Z")
             .expect("time")
@@ -515,7 +673,7 @@ workers: {count: 2}
     fn running_pods_are_asked_and_their_nodes_recorded() {
         let mut d = draft(&[WorkerPhase::Pending, WorkerPhase::Pending]);
         let pods = BTreeMap::from([running_pod("bench-w1", "10.0.0.7", "node-b")]);
-        let ask = from_pods(&mut d, &pods, BTreeMap::new());
+        let ask = from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE);
         assert_eq!(ask, vec![(1, "10.0.0.7".to_string())]);
         assert_eq!(d.status.workers[1].node.as_deref(), Some("node-b"));
         // w0 has no pod yet, before the start: it stays pending, to be created.
@@ -525,12 +683,12 @@ workers: {count: 2}
     #[test]
     fn a_pod_gone_before_the_start_is_recreated_and_after_it_is_lost() {
         let mut d = draft(&[WorkerPhase::Ready]);
-        assert!(from_pods(&mut d, &BTreeMap::new(), BTreeMap::new()).is_empty());
+        assert!(from_pods(&mut d, &BTreeMap::new(), BTreeMap::new(), SCHEDULE).is_empty());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
 
         let mut d = draft(&[WorkerPhase::Running]);
         d.status.start_time = Some(now().to_rfc3339());
-        from_pods(&mut d, &BTreeMap::new(), BTreeMap::new());
+        from_pods(&mut d, &BTreeMap::new(), BTreeMap::new(), SCHEDULE);
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Lost);
         assert_eq!(d.events.len(), 1, "{:?}", d.events);
         assert_eq!(d.events[0].1, "WorkerLost");
@@ -542,7 +700,7 @@ workers: {count: 2}
         d.status.start_time = Some(now().to_rfc3339());
         let pods = BTreeMap::from([running_pod("bench-w0", "10.0.0.7", "node-a")]);
         let persisted = BTreeMap::from([("w0".to_string(), Some(figures()))]);
-        assert!(from_pods(&mut d, &pods, persisted).is_empty());
+        assert!(from_pods(&mut d, &pods, persisted, SCHEDULE).is_empty());
         let w = &d.status.workers[0];
         assert_eq!(w.phase, WorkerPhase::Collected);
         assert_eq!(w.p99_ms, Some(2.5));

@@ -36,17 +36,33 @@ pub fn has_finalizer(run: &BenchmarkRun) -> bool {
     run.finalizers().iter().any(|f| f == FINALIZER)
 }
 
-/// Add the finalizer (a JSON patch that tests the list it extends, so a concurrent change of
-/// the finalizers fails the patch instead of being overwritten).
-pub(crate) async fn add_finalizer(api: &Api<BenchmarkRun>, run: &BenchmarkRun) -> Result<()> {
-    let patch = match &run.metadata.finalizers {
-        None => json!([{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}]),
-        Some(f) => json!([
+/// Add the finalizer (see [`add_finalizer_patch`]): the run's new resource version.
+pub(crate) async fn add_finalizer(
+    api: &Api<BenchmarkRun>,
+    run: &BenchmarkRun,
+) -> Result<Option<String>> {
+    patch_finalizers(api, run, add_finalizer_patch(run)).await
+}
+
+/// The JSON patch that adds the finalizer: it tests the list it extends, or, when the run had
+/// none, the resource version it read (an `add` of the whole list would replace one another
+/// controller added meanwhile). A concurrent change fails the patch (422), and the pass is
+/// retried on the new version.
+pub(crate) fn add_finalizer_patch(run: &BenchmarkRun) -> serde_json::Value {
+    match (&run.metadata.finalizers, &run.metadata.resource_version) {
+        (Some(f), _) => json!([
             {"op": "test", "path": "/metadata/finalizers", "value": f},
             {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
         ]),
-    };
-    patch_finalizers(api, run, patch).await
+        (None, Some(rv)) => json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]),
+        // Never from the API server (every object it serves has a version).
+        (None, None) => json!([
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]),
+    }
 }
 
 /// Remove the finalizer (tested like [`add_finalizer`]).
@@ -57,14 +73,15 @@ async fn remove_finalizer(api: &Api<BenchmarkRun>, run: &BenchmarkRun) -> Result
         {"op": "test", "path": "/metadata/finalizers", "value": f},
         {"op": "replace", "path": "/metadata/finalizers", "value": rest},
     ]);
-    patch_finalizers(api, run, patch).await
+    patch_finalizers(api, run, patch).await.map(|_| ())
 }
 
+/// Apply a finalizer patch: the run's new resource version (`None` when it is gone).
 async fn patch_finalizers(
     api: &Api<BenchmarkRun>,
     run: &BenchmarkRun,
     patch: serde_json::Value,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let patch: json_patch::Patch = serde_json::from_value(patch)?;
     match api
         .patch(
@@ -74,9 +91,9 @@ async fn patch_finalizers(
         )
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(patched) => Ok(patched.metadata.resource_version),
         // Gone already: nothing to hold.
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -169,5 +186,42 @@ impl Reconciler<'_> {
             (Utc::now() - since).num_milliseconds() as f64 / 1000.0
         );
         Ok(Action::await_change())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(finalizers: Option<Vec<&str>>, rv: Option<&str>) -> BenchmarkRun {
+        let mut r: BenchmarkRun = serde_json::from_value(json!({
+            "apiVersion": "benchrun.dev/v1alpha1", "kind": "BenchmarkRun",
+            "metadata": {"name": "bench", "namespace": "ns"},
+            "spec": {"workload": {"target": "file:///data", "duration": "5s", "ops": [{"op": "get"}]}}
+        }))
+        .expect("run");
+        r.metadata.finalizers = finalizers.map(|f| f.into_iter().map(String::from).collect());
+        r.metadata.resource_version = rv.map(String::from);
+        r
+    }
+
+    #[test]
+    fn adding_the_finalizer_never_overwrites_anothers() {
+        // A list read: tested, then extended.
+        assert_eq!(
+            add_finalizer_patch(&run(Some(vec!["other.io/x"]), Some("7"))),
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["other.io/x"]},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+            ])
+        );
+        // No list read: the version read is tested, so a list added since fails the patch.
+        assert_eq!(
+            add_finalizer_patch(&run(None, Some("7"))),
+            json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+            ])
+        );
     }
 }

@@ -6,15 +6,19 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::Api;
+use kube::{Api, ResourceExt};
 use tracing::warn;
 
 use super::Reconciler;
+use crate::children::{delete_exact, delete_if_ours, Deleted};
 use crate::context::POLL;
 use crate::crd::{BenchmarkRun, CleanupPolicy, Phase};
 use crate::resources;
 use crate::state::{self, cond};
-use crate::Result;
+use crate::{Error, Result};
+
+/// Objects named at most in a message (the rest are counted).
+const NAMED_AT_MOST: usize = 5;
 
 impl Reconciler<'_> {
     /// Cleanup per policy, then TTL.
@@ -41,14 +45,15 @@ impl Reconciler<'_> {
         }
         if clean && state::condition(&self.draft.status.conditions, cond::CLEANED_UP).is_none() {
             // By the names in the status, not from the pod store: a pod created in the pass
-            // that failed the run may not be in the store yet.
+            // that failed the run may not be in the store yet. Only what is this run's is
+            // deleted: a run failed `NameTaken` has names in its status that are another's.
             let api = self.api::<Pod>();
-            let mut deleted = 0;
+            let (mut deleted, mut kept) = (0, vec![]);
             for p in self.draft.status.workers.iter().map(|w| &w.pod) {
-                match api.delete(p, &DeleteParams::default()).await {
-                    Ok(_) => deleted += 1,
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(e.into()),
+                match delete_if_ours(&api, p, self.run, DeleteParams::default()).await? {
+                    Deleted::Yes => deleted += 1,
+                    Deleted::Absent => {}
+                    Deleted::NotOurs => kept.push(format!("pod {p}")),
                 }
             }
             if self
@@ -60,29 +65,35 @@ impl Reconciler<'_> {
             {
                 let pvcs = self.api::<PersistentVolumeClaim>();
                 for w in &self.draft.status.workers {
-                    match pvcs
-                        .delete(
-                            &resources::claim_name(&self.name, &w.name),
-                            &DeleteParams::default(),
-                        )
-                        .await
+                    let claim = resources::claim_name(&self.name, &w.name);
+                    if delete_if_ours(&pvcs, &claim, self.run, DeleteParams::default()).await?
+                        == Deleted::NotOurs
                     {
-                        Ok(_) => {}
-                        Err(kube::Error::Api(e)) if e.code == 404 => {}
-                        Err(e) => return Err(e.into()),
+                        kept.push(format!("claim {claim}"));
                     }
                 }
             }
+            let not_ours = if kept.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; kept {}, not this run's",
+                    state::bounded_list(&kept, NAMED_AT_MOST)
+                )
+            };
             self.draft.condition(
                 cond::CLEANED_UP,
                 true,
                 "PodsDeleted",
-                format!("worker pods deleted ({:?} policy)", self.run.spec.cleanup),
+                format!(
+                    "worker pods deleted ({:?} policy){not_ours}",
+                    self.run.spec.cleanup
+                ),
             );
             self.draft.event(
                 EventType::Normal,
                 "CleanedUp",
-                format!("deleted {deleted} worker pods"),
+                format!("deleted {deleted} worker pods{not_ours}"),
             );
         }
         if let Some(ttl) = self.run.spec.ttl_seconds_after_finished {
@@ -106,11 +117,12 @@ impl Reconciler<'_> {
             };
             if self.draft.now >= due {
                 let api: Api<BenchmarkRun> = self.api();
-                match api.delete(&self.name, &DeleteParams::background()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(e.into()),
-                }
+                // This run, not one applied again under its name since this pass read it.
+                let uid = self
+                    .run
+                    .uid()
+                    .ok_or_else(|| Error::Invalid("the run has no uid".into()))?;
+                delete_exact(&api, &self.name, &uid, DeleteParams::background()).await?;
                 // Its metrics go in the pass of its deletion (the finalizer's).
                 return Ok(Action::await_change());
             }

@@ -54,7 +54,7 @@ use tracing::info;
 use crate::client::WorkerClient;
 use crate::context::{Context, POLL};
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus};
-use crate::status::{publish_events, write_status, Draft};
+use crate::status::{publish_events, write_status, Draft, Written};
 use crate::{resources, validate, Error, Result};
 use decide::{Admission, RunStep};
 
@@ -71,6 +71,12 @@ pub(crate) struct Reconciler<'a> {
     /// The status as last written in this pass, if it was: the final write is skipped when
     /// nothing changed since.
     written: Option<BenchmarkRunStatus>,
+    /// The run's version this pass writes over: the one it read, then its own last write.
+    /// Every status write is conditional on it ([`write_status`]).
+    version: Option<String>,
+    /// A write found the run changed since this pass read it: the pass's decisions are
+    /// dropped (nothing more is written or said), and the next pass decides on the new run.
+    superseded: bool,
 }
 
 /// One pass over one run.
@@ -88,6 +94,8 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Acti
         run: &run,
         draft: Draft::new(old.clone(), run.metadata.generation, Utc::now()),
         written: None,
+        version: run.metadata.resource_version.clone(),
+        superseded: false,
     };
     if run.metadata.deletion_timestamp.is_some() {
         let action = r.finalize().await;
@@ -96,9 +104,13 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Acti
     }
     if !deletion::has_finalizer(&run) {
         // Before anything is created: a run deleted from here on is cleaned up.
-        deletion::add_finalizer(&r.api(), &run).await?;
+        // The pass's status writes are conditional on the version this patch made.
+        r.version = deletion::add_finalizer(&r.api(), &run).await?;
     }
     let mut action = r.pass().await;
+    if r.superseded {
+        return superseded(&ns, &name);
+    }
     if let Err(e) = &action {
         if let Some(requeue) = decide::refusal(&mut r.draft, e) {
             action = Ok(requeue);
@@ -113,10 +125,13 @@ pub async fn reconcile(run: Arc<BenchmarkRun>, ctx: Arc<Context>) -> Result<Acti
     // The status is written even when the pass failed half-way: what was learnt stays learnt.
     // One write per pass, unless one was needed earlier (placement, start time); then only
     // when something changed since.
-    let status = &r.draft.status;
-    if status != r.written.as_ref().unwrap_or(&old) {
-        write_status(&ctx, &ns, &name, status).await?;
+    if r.superseded {
+        return superseded(&ns, &name);
     }
+    if r.draft.status != *r.written.as_ref().unwrap_or(&old) && !r.persist().await? {
+        return superseded(&ns, &name);
+    }
+    let status = &r.draft.status;
     ctx.metrics.observe(&ns, &name, status);
     if status.phase != old.phase {
         info!(
@@ -159,7 +174,9 @@ impl Reconciler<'_> {
             if !decide::placed(&mut self.draft, workers, result_cm) {
                 return Ok(Action::requeue(POLL));
             }
-            self.persist().await?;
+            if !self.persist().await? {
+                return Ok(Action::requeue(SUPERSEDED_RETRY));
+            }
         }
         // 3. Create.
         if decide::creating(&self.draft) {
@@ -169,7 +186,12 @@ impl Reconciler<'_> {
         // 4. The pods and the persisted results.
         let pods = self.pods();
         let persisted = self.persisted().await?;
-        let ask = decide::from_pods(&mut self.draft, &pods, persisted);
+        let ask = decide::from_pods(
+            &mut self.draft,
+            &pods,
+            persisted,
+            self.run.spec.workers.schedule_timeout(),
+        );
         // 5. The agents.
         let token = self.token()?;
         let answers = self.ask_agents(ask, &token).await;
@@ -197,7 +219,12 @@ impl Reconciler<'_> {
                 // Not left to the pass's one write at the end: the start time must be
                 // recorded before any worker receives it, so a restart resends the same
                 // instant instead of choosing another for the workers that did not get it.
-                self.persist().await?;
+                // Conditional on the version read: of two operator processes deciding on the
+                // same run, one records its start time and tells the agents; the other's write
+                // fails, and its next pass resends the recorded one.
+                if !self.persist().await? {
+                    return Ok(Action::requeue(SUPERSEDED_RETRY));
+                }
                 crate::failpoint::hit(crate::failpoint::AFTER_START_WRITTEN);
                 self.send_starts(&pods, at, &token).await;
             }
@@ -258,10 +285,38 @@ impl Reconciler<'_> {
         )
     }
 
-    /// Write the status now, before an action a restart must find recorded (see the callers).
-    pub(crate) async fn persist(&mut self) -> Result<()> {
-        write_status(self.ctx, &self.ns, &self.name, &self.draft.status).await?;
-        self.written = Some(self.draft.status.clone());
-        Ok(())
+    /// Write the status now, before an action a restart must find recorded (see the callers),
+    /// if the run is still the version this pass read or last wrote: whether it was written.
+    /// When not, the pass is superseded (see [`Reconciler::superseded`]).
+    pub(crate) async fn persist(&mut self) -> Result<bool> {
+        let written = write_status(
+            self.ctx,
+            &self.ns,
+            &self.name,
+            &self.draft.status,
+            self.version.as_deref(),
+        )
+        .await?;
+        match written {
+            Written::At(rv) => {
+                self.version = rv;
+                self.written = Some(self.draft.status.clone());
+                Ok(true)
+            }
+            Written::Conflict => {
+                self.superseded = true;
+                Ok(false)
+            }
+        }
     }
+}
+
+/// How soon a superseded pass is retried (the watch brings the new version at once; this is
+/// the bound when it does not).
+const SUPERSEDED_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The end of a pass whose decisions were taken on an old copy of the run.
+fn superseded(ns: &str, name: &str) -> Result<Action> {
+    info!("{ns}/{name}: changed since this pass read it; deciding again on the new version");
+    Ok(Action::requeue(SUPERSEDED_RETRY))
 }

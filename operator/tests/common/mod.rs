@@ -336,3 +336,27 @@ pub fn worker<'a>(run: &'a BenchmarkRun, name: &str) -> &'a benchrun_operator::c
 /// still leaves a loaded 2-core CI machine room to schedule two processes late. Skew at scale
 /// is measured by `cluster_fleet.rs` and `bench/scale.sh`.
 pub const MAX_SKEW_MS: f64 = 250.0;
+
+/// The test cluster's `kubectl` (built by tests/cluster/build.sh into the cache, as
+/// tests/lib/cache.sh says), with the test kubeconfig; a clear panic when it is not there.
+pub fn kubectl() -> std::process::Command {
+    let cache = std::env::var_os("BENCHRUN_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME"))
+                .join(".cache/benchrun")
+        });
+    let version = std::env::var("K8S_VERSION").unwrap_or_else(|_| "v1.37.2".into());
+    let bin = cache.join("k8s").join(version).join("bin/kubectl");
+    assert!(
+        bin.is_file(),
+        "no kubectl at {}: run tests/cluster/build.sh (tests/cluster/up.sh does)",
+        bin.display()
+    );
+    let mut c = std::process::Command::new(bin);
+    c.arg(format!(
+        "--kubeconfig={}",
+        benchrun_test_support::cluster::kubeconfig_path().display()
+    ));
+    c
+}

@@ -86,7 +86,7 @@ pub struct AgentArgs {
     /// Record every op to an op-log and upload it, after the measured stage, as
     /// `<URI><worker-id>.oplog.gz` with the workload's own storage settings. URI is a
     /// directory of the target's scheme ending in `/` (the operator passes
-    /// `<spec.oplog.uri><run>/`).
+    /// `<spec.oplog.uri><namespace>/<run>/<run UID>/`).
     #[arg(long, value_name = "URI")]
     pub oplog_uri: Option<String>,
     /// With --oplog-uri: the writable directory the log is spooled to during the run.

@@ -2,7 +2,9 @@
 //! scratch directory while the run goes, then uploaded through the run's own target backend
 //! (its endpoint, TLS and credentials) to `<uri><worker>.oplog.gz`.
 //!
-//! The operator passes `--oplog-uri <spec.oplog.uri><run>/`. The spool is written by the same
+//! The operator passes `--oplog-uri <spec.oplog.uri><namespace>/<run>/<run UID>/`, a
+//! directory of that run alone (two namespaces' runs of one name, or a run applied again, do
+//! not overwrite each other's logs). The spool is written by the same
 //! bounded, never-waiting writer as `run --oplog` (records dropped are counted, not waited
 //! for). The upload comes after the measured stage, so it is never timed into the result, and
 //! before the summary is served, so the summary names the object. A failed upload is reported
@@ -19,7 +21,7 @@ use crate::{Engine, Workload};
 #[derive(Clone, Debug)]
 pub struct OplogPlan {
     /// The directory the log is uploaded to, ending in `/`: the run's own, made by the
-    /// operator from `spec.oplog.uri` and the run's name.
+    /// operator from `spec.oplog.uri`, the run's namespace, name and UID.
     pub uri: String,
     /// A writable local directory for the spool file (the pod's emptyDir `/tmp`).
     pub spool: PathBuf,
