@@ -237,6 +237,7 @@ fn one_line_error(r: &Ran, want: &str) {
     );
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn run_result_list_compare_report_and_logs() {
     let env = env("plugin").await;
@@ -434,6 +435,7 @@ async fn run_result_list_compare_report_and_logs() {
     }
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn a_missed_threshold_exits_4_with_the_table_and_the_miss() {
     let env = env("plugin-thr").await;
@@ -473,6 +475,7 @@ async fn a_missed_threshold_exits_4_with_the_table_and_the_miss() {
     assert_eq!(again.code, 4);
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn ctrl_c_with_delete_on_interrupt_deletes_the_run() {
     let env = env("plugin-int").await;
@@ -535,6 +538,7 @@ async fn ctrl_c_with_delete_on_interrupt_deletes_the_run() {
     }
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn bad_input_is_one_line_and_exit_2() {
     let (client, ns_guard) = env_without_workers("plugin-bad").await;
@@ -640,6 +644,7 @@ fn lines_of<'a>(text: &'a str, w: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.starts_with(&prefix)).collect()
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn logs_follow_streams_every_worker_until_it_ends() {
     let env = env("plugin-follow").await;
@@ -685,6 +690,7 @@ async fn logs_follow_streams_every_worker_until_it_ends() {
     }
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn storageclass_benchmarks_the_default_class_and_cleans_up() {
     let env = env("plugin-sc").await;

@@ -40,6 +40,7 @@ timeout: 3m
     )
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn per_node_run_merges_exactly_and_cleans_up() {
     let env = env("op-pernode").await;
@@ -139,6 +140,7 @@ async fn per_node_run_merges_exactly_and_cleans_up() {
     panic!("worker pods still present after cleanup: Always");
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn bad_target_fails_with_the_cause() {
     let env = env("op-badtarget").await;
@@ -163,6 +165,7 @@ cleanup: Never
     );
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn missing_secret_fails_with_the_cause() {
     let env = env("op-nosecret").await;
@@ -194,6 +197,7 @@ secretRef: {name: no-such-secret}
     );
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn invalid_workload_is_rejected_or_reported() {
     let env = env("op-invalid").await;
@@ -254,6 +258,7 @@ async fn invalid_workload_is_rejected_or_reported() {
     assert!(e.to_string().contains("immutable"), "{e}");
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn operator_restart_mid_run_collects_each_worker_once() {
     let env = env("op-restart").await;
@@ -347,6 +352,7 @@ async fn pod_uids(env: &Env, run: &str) -> Vec<(String, String)> {
 /// Preparing: the operator crashes right after creating the worker pods, before its pass
 /// writes anything more. A new operator adopts those pods (same UIDs: none deleted, none
 /// created twice), starts and collects both workers once.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn operator_crash_after_creating_pods_makes_no_duplicates() {
     let env = env("op-crash-prep").await;
@@ -387,6 +393,7 @@ async fn operator_crash_after_creating_pods_makes_no_duplicates() {
 /// Running: the operator crashes after writing the common start time and before sending
 /// any start request. A new operator sends the start (same start time) and the run completes
 /// with each worker counted once and its start skew measured.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn operator_crash_between_start_time_and_start_requests_starts_every_worker() {
     let env = env("op-crash-start").await;
@@ -425,6 +432,7 @@ async fn operator_crash_between_start_time_and_start_requests_starts_every_worke
 /// Collecting: the operator crashes exactly after persisting a worker's summary and before
 /// any status counts it. A new operator finds the persisted summary, counts it once, collects
 /// the other worker, and the merged result has each worker exactly once.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn operator_crash_between_persist_and_status_counts_each_worker_once() {
     let env = env("op-crash").await;
@@ -491,6 +499,7 @@ async fn delete_worker_mid_run(policy: &str) -> BenchmarkRun {
     wait_for(&api, "lost", Duration::from_secs(120), "finished", finished).await
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn worker_deleted_mid_run_fails_under_abort() {
     let run = delete_worker_mid_run("Abort").await;
@@ -499,6 +508,7 @@ async fn worker_deleted_mid_run_fails_under_abort() {
     assert!(c.message.contains("w1"), "names the worker: {c:?}");
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn worker_deleted_mid_run_completes_under_continue() {
     let run = delete_worker_mid_run("Continue").await;
@@ -517,6 +527,7 @@ async fn worker_deleted_mid_run_completes_under_continue() {
     );
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn missing_claim_fails_with_the_cause() {
     let env = env("op-noclaim").await;
@@ -557,6 +568,7 @@ volume: {claimName: no-such-claim}
 
 /// The counting layer the operator's client is built with sees every request, by verb, on the
 /// real API server (bench/scale.sh divides these by the number of workers).
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn api_requests_are_counted_by_verb() {
     use benchrun_operator::apicount::CountLayer;
@@ -595,6 +607,7 @@ async fn api_requests_are_counted_by_verb() {
 /// cache that has not caught up; here one that never does) reads the run afresh before
 /// deciding: the workers are placed once and the start time chosen once, so every worker
 /// starts at the start time in the status.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn stale_cache_never_decides_twice() {
     let env = env("op-stale").await;
@@ -678,6 +691,7 @@ impl Drop for Hold {
 /// run's objects (forced here: a finalizer of the test's own on its workload ConfigMap) does
 /// not adopt it: the new run waits, saying why, and once the old object is gone creates its
 /// own and runs its own spec.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn a_recreated_run_never_adopts_the_earlier_runs_objects() {
     let env = env("op-recreate").await;

@@ -24,6 +24,7 @@ struct Case {
     run_name: Option<String>,
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn every_invalid_run_is_refused_or_reported_with_its_field() {
     let text = std::fs::read_to_string(concat!(

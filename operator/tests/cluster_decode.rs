@@ -39,6 +39,7 @@ async fn install_loose_crd(client: &kube::Client) {
     .unwrap_or_else(|e| panic!("applying the loose CRD: {e}"));
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn an_undecodable_run_is_reported_and_the_others_go_on() {
     let env = env("op-decode").await;

@@ -130,6 +130,7 @@ async fn wait_node_ready(client: &Client, node: &str, want_ready: bool, timeout:
 /// operator goes on with the reachable worker (it is collected during the cut) and keeps asking
 /// the cut one, which lingers with its summary; once the network is back, that summary is
 /// collected too. Nothing measured is lost, nothing is counted twice.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn network_cut_to_one_worker_then_healed_loses_nothing() {
     let env = env("op-netcut").await;
@@ -187,6 +188,7 @@ async fn network_cut_to_one_worker_then_healed_loses_nothing() {
 /// controller marks vm2 NotReady. The worker's container keeps running without its kubelet;
 /// the operator talks to the worker directly, so the run completes with both results once the
 /// kubelet is back (it is needed only to remove the pod).
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn kubelet_stopped_until_node_not_ready_loses_nothing() {
     let env = env("op-kubelet").await;
@@ -223,6 +225,7 @@ async fn kubelet_stopped_until_node_not_ready_loses_nothing() {
 /// The API server is stopped while the run is Running and started again. The controller's
 /// watches fail and resume; the workers never needed the API server; the run completes with
 /// every worker counted once.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn apiserver_restarted_mid_run_loses_nothing() {
     let env = env("op-apiserver").await;
@@ -288,6 +291,7 @@ const EVICTION_BOUND: Duration = Duration::from_secs(300);
 
 /// The workload is bounded (every PUT key is one of `write.maxObjects`) and yet must exceed
 /// the volume's limit by construction, not by speed: checked without a cluster.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[test]
 fn the_evicted_workload_overflows_its_volume_by_construction() {
     let spec: BenchmarkRunSpec = serde_yaml::from_str(&overflowing_one_worker()).expect("spec");
@@ -319,6 +323,7 @@ fn the_evicted_workload_overflows_its_volume_by_construction() {
 ///
 /// With one worker `Continue` would fail the same way (no worker left); with several, every
 /// worker would run the same workload and be evicted too, so this test has one worker.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn worker_evicted_for_emptydir_over_its_limit_fails_the_run() {
     let env = env("op-evict").await;

@@ -158,6 +158,7 @@ cleanup: Always
     )
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulated_fleet_collects_and_merges_every_worker() {
     let env = env("op-fleet").await;

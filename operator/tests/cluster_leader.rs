@@ -62,6 +62,7 @@ async fn wait_holder(
     }
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn one_leader_then_takeover_on_release() {
     let (client, ns) = setup("leader-release").await;
@@ -118,6 +119,7 @@ async fn one_leader_then_takeover_on_release() {
     assert_eq!(spec.lease_duration_seconds, Some(6));
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn standby_takes_over_when_leader_stops_renewing() {
     let (client, ns) = setup("leader-expiry").await;
@@ -182,6 +184,7 @@ async fn standby_takes_over_when_leader_stops_renewing() {
     assert_eq!(spec.lease_transitions, Some(1), "a to b is one transition");
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn racing_candidates_never_both_win() {
     let (client, ns) = setup("leader-race").await;
@@ -303,6 +306,7 @@ impl Drop for Operator {
 /// The real binary, twice: one leads (gauge 1, holds the Lease), the other stands by with its
 /// metrics server up (gauge 0). SIGTERM on the leader releases the lease and the standby leads
 /// within a poll or two; a leader whose lease is taken from under it exits with status 1.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn two_operator_processes_fail_over() {
     let (client, ns) = setup("leader-bin").await;

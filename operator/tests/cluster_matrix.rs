@@ -16,6 +16,7 @@ use kube::ResourceExt;
 
 use common::*;
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn combinations_run_in_turn_and_fill_the_table() {
     let env = env("op-matrix").await;

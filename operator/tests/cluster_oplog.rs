@@ -48,6 +48,7 @@ async fn fetch(storage: &HashMap<String, String>, key: &str) -> Vec<u8> {
         .to_vec()
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_worker_uploads_its_oplog_beside_the_results() {
     let storage = storage_env();

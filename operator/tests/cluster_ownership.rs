@@ -20,6 +20,7 @@ use common::*;
 /// `kubectl delete br orph --cascade=orphan`), then a run `orph` with a claim template and
 /// `cleanup: Always`. The run fails `NameTaken` on the ConfigMap, and its cleanup must leave
 /// both alone; the failure satisfies `kubectl wait --for=condition=Failed`.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn a_failed_runs_cleanup_keeps_what_it_does_not_own_and_kubectl_wait_sees_the_failure() {
     let env = env("op-own").await;
@@ -137,6 +138,7 @@ timeout: 3m
 /// Two operator processes on one run (as during a `helm upgrade` without leader election):
 /// every status write is conditional on the version its pass read, so one start time is
 /// recorded and sent; every worker measured once, from it.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn two_operators_start_a_run_once() {
     let env = env("op-two").await;

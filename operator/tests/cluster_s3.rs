@@ -56,6 +56,7 @@ timeout: 3m
     )
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_node_run_against_minio_on_the_host() {
     let storage = storage_env();
@@ -109,6 +110,7 @@ async fn per_node_run_against_minio_on_the_host() {
     drop(fwd);
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn count_two_without_per_node_merges_both() {
     let storage = storage_env();
@@ -150,6 +152,7 @@ async fn count_two_without_per_node_merges_both() {
 // ---------------------------------------------------------------------------------------------
 // ttlSecondsAfterFinished (a file:// run: no storage server needed).
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn finished_run_is_deleted_after_its_ttl() {
     const TTL: i64 = 6;
@@ -234,6 +237,7 @@ ttlSecondsAfterFinished: {TTL}
 /// again; the run ends Succeeded with its one result. Each step waits for what the operator
 /// observes (ops, then errors, in `status.progress`); the workload is paced (40 ops/s for 40 s),
 /// so the steps, which take a few seconds, happen well inside it.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_server_stopped_mid_run_counts_the_outage_and_recovers() {
     let storage = storage_env();
@@ -337,6 +341,7 @@ async fn objects_under(storage: &HashMap<String, String>, prefix: &str) -> usize
 /// holds the deletion while the workers stop and remove everything the run wrote (its
 /// prepared dataset and its PUTs), then lets it go; nothing is left under the run's prefix,
 /// and the run's series are gone from the operator's metrics.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_running_run_stops_its_workers_and_removes_its_data() {
     let storage = storage_env();

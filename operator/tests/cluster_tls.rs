@@ -78,6 +78,7 @@ timeout: 3m
     )
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ca_from_a_config_map_verifies_the_endpoint_and_without_it_the_run_fails() {
     let storage = storage_env();

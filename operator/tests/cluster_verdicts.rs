@@ -44,6 +44,7 @@ async fn merged(env: &Env, run: &str) -> Summary {
     serde_json::from_str(&data[benchrun_operator::crd::MERGED_KEY]).expect("merged summary")
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn thresholds_gate_the_run_and_baselines_are_compared() {
     let env = env("op-verdicts").await;

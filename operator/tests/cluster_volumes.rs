@@ -156,6 +156,7 @@ startDelay: 3s
 timeout: 3m
 cleanup: Always";
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn a_block_claim_per_worker_reads_each_nodes_raw_device() {
     let env = env("op-block").await;
@@ -221,6 +222,7 @@ volume:
     storage.remove(&env).await;
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn a_wait_for_first_consumer_class_serves_a_files_claim_per_worker() {
     let env = env("op-wffc").await;
@@ -290,6 +292,7 @@ fn walk(p: &std::path::Path) -> Vec<PathBuf> {
     out
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn io_uring_refused_by_the_seccomp_profile_falls_back_to_sync_and_says_so() {
     let env = env("op-seccomp").await;
@@ -340,6 +343,7 @@ volume: {{emptyDir: {{}}}}
     assert!(why.contains("io_uring refused here"), "{why}");
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn a_claim_that_cannot_bind_fails_the_run_with_the_reason() {
     let env = env("op-nobind").await;

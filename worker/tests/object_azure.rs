@@ -30,6 +30,7 @@ fn account_path(env: &HashMap<String, String>) -> String {
         .unwrap_or_default()
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_op_runs_and_objects_have_the_asked_sizes() {
     let env = storage_env();
@@ -69,6 +70,7 @@ async fn every_op_runs_and_objects_have_the_asked_sizes() {
     assert!(e.target().list("").await.expect("list").objects.is_empty());
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocks_upload_and_range_engine_requests_are_exact() {
     let env = storage_env();
@@ -114,6 +116,7 @@ async fn blocks_upload_and_range_engine_requests_are_exact() {
     e.cleanup().await.expect("cleanup");
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_key_is_a_clear_error_without_the_secret() {
     let env = storage_env();

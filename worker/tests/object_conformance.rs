@@ -275,6 +275,7 @@ fn wire(c: &Case) -> Vec<String> {
     m
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_target_behaves_the_same() {
     let pattern = Arc::new(DataPattern::unique(SEED));
@@ -638,6 +639,7 @@ async fn s3_semantics(chk: &mut Checks, n: &str, endpoint: &str, bucket: &str) {
 
 /// A short bounded benchmark of a small mixed workload through the real binary against every
 /// S3 server: the engine (prepare, the mix, cleanup), not only single calls, works against it.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[test]
 fn a_short_mixed_benchmark_runs_against_every_s3_server() {
     let env = storage_env();

@@ -32,6 +32,7 @@ fn reads(p: &Proxy) -> u64 {
     (p.count("GET") + p.count("HEAD")) as u64
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_spread_round_robin_and_are_counted_per_endpoint() {
     let env = storage_env();
@@ -98,6 +99,7 @@ async fn ops_spread_round_robin_and_are_counted_per_endpoint() {
     assert_eq!(e2.cleanup().await.expect("cleanup 2").errors, 0);
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_gateway_fails_its_share_only() {
     let env = storage_env();
@@ -126,6 +128,7 @@ async fn a_lost_gateway_fails_its_share_only() {
     assert_eq!(e.cleanup().await.expect("cleanup").errors, 0);
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[test]
 fn an_empty_endpoint_list_is_refused_before_anything_is_written() {
     let env = storage_env();
@@ -209,6 +212,7 @@ fn cli(args: &[&str]) -> String {
 /// front of the second gateway). `compare` compares gateway 1 with the figures each summary
 /// recorded for it and lists 2 and 3 as only in A and B; `report` has a per-endpoint table
 /// whose counts are the summary's. A run through one endpoint has no per-endpoint output.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_and_report_show_each_endpoint_of_real_runs() {
     let env = storage_env();

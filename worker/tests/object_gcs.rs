@@ -50,6 +50,7 @@ fn gcs_yaml(env: &std::collections::HashMap<String, String>, prefix: &str, body:
     )
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_stat_list_on_listed_dataset_then_delete() {
     let env = storage_env();
@@ -96,6 +97,7 @@ async fn reads_stat_list_on_listed_dataset_then_delete() {
     assert!(t.list("").await.expect("list").objects.is_empty());
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranged_reads_return_the_right_bytes() {
     let env = storage_env();

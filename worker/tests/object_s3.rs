@@ -24,6 +24,7 @@ fn s3_yaml(
     )
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_op_runs_and_objects_have_the_asked_sizes() {
     let env = storage_env();
@@ -75,6 +76,7 @@ async fn every_op_runs_and_objects_have_the_asked_sizes() {
     );
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_without_range_engine_is_one_request_and_no_head() {
     let env = storage_env();
@@ -102,6 +104,7 @@ async fn get_without_range_engine_is_one_request_and_no_head() {
 
 /// The experiment `read.headBeforeGet` (report 001's regression): exactly one HEAD before
 /// each GET, as the server's side sees it at the proxy, counted in the summary.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn head_before_get_sends_one_head_per_get_and_reports_it() {
     let env = storage_env();
@@ -134,6 +137,7 @@ async fn head_before_get_sends_one_head_per_get_and_reports_it() {
 
 /// `read.bufferPool` on whole-object GETs: pooled, at most one buffer per task in flight
 /// (concurrency 4); off, one per GET; every byte verified either way.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_object_gets_allocate_per_task_pooled_and_per_get_without_the_pool() {
     let env = storage_env();
@@ -172,6 +176,7 @@ async fn whole_object_gets_allocate_per_task_pooled_and_per_get_without_the_pool
     }
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn range_engine_fetches_exact_ranges_with_no_head_and_right_bytes() {
     let env = storage_env();
@@ -241,6 +246,7 @@ fn verify(e: &benchrun_worker::Engine) -> ReadCheck {
 
 /// A PUT's body is not hashed unless `signPayload` asks for it (the hash was half of the
 /// client's CPU per GiB written); with it, the header carries the body's SHA-256.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn puts_are_unsigned_payload_unless_sign_payload() {
     let env = storage_env();
@@ -283,6 +289,7 @@ async fn puts_are_unsigned_payload_unless_sign_payload() {
     }
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunked_reads_and_multipart_puts() {
     let env = storage_env();
@@ -320,6 +327,7 @@ async fn chunked_reads_and_multipart_puts() {
     e.cleanup().await.expect("cleanup");
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_lost_mid_run_gives_counted_errors() {
     let env = storage_env();
@@ -371,6 +379,7 @@ async fn server_lost_mid_run_gives_counted_errors() {
 /// errors by kind, and operations succeed again after it. Each step waits for an observed
 /// event (operations done, errors counted), not for a time; the open-loop rate (200/s for
 /// 1,200 ops, about 6 s) leaves seconds of work after the server is back.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_down_then_back_mid_run_counts_the_outage_and_recovers() {
     let env = storage_env();
@@ -420,6 +429,7 @@ dataset: { objects: 8, cleanup: true }",
         .expect("cleanup after the server came back");
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_credentials_are_a_clear_error_without_the_secret() {
     let env = storage_env();
@@ -446,6 +456,7 @@ async fn bad_credentials_are_a_clear_error_without_the_secret() {
     assert!(!msg.contains(secret), "the secret leaked: {msg}");
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[test]
 fn endpoint_without_keys_is_a_config_error_not_a_metadata_lookup() {
     let env = storage_env();
@@ -480,6 +491,7 @@ fn endpoint_without_keys_is_a_config_error_not_a_metadata_lookup() {
 
 /// `put_file` (how an agent uploads its op-log): a file below the multipart threshold in one
 /// PUT, a larger one streamed part by part; MinIO holds both byte for byte.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_are_uploaded_whole_or_in_parts_byte_for_byte() {
     let env = storage_env();
@@ -539,6 +551,7 @@ async fn files_are_uploaded_whole_or_in_parts_byte_for_byte() {
 ///   its wait is in the all-ops latency, where the successful-only figures have none;
 /// - a mix of GETs (served) and PUTs (held): the GETs' latency is the successful figures,
 ///   and the PUTs' timeouts lift the all-ops p99 of the run to the timeout.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_and_stuck_ops_are_in_the_latency_and_outside_the_window() {
     let env = storage_env();
@@ -608,6 +621,7 @@ async fn failed_and_stuck_ops_are_in_the_latency_and_outside_the_window() {
 
 /// An object truncated on MinIO between the run that wrote it and a verify run (which lists
 /// the dataset): counted `short` and named, where the listing's own size would hide it.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_truncated_after_its_run_is_counted_short_by_a_verify_run() {
     let env = storage_env();

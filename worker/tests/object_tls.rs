@@ -60,6 +60,7 @@ async fn stored(env: &HashMap<String, String>, creds: &Path, prefix: &str) -> us
     t.list("").await.expect("list").objects.len()
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_with_the_ca_succeeds_over_https() {
     let env = storage_env();
@@ -83,6 +84,7 @@ async fn a_run_with_the_ca_succeeds_over_https() {
     assert_eq!(c.errors, 0);
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_ca_the_run_fails_at_once_with_one_clear_error() {
     let env = storage_env();
@@ -118,6 +120,7 @@ async fn without_the_ca_the_run_fails_at_once_with_one_clear_error() {
     );
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_ca_file_is_named_and_nothing_is_written() {
     let env = storage_env();
@@ -160,6 +163,7 @@ async fn an_unreadable_ca_file_is_named_and_nothing_is_written() {
     );
 }
 
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skipping_verification_runs_and_says_so_everywhere() {
     let env = storage_env();

@@ -197,6 +197,7 @@ async fn wait_ready(client: &Client, ns: &str, name: &str, timeout: Duration) {
     }
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn services_and_dns_work_from_a_pod_on_each_node() {
     // The servers themselves first, so a stopped server is not reported as a cluster problem.
@@ -339,6 +340,7 @@ async fn services_and_dns_work_from_a_pod_on_each_node() {
     );
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[test]
 fn check_lines_parse() {
     let c = parse_checks("noise\nCHECK a OK 10.0.0.1\nCHECK b FAIL rc=1 x y\n");

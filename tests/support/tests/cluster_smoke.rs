@@ -41,6 +41,7 @@ const DATA_LIMIT: &str = "64Mi";
 // A wide margin under the limit (checked at compile time).
 const _: () = assert!(MAX_BYTES_WRITTEN * 4 < 64 << 20);
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[test]
 fn the_workload_fits_the_volume_by_construction() {
     let w = benchrun_worker::Workload::from_yaml(WORKLOAD).expect("valid workload");
@@ -125,6 +126,7 @@ fn worker_pod(node: &str, image: &str) -> Pod {
     }
 }
 
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn one_worker_per_node_completes_with_ops() {
     let client = cluster::connect().await;
