@@ -93,9 +93,10 @@ impl Engine {
         let stop_on_drop = StopOnDrop(schedule.clone());
         let mut tasks = tokio::task::JoinSet::new();
         let gate = threads::Gate::default();
+        let mut primed = Vec::new();
         let started = match &block {
             Some((v, chosen, _)) => self.start_block_tasks(v, chosen, &ctx, &gate, &mut tasks),
-            None => self.start_tasks(&ctx, &gate, &mut tasks),
+            None => self.start_tasks(&ctx, &gate, &mut tasks, &mut primed),
         };
         if let Err(e) = started {
             // Stop the tasks already started (at their next ticket) and wait for them.
@@ -105,6 +106,11 @@ impl Engine {
             while tasks.join_next().await.is_some() {}
             self.metrics.set_stage(Stage::Done);
             return Err(e);
+        }
+        // Each shard's connections are open before the start (see `shards::spawn`); a shard
+        // whose thread ended early has dropped its sender, and its tasks' error is seen later.
+        for p in primed {
+            let _ = p.await;
         }
         Ok(Setup {
             block,
@@ -383,6 +389,7 @@ impl Engine {
         ctx: &Arc<RunCtx>,
         gate: &threads::Gate,
         tasks: &mut tokio::task::JoinSet<Vec<Recorder>>,
+        primed: &mut Vec<shards::Primed>,
     ) -> Result<(), EngineError> {
         let w = &self.workload;
         let rng = |i: u32| {
@@ -418,13 +425,15 @@ impl Engine {
             groups[k].push(ctx.clone().task(i, rng(i), targets[k].clone()));
         }
         for (k, group) in groups.into_iter().enumerate() {
-            let shard =
-                shards::spawn(format!("benchrun-shard-{k}"), gate.clone(), group).map_err(|e| {
+            let name = format!("benchrun-shard-{k}");
+            let (ready, shard) = shards::spawn(name, gate.clone(), targets[k].clone(), group)
+                .map_err(|e| {
                     EngineError::Workload(format!(
                         "cannot start I/O thread {k} of {n} (set {} lower): {e}",
                         shards::ENV
                     ))
                 })?;
+            primed.push(ready);
             tasks.spawn(shard);
         }
         Ok(())

@@ -53,21 +53,49 @@ pub fn targets(shared: &Arc<dyn Target>, n: usize) -> Result<Vec<Arc<dyn Target>
         .collect()
 }
 
+/// A shard's signal that its connections are open (or their opening failed): its thread
+/// then waits at the gate.
+pub type Primed = tokio::sync::oneshot::Receiver<()>;
+
 /// Run `tasks` on a new OS thread named `name` with a runtime of its own, once `gate` opens.
-/// Returns a future of their recorders, to await on the engine's runtime; a panic of a task
-/// is resumed there.
+///
+/// Before the gate, the shard opens its connections on that runtime: one cheap request
+/// ([`Target::check`], a listing of at most one key) per task, all at once, so the client's
+/// pool holds a connection per task and TCP/TLS setup is not timed in the first op of each
+/// task (it lands in the setup stage, which waits on the returned [`Primed`]). A failed
+/// request is not an error of the run (the connection was made, or the first op will say
+/// why it cannot be), only logged at debug level.
+///
+/// Returns the [`Primed`] signal and a future of the tasks' recorders, to await on the
+/// engine's runtime; a panic of a task is resumed there.
 pub fn spawn<F>(
     name: String,
     gate: Gate,
+    target: Arc<dyn Target>,
     tasks: Vec<F>,
-) -> std::io::Result<impl Future<Output = Vec<Recorder>> + Send + 'static>
+) -> std::io::Result<(Primed, impl Future<Output = Vec<Recorder>> + Send + 'static)>
 where
     F: Future<Output = Recorder> + Send + 'static,
 {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    super::threads::on_thread(name, gate, "a shard", move || {
+    let (primed_tx, primed) = tokio::sync::oneshot::channel();
+    let connections = tasks.len();
+    let prime = move || {
+        rt.block_on(async {
+            let checks = (0..connections).map(|_| target.check());
+            for r in futures::future::join_all(checks).await {
+                if let Err(e) = r {
+                    tracing::debug!("opening a connection before the start: {e}");
+                }
+            }
+        });
+        // Setup may already have given up waiting (an error elsewhere).
+        let _ = primed_tx.send(());
+        rt
+    };
+    let done = super::threads::on_thread(name, gate, "a shard", prime, move |rt| {
         rt.block_on(async move {
             let mut set = tokio::task::JoinSet::new();
             for t in tasks {
@@ -86,12 +114,52 @@ where
             }
             out
         })
-    })
+    })?;
+    Ok((primed, done))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use async_trait::async_trait;
+
     use super::*;
+    use crate::datagen::Payload;
+    use crate::targets::{ChunkPlan, GetOutcome, GetRequest, ListOutcome, ObjectInfo};
+
+    /// A target that counts its checks (the shard's connection-opening requests); the
+    /// first fails, as on an empty or refused prefix, which must not stop the shard.
+    #[derive(Debug, Default)]
+    struct Checks(AtomicU32);
+
+    #[async_trait]
+    impl Target for Checks {
+        async fn get(&self, _: &str, _: &GetRequest) -> Result<GetOutcome, TargetError> {
+            unreachable!()
+        }
+        async fn put(&self, _: &str, _: Payload) -> Result<u32, TargetError> {
+            unreachable!()
+        }
+        async fn stat(&self, _: &str) -> Result<ObjectInfo, TargetError> {
+            unreachable!()
+        }
+        async fn list(&self, _: &str) -> Result<ListOutcome, TargetError> {
+            unreachable!()
+        }
+        async fn delete(&self, _: &str) -> Result<(), TargetError> {
+            unreachable!()
+        }
+        async fn check(&self) -> Result<(), TargetError> {
+            match self.0.fetch_add(1, Ordering::SeqCst) {
+                0 => Err(TargetError::Unsupported("no listing here".into())),
+                _ => Ok(()),
+            }
+        }
+        fn default_plan(&self) -> ChunkPlan {
+            ChunkPlan::Whole
+        }
+    }
 
     #[test]
     fn one_shard_per_32_tasks_at_most_one_per_cpu() {
@@ -129,7 +197,14 @@ mod tests {
                 }
             })
             .collect();
-        let done = spawn("shard-test".into(), gate.clone(), tasks).unwrap();
+        let target = Arc::new(Checks::default());
+        let (primed, done) =
+            spawn("shard-test".into(), gate.clone(), target.clone(), tasks).unwrap();
+        // One request per task before the gate opens, none of the tasks run yet; a failed
+        // one does not stop the shard.
+        primed.await.unwrap();
+        assert_eq!(target.0.load(Ordering::SeqCst), 3);
+        assert!(names.lock().unwrap().is_empty());
         gate.open();
         assert_eq!(done.await.len(), 3);
         assert_eq!(*names.lock().unwrap(), vec![Some("shard-test".into()); 3]);
@@ -138,7 +213,8 @@ mod tests {
             Box::pin(async { panic!("boom in a shard") }),
             Box::pin(std::future::pending()),
         ];
-        let done = tokio::spawn(spawn("shard-panic".into(), gate, failing).unwrap());
+        let (_, failing) = spawn("shard-panic".into(), gate, target, failing).unwrap();
+        let done = tokio::spawn(failing);
         let e = done.await.unwrap_err();
         let p = e.into_panic();
         assert_eq!(p.downcast_ref::<&str>(), Some(&"boom in a shard"));

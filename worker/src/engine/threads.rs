@@ -55,26 +55,36 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    on_thread(name, gate, "a task", move || {
-        // The thread is the task's alone: its waits for a due time may block it (`wait.rs`).
-        super::wait::mark_own_thread();
-        io_inline(|| handle.block_on(task))
-    })
+    on_thread(
+        name,
+        gate,
+        "a task",
+        || (),
+        move |()| {
+            // The thread is the task's alone: its waits for a due time may block it (`wait.rs`).
+            super::wait::mark_own_thread();
+            io_inline(|| handle.block_on(task))
+        },
+    )
 }
 
-/// Run `work` on a new OS thread named `name` once `gate` opens. Returns a future of its
-/// result, to await on a runtime; a panic on the thread is resumed where it is awaited.
-/// `what` names the thread's job in the one message that cannot happen in practice.
-pub(super) fn on_thread<T: Send + 'static>(
+/// Run `before` on a new OS thread named `name` at once, then `work` with its result once
+/// `gate` opens. Returns a future of `work`'s result, to await on a runtime; a panic on the
+/// thread (in either step) is resumed where it is awaited. `what` names the thread's job in
+/// the one message that cannot happen in practice.
+pub(super) fn on_thread<S: 'static, T: Send + 'static>(
     name: String,
     gate: Gate,
     what: &'static str,
-    work: impl FnOnce() -> T + Send + 'static,
+    before: impl FnOnce() -> S + Send + 'static,
+    work: impl FnOnce(S) -> T + Send + 'static,
 ) -> std::io::Result<impl Future<Output = T> + Send + 'static> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new().name(name).spawn(move || {
-        gate.wait();
-        let out = std::panic::catch_unwind(AssertUnwindSafe(work));
+        let out = std::panic::catch_unwind(AssertUnwindSafe(before)).and_then(|state| {
+            gate.wait();
+            std::panic::catch_unwind(AssertUnwindSafe(move || work(state)))
+        });
         // The receiver is gone only when the run was dropped; nothing is left to tell.
         let _ = tx.send(out);
     })?;
