@@ -137,6 +137,8 @@ pub struct SeenRequest {
     pub range: Option<String>,
     /// `x-amz-content-sha256` (S3): `UNSIGNED-PAYLOAD` or the body's hash.
     pub content_sha256: Option<String>,
+    /// The connection it came on: the proxy's accept order, from 0.
+    pub conn: u64,
 }
 
 /// A loopback TCP proxy in front of a server that records each HTTP/1.1 request line (with
@@ -172,7 +174,7 @@ impl Proxy {
                     r = listener.accept() => match r { Ok(c) => c, Err(_) => return },
                     _ = st.changed() => return,
                 };
-                accepted2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let conn = accepted2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if *is_down.borrow() {
                     drop(client);
                     continue;
@@ -183,7 +185,7 @@ impl Proxy {
                 let mut went_down = is_down.clone();
                 tokio::spawn(async move {
                     tokio::select! {
-                        _ = forward(client, upstream, seen, stall) => {}
+                        _ = forward(client, conn, upstream, seen, stall) => {}
                         _ = st.changed() => {}
                         _ = went_down.wait_for(|d| *d) => {}
                     }
@@ -246,6 +248,7 @@ impl Proxy {
 
 async fn forward(
     client: TcpStream,
+    conn: u64,
     upstream: SocketAddr,
     seen: Arc<Mutex<Vec<SeenRequest>>>,
     stall: Arc<Mutex<Option<String>>>,
@@ -264,7 +267,8 @@ async fn forward(
                 Ok(n) => n,
             };
             let mut held = false;
-            for r in parser.feed(&buf[..n]) {
+            for mut r in parser.feed(&buf[..n]) {
+                r.conn = conn;
                 held |= stall.lock().is_ok_and(|m| m.as_deref() == Some(&r.method));
                 if let Ok(mut s) = seen.lock() {
                     s.push(r);
@@ -332,6 +336,7 @@ impl Parser {
                     target,
                     range,
                     content_sha256,
+                    conn: 0,
                 });
             }
         }
