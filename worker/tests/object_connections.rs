@@ -36,15 +36,15 @@ async fn each_task_has_a_connection_opened_before_the_start() {
 
     // The first request of each connection the run opened.
     let mut first: BTreeMap<u64, String> = BTreeMap::new();
-    for r in proxy.requests() {
+    for r in proxy.all_requests() {
         if r.conn >= before_run {
             first
                 .entry(r.conn)
                 .or_insert(format!("{} {}", r.method, r.target));
         }
     }
-    // A listing is a GET too (`?list-type=2`); an object's GET is a measured op.
-    let is_listing = |r: &str| r.contains("list-type");
+    // A check is a GET too (`?list-type=2&max-keys=1`); an object's GET is a measured op.
+    let is_listing = |r: &str| r.contains("max-keys=1");
     let listed: Vec<u64> = first
         .iter()
         .filter(|(_, r)| is_listing(r))

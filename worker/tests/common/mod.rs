@@ -141,6 +141,18 @@ pub struct SeenRequest {
     pub conn: u64,
 }
 
+impl SeenRequest {
+    /// A listing of at most one key (`Target::check`: S3 `max-keys=1`, Azure `maxresults=1`,
+    /// GCS `maxResults=1`), as sent before a run's start, not by an op.
+    pub fn is_check(&self) -> bool {
+        self.method == "GET"
+            && self.target.split(['?', '&']).any(|kv| {
+                let kv = kv.to_ascii_lowercase();
+                kv == "max-keys=1" || kv == "maxresults=1"
+            })
+    }
+}
+
 /// A loopback TCP proxy in front of a server that records each HTTP/1.1 request line (with
 /// keep-alive, several per connection) and can be cut off at once with [`Proxy::stop`].
 pub struct Proxy {
@@ -217,7 +229,16 @@ impl Proxy {
         format!("http://{}{path}", self.addr)
     }
 
+    /// The requests of ops, in arrival order: every request but the target's checks (the
+    /// one-key listings a run's shards send before the start to open their connections).
     pub fn requests(&self) -> Vec<SeenRequest> {
+        let mut all = self.all_requests();
+        all.retain(|r| !r.is_check());
+        all
+    }
+
+    /// Every request, checks included.
+    pub fn all_requests(&self) -> Vec<SeenRequest> {
         self.seen.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
