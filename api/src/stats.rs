@@ -571,8 +571,9 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_stat: Option<StageStats>,
     /// Getting the measured stage ready (tasks' threads started and parked, per-shard clients
-    /// built), done before the start instant so none of it is measured; its `seconds` say
-    /// how long it took.
+    /// built and a connection opened per task of an object target by a one-key listing),
+    /// done before the start instant so none of it is measured; its `seconds` say how long
+    /// it took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<StageStats>,
     /// The warm-up (`warmup`), when the workload has one: its operations' figures, apart.
