@@ -56,11 +56,15 @@ async fn reads_stat_list_on_listed_dataset_then_delete() {
     let env = storage_env();
     let prefix = unique("gcs-ops");
     let keys = seed(&env, &prefix, 4).await;
+    // With `read.verify`, a listed `obj-N` is expected at the size the workload gives it (a
+    // shorter one is a `short` error, not a smaller object): say the seeded size.
     let w = workload(&gcs_yaml(
         &env,
         &prefix,
-        "totalOps: 60\nconcurrency: 3\nops: [{op: get, weight: 6}, {op: stat, weight: 2}, {op: list, weight: 1}]\n\
-         dataset: { prepare: false, cleanup: true }\nread: { verify: true }",
+        &format!(
+            "totalOps: 60\nconcurrency: 3\nops: [{{op: get, weight: 6}}, {{op: stat, weight: 2}}, {{op: list, weight: 1}}]\n\
+             objectSize: {SIZE}\ndataset: {{ prepare: false, cleanup: true }}\nread: {{ verify: true }}"
+        ),
     ));
     let e = engine(w).await;
     let ds = e.prepare().await.expect("list the seeded dataset");
