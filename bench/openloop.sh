@@ -53,8 +53,10 @@ dataset: {objects: 2000, size: 4KiB, prepare: false, cleanup: false}"
   "$BIN" run "$OUT/w.yaml" --progress=never --summary "$OUT/$name.json" >/dev/null 2>&1
 }
 fio_run() { # name depth rate
+  local rate_opt=()
+  [ "$3" = 0 ] || rate_opt=("--rate_iops=$3")
   fio --name=j --filename="$DEV" --rw=randread --bs=4k --iodepth="$2" --ioengine=io_uring --direct=1 \
-    $([ "$3" = 0 ] || echo "--rate_iops=$3") --lat_percentiles=1 --time_based --runtime="$SECS" \
+    "${rate_opt[@]}" --lat_percentiles=1 --time_based --runtime="$SECS" \
     --output-format=json --output="$OUT/$1.json"
 }
 iops() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(int(sum(v["opsPerSec"] for v in s["report"].values())))' "$1"; }
