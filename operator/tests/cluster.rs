@@ -538,11 +538,12 @@ workload:
   totalOps: 10
   ops: [{op: get}]
   dataset: {objects: 2, size: 4KiB}
-workers: {perNode: true}
+workers: {perNode: true, scheduleTimeout: 20s}
 volume: {claimName: no-such-claim}
 "#;
     let api = create_run(&env, "noclaim", spec).await;
-    // The scheduler's reason shows as a condition at once, long before the run gives up.
+    // The scheduler's reason shows as a condition at once, long before the run gives up
+    // (after spec.workers.scheduleTimeout).
     let run = wait_for(
         &api,
         "noclaim",
