@@ -29,6 +29,7 @@ pub mod checkpoint;
 pub mod data_errors;
 pub mod latency;
 pub mod matrix;
+pub mod metric_family;
 pub mod quote;
 pub mod size_buckets;
 pub mod spec;

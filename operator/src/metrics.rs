@@ -20,6 +20,8 @@ use prometheus::{
     Opts, Registry, TextEncoder,
 };
 
+use benchrun_api::metric_family::{MetricFamily, MetricKind};
+
 use crate::crd::{BenchmarkRunStatus, Phase};
 
 const ALL_PHASES: [Phase; 6] = [
@@ -52,6 +54,8 @@ pub struct Metrics {
     /// The operator's Kubernetes API requests by verb (see `apicount`).
     pub api_requests: IntCounterVec,
     phases: Mutex<HashMap<String, Phase>>,
+    /// The registered families, as `/metrics` exports them.
+    families: Vec<MetricFamily>,
 }
 
 impl Default for Metrics {
@@ -165,26 +169,32 @@ impl Metrics {
             "1 while this replica runs the controller (holds the leader lease)",
         )
         .expect("metric");
-        for c in [
-            Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(errors.clone()),
-            Box::new(duration.clone()),
-            Box::new(runs.clone()),
-            Box::new(run_ops.clone()),
-            Box::new(run_p99.clone()),
-            Box::new(run_phase.clone()),
-            Box::new(run_progress_ops.clone()),
-            Box::new(run_elapsed.clone()),
-            Box::new(run_skew.clone()),
-            Box::new(run_thresholds_met.clone()),
-            Box::new(run_regressed.clone()),
-            Box::new(leader.clone()),
-            Box::new(api_requests.clone()),
+        let mut families = Vec::new();
+        for (c, kind) in [
+            (
+                Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
+                MetricKind::Counter,
+            ),
+            (Box::new(errors.clone()), MetricKind::Counter),
+            (Box::new(duration.clone()), MetricKind::Histogram),
+            (Box::new(runs.clone()), MetricKind::Gauge),
+            (Box::new(run_ops.clone()), MetricKind::Gauge),
+            (Box::new(run_p99.clone()), MetricKind::Gauge),
+            (Box::new(run_phase.clone()), MetricKind::Gauge),
+            (Box::new(run_progress_ops.clone()), MetricKind::Gauge),
+            (Box::new(run_elapsed.clone()), MetricKind::Gauge),
+            (Box::new(run_skew.clone()), MetricKind::Gauge),
+            (Box::new(run_thresholds_met.clone()), MetricKind::Gauge),
+            (Box::new(run_regressed.clone()), MetricKind::Gauge),
+            (Box::new(leader.clone()), MetricKind::Gauge),
+            (Box::new(api_requests.clone()), MetricKind::Counter),
         ] {
+            families.extend(MetricFamily::of(c.as_ref(), kind));
             registry.register(c).expect("unique metric");
         }
         Self {
             registry,
+            families,
             reconciles,
             errors,
             duration,
@@ -201,6 +211,11 @@ impl Metrics {
             api_requests,
             phases: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The families registered, as `/metrics` exports them (label values aside).
+    pub fn families(&self) -> &[MetricFamily] {
+        &self.families
     }
 
     /// Count a reconcile and time it until the guard drops.

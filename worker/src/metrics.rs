@@ -18,6 +18,8 @@ use prometheus::{
     TextEncoder,
 };
 
+use benchrun_api::metric_family::{MetricFamily, MetricKind};
+
 use crate::spec::OpKind;
 
 /// Where a worker is in its life; exported as `benchrun_stage`.
@@ -52,6 +54,8 @@ pub struct Metrics {
     ttfb_get: Histogram,
     inflight: IntGauge,
     stage: IntGauge,
+    /// The registered families, as `/metrics` exports them.
+    families: Vec<MetricFamily>,
     ready: AtomicBool,
 }
 
@@ -108,15 +112,20 @@ impl Metrics {
             "Worker stage: 0 idle, 1 preparing, 2 ready, 3 running, 4 cleaning up, 5 done",
         )
         .expect("valid metric");
-        for c in [
-            Box::new(ops_vec.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(bytes_vec.clone()),
-            Box::new(errors.clone()),
-            Box::new(latency_vec.clone()),
-            Box::new(ttfb_vec.clone()),
-            Box::new(inflight.clone()),
-            Box::new(stage.clone()),
+        let mut families = Vec::new();
+        for (c, kind) in [
+            (
+                Box::new(ops_vec.clone()) as Box<dyn prometheus::core::Collector>,
+                MetricKind::Counter,
+            ),
+            (Box::new(bytes_vec.clone()), MetricKind::Counter),
+            (Box::new(errors.clone()), MetricKind::Counter),
+            (Box::new(latency_vec.clone()), MetricKind::Histogram),
+            (Box::new(ttfb_vec.clone()), MetricKind::Histogram),
+            (Box::new(inflight.clone()), MetricKind::Gauge),
+            (Box::new(stage.clone()), MetricKind::Gauge),
         ] {
+            families.extend(MetricFamily::of(c.as_ref(), kind));
             registry.register(c).expect("metric names are unique");
         }
         // Resolve label values once so the hot path is a plain atomic add.
@@ -131,8 +140,14 @@ impl Metrics {
             inflight,
             stage,
             registry,
+            families,
             ready: AtomicBool::new(false),
         }
+    }
+
+    /// The families registered, as `/metrics` exports them (label values aside).
+    pub fn families(&self) -> &[MetricFamily] {
+        &self.families
     }
 
     /// One more operation in flight.
@@ -236,3 +251,4 @@ mod tests {
         assert_eq!(m.totals(), (2, 4096, 1));
     }
 }
+
