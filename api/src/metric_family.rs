@@ -10,8 +10,11 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MetricKind {
+    /// Only goes up (`_total`).
     Counter,
+    /// Goes up and down.
     Gauge,
+    /// Buckets (`_bucket{le}`), `_sum` and `_count`.
     Histogram,
 }
 
@@ -20,6 +23,7 @@ pub enum MetricKind {
 pub struct MetricFamily {
     /// The full name, `benchrun_...`.
     pub name: String,
+    /// Counter, gauge or histogram.
     pub kind: MetricKind,
     /// Label names the code sets (not those Prometheus adds when it scrapes).
     pub labels: Vec<String>,

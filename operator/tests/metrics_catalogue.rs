@@ -30,8 +30,8 @@ fn catalogue() -> String {
 
 #[test]
 fn the_catalogue_is_what_the_code_exports() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/helm/dashcheck/metrics.json");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/helm/dashcheck/metrics.json");
     let want = catalogue();
     if std::env::var_os("BENCHRUN_BLESS").is_some() {
         std::fs::write(&path, &want).expect("write metrics.json");

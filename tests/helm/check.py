@@ -342,6 +342,9 @@ def check_monitoring(docs, overlay, values):
     if rules:
         (RENDER / "rules.yaml").write_text(yaml.safe_dump({"groups": rules[0]["spec"]["groups"]}))
         alerts = {r.get("alert"): r["expr"] for g in rules[0]["spec"]["groups"] for r in g["rules"]}
+        # For dashcheck, which parses them with Prometheus's own parser.
+        (RENDER / "alerts.json").write_text(json.dumps(
+            [{"where": f"{overlay}: alert {a}", "expr": e} for a, e in alerts.items()]))
         check({"BenchrunRunFailed", "BenchrunOperatorReconcileErrors"} <= set(alerts),
               f"{overlay}: PrometheusRule lacks the expected alerts: {sorted(alerts)}")
         for a, e in alerts.items():

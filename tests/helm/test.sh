@@ -6,7 +6,10 @@
 #     it (never get/list/watch on Secrets), monitors only when enabled, Role when watchNamespace
 #     is set, dashboard PromQL only on metric names registered in the Rust code
 #   - the chart's CRDs equal crds/
-#   - promtool check/test rules on the rendered PrometheusRule (when promtool can be had)
+#   - dashcheck: the dashboard decoded strictly by Grafana's schema types, every PromQL expression
+#     of the dashboard and the alerts parsed by Prometheus's parser and checked against the
+#     metric families and labels the code registers (tests/helm/dashcheck/metrics.json)
+#   - promtool check/test rules on the rendered PrometheusRule
 # helm is built from the Go module proxy by tests/helm/install.sh (cached).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -79,6 +82,49 @@ expect_reject "a number for serviceMonitor.enabled" "at '/serviceMonitor/enabled
 # The rendered objects against the code.
 if "$py" "$here/check.py" "$REPO_ROOT" "$work"; then ok "check.py"; else fail "check.py (see FAIL lines above)"; fi
 
+# The dashboard and the alerts by the real tools' own code: Grafana's schema types (strict) and
+# Prometheus's PromQL parser, against the families the code registers (tests/helm/dashcheck).
+dashcheck=$("$here/dashcheck/build.sh")
+dash=$chart/dashboards/benchrun.json
+metrics=$here/dashcheck/metrics.json
+if [ ! -s "$work/alerts.json" ]; then
+  fail "check.py wrote no alerts.json from the monitoring overlay"
+elif "$dashcheck" -metrics "$metrics" -dashboard "$dash" -alerts "$work/alerts.json"; then
+  ok "dashcheck: dashboard and alerts"
+else
+  fail "dashcheck: dashboard and alerts"
+fi
+# ... and it is not a check that cannot fail: each broken copy must be refused, naming the problem.
+# expect_dashcheck_fails DESCRIPTION MESSAGE PYTHON-EDIT (p is the dashboard's first panel with
+# queries, t its first query)
+expect_dashcheck_fails() {
+  "$py" -c "import json,sys
+d = json.load(open(sys.argv[1]))
+p = next(p for p in d['panels'] if p.get('targets'))
+t = p['targets'][0]
+$3
+json.dump(d, open(sys.argv[2], 'w'))" \
+    "$dash" "$work/broken.json"
+  if "$dashcheck" -metrics "$metrics" -dashboard "$work/broken.json" > "$work/dashcheck.out" 2>&1; then
+    fail "dashcheck accepted $1"
+  elif grep -qF -- "$2" "$work/dashcheck.out"; then
+    ok "dashcheck refuses $1"
+  else
+    cat "$work/dashcheck.out" >&2
+    fail "dashcheck refused $1, but without the message: $2"
+  fi
+}
+expect_dashcheck_fails "an unknown panel field" "unexpected field 'colour'" "p['colour'] = 'red'"
+expect_dashcheck_fails "a mistyped legend option" "legend.showLegend" "p['options']['legend']['showLegend'] = 'yes'"
+expect_dashcheck_fails "a metric the code does not export" '"benchrun_opps_total", which neither' \
+  "t['expr'] = 'sum(rate(benchrun_opps_total[5m]))'"
+expect_dashcheck_fails "a label the metric does not carry" 'matches label "bucket"' \
+  "t['expr'] = 'sum(rate(benchrun_ops_total{bucket=\"x\"}[5m]))'"
+expect_dashcheck_fails "a grouping on a label no series carries" 'groups or matches on label "opp"' \
+  "t['expr'] = 'sum by (opp) (rate(benchrun_ops_total[5m]))'"
+expect_dashcheck_fails "PromQL that does not parse" "PromQL does not parse" \
+  "t['expr'] = 'sum by (op) (rate(benchrun_ops_total[5m])'"
+
 # promtool on the PrometheusRule: Debian's prometheus package, installed when we may (root).
 if ! command -v promtool >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt_install prometheus >/dev/null || echo "note: apt-get install prometheus failed" >&2
@@ -106,7 +152,7 @@ if command -v shellcheck >/dev/null; then
   fi
   # Every other script the tests and the benchmarks run, at warning level (the info-level
   # notes of older scripts are not gated).
-  others=("$REPO_ROOT"/tests/lib/*.sh "$REPO_ROOT"/tests/cluster/*.sh "$REPO_ROOT"/tests/storage/*.sh
+  others=("$REPO_ROOT"/tests/lib/*.sh "$REPO_ROOT"/tests/helm/dashcheck/*.sh "$REPO_ROOT"/tests/cluster/*.sh "$REPO_ROOT"/tests/storage/*.sh
           "$REPO_ROOT"/tests/monitoring/*.sh "$REPO_ROOT"/images/*.sh "$REPO_ROOT"/bench/*.sh "$REPO_ROOT"/.ci/run)
   if shellcheck -x -S warning "${others[@]}"; then
     ok "shellcheck -S warning of tests/, images/, bench/ and .ci/run"

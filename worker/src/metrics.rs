@@ -251,4 +251,3 @@ mod tests {
         assert_eq!(m.totals(), (2, 4096, 1));
     }
 }
-
