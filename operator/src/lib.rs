@@ -42,6 +42,7 @@ pub mod crd;
 pub mod decode;
 pub mod failpoint;
 pub mod leader;
+pub mod lost;
 pub mod metrics;
 pub mod netpol;
 pub mod oplog;

@@ -224,7 +224,13 @@ impl Reconciler<'_> {
             live.len()
         );
         if !lost.is_empty() {
-            msg.push_str(&format!("; without lost workers {}", lost.join(", ")));
+            // Bounded (each is in status.workers and in WorkersLost): this message is the
+            // Complete condition's, and a 1,000-worker run may lose many.
+            msg.push_str(&format!(
+                "; without {} workers lost or failed: {}",
+                lost.len(),
+                state::bounded_list(&lost, state::DEAD_NAMED_AT_MOST)
+            ));
         }
         self.compare_with_baseline(&merged).await;
         let d = &mut self.draft;

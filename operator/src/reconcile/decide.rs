@@ -286,6 +286,50 @@ fn agents_answering(d: &mut Draft, asked: bool, silent: &[String]) {
     }
 }
 
+/// The nodes to read this pass: those of the live workers whose agents did not answer (an
+/// answering agent is never lost, see [`crate::lost`]), each once.
+pub(crate) fn nodes_to_read(d: &Draft) -> Vec<String> {
+    let mut nodes: Vec<String> = d
+        .status
+        .workers
+        .iter()
+        .filter(|w| w.phase.is_live() && w.phase != WorkerPhase::Collected)
+        .filter(|w| w.unanswered_since.is_some())
+        .filter_map(|w| w.node.clone())
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
+/// Mark lost the workers whose agents are silent on a node that is gone or NotReady past
+/// [`crate::lost::NODE_LOST_AFTER`], or past the run's expected end and its grace (`nodes`:
+/// the health of the nodes read this pass; a node that could not be read is judged by the
+/// expected end alone). What happens to the run then is [`run_step`]'s: `Continue` merges
+/// the others, `Abort` fails naming the lost worker and its node.
+pub(crate) fn from_nodes(
+    d: &mut Draft,
+    spec: &BenchmarkRunSpec,
+    nodes: &BTreeMap<String, crate::lost::NodeHealth>,
+) {
+    let end = d
+        .status
+        .start_time
+        .as_deref()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .and_then(|t| crate::lost::expected_end(spec, t.with_timezone(&Utc)));
+    for i in 0..d.status.workers.len() {
+        let w = &d.status.workers[i];
+        if !w.phase.is_live() || w.phase == WorkerPhase::Collected {
+            continue;
+        }
+        let node = w.node.as_ref().and_then(|n| nodes.get(n));
+        if let Some(why) = crate::lost::lost_worker(w, node, end, d.now) {
+            d.lose(i, &why);
+        }
+    }
+}
+
 /// What became of a worker's summary when the pass collected it.
 pub(crate) enum Collected {
     /// Persisted in its result object (the summary itself dropped): count it.
@@ -849,6 +893,100 @@ workers: {count: 2}
         let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
         assert_eq!(step, RunStep::Complete);
         assert!(state::condition(&d.status.conditions, cond::LOST).is_some());
+    }
+
+    /// w0 collected, w1 running on `vm2` whose agent has not answered for 5 s; the run
+    /// started a minute ago.
+    fn one_silent_on_vm2() -> Draft {
+        let mut d = draft(&[WorkerPhase::Collected, WorkerPhase::Running]);
+        d.status.phase = Phase::Running;
+        d.status.start_time = Some((now() - chrono::Duration::seconds(60)).to_rfc3339());
+        d.status.workers[0].node = Some("vm".into());
+        d.status.workers[1].node = Some("vm2".into());
+        d.status.workers[1].unanswered_since =
+            Some((now() - chrono::Duration::seconds(5)).to_rfc3339());
+        d
+    }
+
+    fn vm2_not_ready_for(secs: i64) -> BTreeMap<String, crate::lost::NodeHealth> {
+        BTreeMap::from([(
+            "vm2".to_string(),
+            crate::lost::NodeHealth::NotReady {
+                status: "Unknown".into(),
+                since: now() - chrono::Duration::seconds(secs),
+                message: "Kubelet stopped posting node status.".into(),
+            },
+        )])
+    }
+
+    #[test]
+    fn only_the_nodes_of_silent_workers_are_read() {
+        let mut d = one_silent_on_vm2();
+        assert_eq!(nodes_to_read(&d), vec!["vm2".to_string()]);
+        d.status.workers[1].unanswered_since = None;
+        assert!(nodes_to_read(&d).is_empty());
+    }
+
+    #[test]
+    fn a_worker_on_a_lost_node_is_lost_and_continue_merges_the_others() {
+        let mut s = spec();
+        s.failure_policy = FailurePolicy::Continue;
+        // NotReady for 20 s: still waited for.
+        let mut d = one_silent_on_vm2();
+        from_nodes(&mut d, &s, &vm2_not_ready_for(20));
+        assert_eq!(d.status.workers[1].phase, WorkerPhase::Running);
+        // For 45 s: lost, and the run completes with the collected worker.
+        from_nodes(&mut d, &s, &vm2_not_ready_for(45));
+        assert_eq!(d.status.workers[1].phase, WorkerPhase::Lost);
+        let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
+        assert_eq!(step, RunStep::Complete);
+        let lost = state::condition(&d.status.conditions, cond::LOST).expect("WorkersLost");
+        assert_eq!(lost.reason, "WorkerLost");
+        assert!(
+            lost.message.starts_with(
+                "w1 (pod bench-w1, node vm2): its node vm2 is NotReady (Ready=Unknown for 45s"
+            ),
+            "{}",
+            lost.message
+        );
+    }
+
+    #[test]
+    fn a_worker_on_a_lost_node_fails_an_aborting_run_naming_it_and_its_node() {
+        let mut s = spec();
+        s.failure_policy = FailurePolicy::Abort;
+        let mut d = one_silent_on_vm2();
+        from_nodes(&mut d, &s, &vm2_not_ready_for(45));
+        let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
+        assert_eq!(step, RunStep::Stop);
+        assert_eq!(d.status.phase, Phase::Failed);
+        let c = state::condition(&d.status.conditions, cond::COMPLETE).expect("Complete");
+        assert_eq!(c.reason, "WorkerLost");
+        assert!(
+            c.message.contains("w1 (pod bench-w1, node vm2)"),
+            "{}",
+            c.message
+        );
+    }
+
+    #[test]
+    fn a_silent_agent_past_the_runs_end_is_lost_even_on_a_ready_node() {
+        let s = spec(); // duration 5s
+        let mut d = one_silent_on_vm2();
+        // Silent 5 s, 55 s past the end: waited for (the grace is 120 s).
+        from_nodes(&mut d, &s, &BTreeMap::new());
+        assert_eq!(d.status.workers[1].phase, WorkerPhase::Running);
+        // Three minutes later, still silent: lost, with no node read at all.
+        d.now = now() + chrono::Duration::seconds(180);
+        from_nodes(&mut d, &s, &BTreeMap::new());
+        assert_eq!(d.status.workers[1].phase, WorkerPhase::Lost);
+        let msg = d.status.workers[1].message.as_deref().unwrap_or_default();
+        assert!(
+            msg.contains("the run should have ended 235s ago (node vm2)"),
+            "{msg}"
+        );
+        // A collected worker is never judged again.
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Collected);
     }
 
     #[test]

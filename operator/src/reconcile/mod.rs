@@ -26,7 +26,9 @@
 //! - `configmaps`: get, list, create, patch (list: the per-worker result objects of a run, by
 //!   label); `secrets`: **create only** (the per-run token; never
 //!   get/list, so credentials referenced by runs stay unreadable to the operator)
-//! - `nodes`: list (perNode); `events.k8s.io/events`: create, patch
+//! - `nodes`: list (perNode placement; and, by name with a field selector, the nodes of
+//!   workers whose agents do not answer, to tell a lost node); `events.k8s.io/events`:
+//!   create, patch
 //! - `networkpolicies`: create (with `--worker-network-policy`: one per run, see `netpol.rs`)
 //!
 //! With `--leader-elect`, also get, create and update on Leases (coordination.k8s.io) in the
@@ -196,6 +198,10 @@ impl Reconciler<'_> {
         let token = self.token()?;
         let answers = self.ask_agents(ask, &token).await;
         let (tally, collect) = decide::from_agents(&mut self.draft, answers);
+        // The nodes of the silent workers: a worker on a lost node is lost, not waited for
+        // until the deadline (its pod may never be evicted).
+        let nodes = self.nodes(decide::nodes_to_read(&self.draft)).await;
+        decide::from_nodes(&mut self.draft, &self.run.spec, &nodes);
         let outcomes = self.collect(collect, &token, &pods).await;
         // What was collected is applied; a summary that could not be persisted is asked for
         // again on the next pass.

@@ -4,13 +4,15 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::ResourceExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
 
 use super::decide::Answer;
 use super::Reconciler;
 use crate::client::{fan_out, WorkerClient};
 use crate::crd::WorkerPhase;
+use crate::lost::{node_health, NodeHealth};
 use crate::resources::RUN_LABEL;
 use crate::results::{self, WorkerFigures};
 use crate::Result;
@@ -72,6 +74,37 @@ impl Reconciler<'_> {
             (i, ask_agent(&client).await)
         })
         .await
+    }
+
+    /// The health of these nodes (those of silent workers, see [`super::decide::nodes_to_read`]),
+    /// read at once (bounded). By `list` with a field selector on the name, the one verb on
+    /// nodes the operator has (perNode placement): no new right. A node that cannot be read
+    /// (`rbac.listNodes` off, an API-server error) is left out, and its worker is judged by the
+    /// run's expected end alone.
+    pub(crate) async fn nodes(&self, names: Vec<String>) -> BTreeMap<String, NodeHealth> {
+        if names.is_empty() {
+            return BTreeMap::new();
+        }
+        let api: Api<Node> = Api::all(self.ctx.client.clone());
+        let read = fan_out(names, self.parallelism(), |name| {
+            let api = api.clone();
+            async move {
+                let lp = ListParams::default().fields(&format!("metadata.name={name}"));
+                let r = api.list(&lp).await;
+                (name, r)
+            }
+        })
+        .await;
+        let mut out = BTreeMap::new();
+        for (name, r) in read {
+            match r {
+                Ok(list) => {
+                    out.insert(name, node_health(list.items.first()));
+                }
+                Err(e) => tracing::debug!("{}/{}: reading node {name}: {e}", self.ns, self.name),
+            }
+        }
+        out
     }
 
     /// A client for the agent of each of these pods that has an IP, by pod name.
