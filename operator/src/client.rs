@@ -26,20 +26,75 @@ pub struct WorkerClient {
 /// Why a call failed, as text: these end up in conditions and logs, never matched on.
 pub type CallResult<T> = std::result::Result<T, String>;
 
-/// Why a summary could not be had.
-#[derive(Clone, Debug, PartialEq)]
+/// Why a summary could not be had: whether asking again may help is in the variant, so that
+/// a result is never given up on for a network error.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum SummaryError {
     /// No answer, or not done yet (HTTP 409): ask again on the next pass.
+    #[error("{0}")]
     Unreachable(String),
+    /// The answer was cut off while its body was read (a reset connection, the call's
+    /// timeout mid-body): the worker still holds its summary; ask again on the next pass.
+    #[error("{0}")]
+    Interrupted(String),
     /// The worker answered with something that is not a usable summary (too large, not
     /// UTF-8, not a summary of this version): asking again will not help. The body, when it
     /// is text, so that it can be kept rather than lost.
+    #[error("{message}")]
     Invalid {
         /// Why it is unusable.
         message: String,
         /// What the worker sent, when it is text, to keep.
         body: Option<String>,
     },
+}
+
+impl SummaryError {
+    /// Whether asking again may give the summary (a network error, not a bad body).
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, SummaryError::Invalid { .. })
+    }
+}
+
+/// Why a body could not be read whole.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+enum BodyError {
+    /// The connection failed while the body was read: a network error, worth another try.
+    #[error("{0}")]
+    Transport(String),
+    /// Larger than allowed: what the worker sent, not how.
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+impl From<BodyError> for SummaryError {
+    fn from(e: BodyError) -> Self {
+        match e {
+            BodyError::Transport(m) => SummaryError::Interrupted(m),
+            BodyError::TooLarge(message) => SummaryError::Invalid {
+                message,
+                body: None,
+            },
+        }
+    }
+}
+
+/// A summary body read whole, as the raw text (persisted as is) and its parsed form; what is
+/// wrong with it otherwise (never retryable: the same bytes come back).
+fn summary_from_body(base: &str, body: Vec<u8>) -> Result<(String, Summary), SummaryError> {
+    let text = String::from_utf8(body).map_err(|e| SummaryError::Invalid {
+        message: format!("{base}: summary is not UTF-8: {e}"),
+        body: None,
+    })?;
+    // Any format version this operator reads: a worker image older than the operator
+    // serves an older one; a newer one is refused with its version named.
+    match benchrun_api::summary_read::read(&text) {
+        Ok(s) => Ok((text, s)),
+        Err(e) => Err(SummaryError::Invalid {
+            message: format!("{base}: {e}"),
+            body: Some(text),
+        }),
+    }
 }
 
 /// An error with its causes (`error sending request: ... : operation timed out`): reqwest's
@@ -132,25 +187,23 @@ impl WorkerClient {
         mut resp: reqwest::Response,
         max: usize,
         what: &str,
-    ) -> CallResult<Vec<u8>> {
+    ) -> std::result::Result<Vec<u8>, BodyError> {
         if resp.content_length().is_some_and(|n| n > max as u64) {
-            return Err(format!(
+            return Err(BodyError::TooLarge(format!(
                 "{}: {what} body of {} bytes is larger than the {max} allowed",
                 self.base,
                 resp.content_length().unwrap_or_default()
-            ));
+            )));
         }
         let mut body = Vec::new();
-        while let Some(chunk) = resp
-            .chunk()
-            .await
-            .map_err(|e| format!("{}: reading {what}: {e}", self.base))?
-        {
+        while let Some(chunk) = resp.chunk().await.map_err(|e| {
+            BodyError::Transport(format!("{}: reading {what}: {}", self.base, chain(&e)))
+        })? {
             if body.len() + chunk.len() > max {
-                return Err(format!(
+                return Err(BodyError::TooLarge(format!(
                     "{}: {what} body is larger than the {max} bytes allowed",
                     self.base
-                ));
+                )));
             }
             body.extend_from_slice(&chunk);
         }
@@ -162,7 +215,10 @@ impl WorkerClient {
         resp: reqwest::Response,
         what: &str,
     ) -> CallResult<T> {
-        let body = self.read(resp, MAX_SMALL_BODY, what).await?;
+        let body = self
+            .read(resp, MAX_SMALL_BODY, what)
+            .await
+            .map_err(|e| e.to_string())?;
         serde_json::from_slice(&body).map_err(|e| format!("{}: bad {what} body: {e}", self.base))
     }
 
@@ -198,21 +254,8 @@ impl WorkerClient {
             .send(self.http.get(format!("{}/v1/summary", self.base)))
             .await
             .map_err(SummaryError::Unreachable)?;
-        let invalid =
-            |message: String, body: Option<String>| SummaryError::Invalid { message, body };
-        let body = self
-            .read(resp, MAX_SUMMARY_BYTES, "summary")
-            .await
-            .map_err(|e| invalid(e, None))?;
-        let text = String::from_utf8(body)
-            .map_err(|e| invalid(format!("{}: summary is not UTF-8: {e}", self.base), None))?;
-        // Any format version this operator reads: a worker image older than the operator
-        // serves an older one; a newer one is refused with its version named.
-        let s = match benchrun_api::summary_read::read(&text) {
-            Ok(s) => s,
-            Err(e) => return Err(invalid(format!("{}: {e}", self.base), Some(text))),
-        };
-        Ok((text, s))
+        let body = self.read(resp, MAX_SUMMARY_BYTES, "summary").await?;
+        summary_from_body(&self.base, body)
     }
 
     /// `POST /v1/shutdown`: let the agent exit (its summary was collected or given up on).
@@ -220,5 +263,66 @@ impl WorkerClient {
         self.send(self.http.post(format!("{}/v1/shutdown", self.base)))
             .await
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "http://10.0.0.7:8080";
+
+    #[test]
+    fn a_cut_body_is_retried_and_a_bad_one_is_not() {
+        let cut: SummaryError = BodyError::Transport(format!(
+            "{BASE}: reading summary: error decoding response body: connection reset by peer"
+        ))
+        .into();
+        assert!(matches!(cut, SummaryError::Interrupted(_)), "{cut:?}");
+        assert!(cut.is_retryable());
+        assert!(SummaryError::Unreachable(format!("{BASE}: HTTP 409 Conflict")).is_retryable());
+        let big: SummaryError =
+            BodyError::TooLarge(format!("{BASE}: summary body is larger than allowed")).into();
+        assert_eq!(
+            big,
+            SummaryError::Invalid {
+                message: format!("{BASE}: summary body is larger than allowed"),
+                body: None
+            }
+        );
+        assert!(!big.is_retryable());
+    }
+
+    #[test]
+    fn a_body_read_whole_is_a_summary_or_invalid_with_what_was_sent() {
+        let summary = Summary {
+            target: "file:///data".into(),
+            workers: 1,
+            worker_ids: vec!["w0".into()],
+            started_at: chrono::DateTime::UNIX_EPOCH,
+            elapsed_seconds: 1.0,
+            stopped_by: "duration".into(),
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&summary).expect("json");
+        let (kept, read) = summary_from_body(BASE, text.clone().into_bytes()).expect("valid");
+        assert_eq!((kept, read), (text, summary));
+
+        let e = summary_from_body(BASE, vec![0xff, 0xfe]).expect_err("not UTF-8");
+        assert!(!e.is_retryable());
+        assert!(
+            matches!(&e, SummaryError::Invalid { body: None, message } if message.contains("not UTF-8")),
+            "{e:?}"
+        );
+
+        // Text that is not a summary: invalid, and kept to be looked at.
+        let e = summary_from_body(BASE, br#"{"not": "a summary"}"#.to_vec()).expect_err("no");
+        match e {
+            SummaryError::Invalid { message, body } => {
+                assert!(message.starts_with(BASE), "{message}");
+                assert_eq!(body.as_deref(), Some(r#"{"not": "a summary"}"#));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -186,6 +186,7 @@ impl Draft {
     pub(crate) fn mark_collected(&mut self, i: usize, figures: Option<&results::WorkerFigures>) {
         let w = &mut self.status.workers[i];
         w.phase = WorkerPhase::Collected;
+        w.summary_read_failures = None;
         if let Some(f) = figures {
             results::fold_worker(w, f);
         }

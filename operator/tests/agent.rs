@@ -324,3 +324,101 @@ async fn hung_workers_cost_one_timeout_not_one_each() {
     );
     drop(hung);
 }
+
+/// A summary as a worker serves it.
+fn summary_text() -> String {
+    let s = benchrun_api::Summary {
+        target: "file:///data".into(),
+        workers: 1,
+        worker_ids: vec!["w0".into()],
+        started_at: chrono::DateTime::UNIX_EPOCH,
+        elapsed_seconds: 1.0,
+        stopped_by: "duration".into(),
+        ..Default::default()
+    };
+    serde_json::to_string(&s).expect("json")
+}
+
+/// How a "worker" on 127.0.0.1 breaks its first answer.
+#[derive(Clone, Copy)]
+enum Cut {
+    /// Half the body, then the connection reset (RST).
+    Reset,
+    /// Half the body, then nothing (the client's total timeout runs out mid-body).
+    Stall,
+}
+
+/// A "worker" that breaks its first answer (half the body, then `cut`) and serves `body`
+/// whole on every later connection; the connections it accepted, counted.
+async fn serve_cut_once(body: String, cut: Cut) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut s, _)) = listener.accept().await {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes()).await;
+            if n > 0 {
+                let _ = s.write_all(body.as_bytes()).await;
+                continue;
+            }
+            let _ = s.write_all(&body.as_bytes()[..body.len() / 2]).await;
+            let _ = s.flush().await;
+            match cut {
+                Cut::Reset => {
+                    // SO_LINGER 0: closing sends a reset, not an orderly end.
+                    s.set_zero_linger().expect("linger");
+                    drop(s);
+                }
+                // Kept open and silent: the client's timeout ends the read.
+                Cut::Stall => held.push(s),
+            }
+        }
+    });
+    (addr, accepted)
+}
+
+/// A summary whose answer is cut mid-body (a reset, or the call's timeout) is a network
+/// error to retry, not an invalid summary: the next read, on a new connection, collects it.
+#[tokio::test]
+async fn a_summary_cut_mid_body_is_retried_and_collected() {
+    use benchrun_operator::client::SummaryError;
+    use std::sync::atomic::Ordering;
+    let text = summary_text();
+    for (cut, what) in [(Cut::Reset, "reset"), (Cut::Stall, "timeout")] {
+        let (addr, accepted) = serve_cut_once(text.clone(), cut).await;
+        let c = WorkerClient::new(
+            WorkerClient::http(Duration::from_secs(1)).expect("http client"),
+            &addr,
+            "t",
+        );
+        match c.summary().await {
+            Err(e @ SummaryError::Interrupted(_)) => {
+                assert!(e.is_retryable(), "{what}: {e}");
+                assert!(e.to_string().contains("reading summary"), "{what}: {e}");
+            }
+            other => panic!("{what}: a cut body must be retried, got {other:?}"),
+        }
+        let (kept, summary) = c
+            .summary()
+            .await
+            .unwrap_or_else(|e| panic!("{what}: the second read: {e}"));
+        assert_eq!(kept, text, "{what}");
+        assert_eq!(summary.worker_ids, ["w0"], "{what}");
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            2,
+            "{what}: one connection each"
+        );
+    }
+}

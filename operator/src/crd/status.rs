@@ -192,6 +192,11 @@ pub struct WorkerStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
     pub unanswered_since: Option<String>,
+    /// Reads of its summary that failed in a row on the network (a reset, a timeout mid-body)
+    /// after its agent said it was done: each is retried on the next pass, up to a bound;
+    /// absent once it is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_read_failures: Option<u32>,
     /// The worker's clock minus the operator's, in milliseconds, measured at start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_offset_ms: Option<f64>,

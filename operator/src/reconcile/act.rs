@@ -264,7 +264,9 @@ async fn collect_one(
             }
             Err(e) => Collected::PersistFailed(e),
         },
-        Err(SummaryError::Unreachable(e)) => Collected::NotYet(e),
+        // A network error, even mid-body: the worker keeps its summary; asked again.
+        Err(e) if e.is_retryable() => Collected::NotYet(e.to_string()),
+        Err(SummaryError::Unreachable(e) | SummaryError::Interrupted(e)) => Collected::NotYet(e),
         Err(SummaryError::Invalid { message, body }) => match body {
             Some(body) => match results::persist_rejected(cms, run, name, &body).await {
                 Ok(()) => Collected::Invalid(message),

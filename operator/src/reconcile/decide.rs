@@ -334,13 +334,20 @@ pub(crate) fn from_nodes(
 pub(crate) enum Collected {
     /// Persisted in its result object (the summary itself dropped): count it.
     Persisted(WorkerFigures),
-    /// Not to be had now (no answer): ask again; the worker keeps it meanwhile.
+    /// Not to be had now (no answer, or the answer cut off mid-body): ask again on the next
+    /// pass, up to [`SUMMARY_READS`] times in a row; the worker keeps it meanwhile.
     NotYet(String),
     /// Unusable (what it sent is kept, never counted): the worker has no result.
     Invalid(String),
     /// Fetched but not persisted: not counted, asked for again.
     PersistFailed(Error),
 }
+
+/// Reads of one worker's summary failing in a row on the network before the worker fails
+/// (`SummaryUnreadable`): a pass apart each (seconds), so a reset or a blip costs nothing,
+/// while a body that never gets through (each read cut by the call's timeout) is named
+/// within a minute or so instead of at the run's deadline.
+pub(crate) const SUMMARY_READS: u32 = 5;
 
 /// Apply what collecting gave; the first error persisting a summary (the pass reports it and
 /// the next asks again), after every other outcome is applied.
@@ -362,7 +369,19 @@ pub(crate) fn collected(d: &mut Draft, outcomes: Vec<(usize, Collected)>) -> Opt
                     d.event(EventType::Warning, "OplogNotStored", msg);
                 }
             }
-            Collected::NotYet(e) => tracing::debug!("summary of {name}: {e}"),
+            Collected::NotYet(e) => {
+                let w = &mut d.status.workers[i];
+                let failures = w.summary_read_failures.unwrap_or(0).saturating_add(1);
+                w.summary_read_failures = Some(failures);
+                if failures >= SUMMARY_READS {
+                    let msg = format!(
+                        "its summary could not be read in {failures} attempts, a pass apart: {e}"
+                    );
+                    d.worker_failed(i, "SummaryUnreadable", msg);
+                } else {
+                    tracing::debug!("summary of {name} (attempt {failures}): {e}");
+                }
+            }
             Collected::Invalid(message) => d.worker_failed(i, "InvalidSummary", message),
             Collected::PersistFailed(e) => {
                 error.get_or_insert(e);
@@ -794,6 +813,47 @@ workers: {count: 2}
         assert!(matches!(err, Some(Error::Invalid(_))));
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Collected);
         assert_eq!(d.status.workers[1].phase, WorkerPhase::Done);
+    }
+
+    #[test]
+    fn a_summary_cut_off_is_asked_again_and_collected_and_one_never_read_fails_bounded() {
+        let reset = || {
+            Collected::NotYet(
+                "http://10.0.0.7:8080: reading summary: connection reset by peer".into(),
+            )
+        };
+        // Cut off once: not failed, asked again; the next pass collects it.
+        let mut d = draft(&[WorkerPhase::Done]);
+        assert!(collected(&mut d, vec![(0, reset())]).is_none());
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Done);
+        assert_eq!(d.status.workers[0].summary_read_failures, Some(1));
+        assert!(collected(&mut d, vec![(0, Collected::Persisted(figures()))]).is_none());
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Collected);
+        assert_eq!(d.status.workers[0].summary_read_failures, None);
+        // Cut off on every pass: failed on the bound's pass, naming the last error.
+        let mut d = draft(&[WorkerPhase::Done]);
+        for _ in 1..SUMMARY_READS {
+            collected(&mut d, vec![(0, reset())]);
+            assert_eq!(d.status.workers[0].phase, WorkerPhase::Done);
+        }
+        collected(&mut d, vec![(0, reset())]);
+        let w = &d.status.workers[0];
+        assert_eq!(w.phase, WorkerPhase::Failed);
+        assert_eq!(
+            w.message.as_deref(),
+            Some("its summary could not be read in 5 attempts, a pass apart: http://10.0.0.7:8080: reading summary: connection reset by peer")
+        );
+        assert!(d
+            .events
+            .iter()
+            .any(|(_, reason, _)| reason == "SummaryUnreadable"));
+        // An invalid body fails at once.
+        let mut d = draft(&[WorkerPhase::Done]);
+        collected(
+            &mut d,
+            vec![(0, Collected::Invalid("not a summary".into()))],
+        );
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Failed);
     }
 
     #[test]
