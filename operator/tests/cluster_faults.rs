@@ -483,3 +483,99 @@ async fn worker_evicted_for_emptydir_over_its_limit_fails_the_run() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// A per-node run that tolerates every taint (as per-node runs usually do), under
+/// `failurePolicy: Continue`, for `duration`.
+fn per_node_tolerating_all(duration: &str) -> String {
+    let spec = per_node(duration)
+        .replace("timeout: 4m", "timeout: 8m")
+        .replace(
+            "  perNode: true\n",
+            "  perNode: true\n  tolerations: [{operator: Exists}]\n",
+        );
+    format!("{spec}failurePolicy: Continue\n")
+}
+
+/// vm2 is lost as a node is lost in a real cluster: its kubelet stops (the node goes
+/// NotReady) and the network to its worker is cut (the agent goes silent). The worker's pod
+/// tolerates every taint, so it is never evicted and stays Running in the API server: before
+/// the fix the run waited for it until its deadline and then failed, throwing away the other
+/// worker's result. Now the worker is `Lost` naming vm2's NotReady once the node has been
+/// NotReady for 40 s (before the run's expected end), and `Continue` merges the other.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn node_lost_under_tolerations_loses_its_worker_and_continue_merges_the_rest() {
+    let env = env("op-nodelost").await;
+    let _op = spawn_operator(&env);
+    // 150 s: vm2 is NotReady 40-50 s after its kubelet stops, and lost 40 s later, well
+    // before the measured stage ends: what loses it is the node, not the expected end.
+    let api = create_run(&env, "nl", &per_node_tolerating_all("150s")).await;
+    let running = wait_for(&api, "nl", Duration::from_secs(150), "Running", |r| {
+        phase(r) == Phase::Running
+    })
+    .await;
+    let lost = worker_on(&running, "vm2").clone();
+    let other = worker_on(&running, "vm").name.clone();
+    let ip = pod_ip(&env, &lost.pod).await;
+    fault(&["cut", &ip]);
+    let heal = Undo::new(&["heal", &ip]);
+    fault(&["stop", "kubelet-vm2"]);
+    let restart = Undo::new(&["start"]);
+    let during = wait_for(
+        &api,
+        "nl",
+        Duration::from_secs(150),
+        "the worker on vm2 Lost",
+        |r| worker(r, &lost.name).phase == WorkerPhase::Lost || finished(r),
+    )
+    .await;
+    let w = worker(&during, &lost.name);
+    assert_eq!(w.phase, WorkerPhase::Lost, "{:#?}", during.status);
+    let why = w.message.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("its node vm2 is NotReady") && why.contains("its agent has not answered"),
+        "{why}"
+    );
+    // The other worker is still measuring: lost by its node, not by the run's end.
+    assert_ne!(
+        worker(&during, &other).phase,
+        WorkerPhase::Collected,
+        "{:#?}",
+        during.status
+    );
+    let run = wait_for(&api, "nl", Duration::from_secs(240), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    assert_eq!(worker(&run, &other).phase, WorkerPhase::Collected);
+    let c = condition(&run, "WorkersLost").expect("WorkersLost");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "WorkerLost")
+    );
+    assert!(
+        c.message
+            .contains(&format!("{} (pod {}, node vm2)", lost.name, lost.pod)),
+        "{}",
+        c.message
+    );
+    let complete = condition(&run, "Complete").expect("Complete");
+    assert!(
+        complete
+            .message
+            .contains(&format!("without 1 workers lost or failed: {}", lost.name)),
+        "{}",
+        complete.message
+    );
+    // The merged result is exactly the other worker's.
+    let data = result_data(&env, "nl").await;
+    let merged: benchrun_api::Summary =
+        serde_json::from_str(&data[benchrun_operator::crd::MERGED_KEY]).expect("merged");
+    assert_eq!(merged.worker_ids, vec![other.clone()]);
+    assert!(merged.ops.values().map(|s| s.count).sum::<u64>() > 0);
+    fault(&["heal", &ip]);
+    heal.disarm();
+    fault(&["start"]);
+    restart.disarm();
+    wait_node_ready(&env.client, "vm2", true, Duration::from_secs(120)).await;
+    benchrun_test_support::cluster::require_ready_nodes(&env.client, &NODES).await;
+}
