@@ -556,6 +556,15 @@ fn worker_container(
                 value: Some("info".into()),
                 ..Default::default()
             },
+            // The agent's `--start-timeout`: a worker whose start request never arrives
+            // fails saying so (on its status, which names it in the run) instead of waiting
+            // for ever; by the run's deadline, past which the run has failed anyway. An
+            // environment variable, not a flag, so that an older worker image ignores it.
+            EnvVar {
+                name: START_TIMEOUT_ENV.into(),
+                value: Some(linger.clone()),
+                ..Default::default()
+            },
         ]),
         env_from,
         ports: Some(vec![ContainerPort {
@@ -590,6 +599,9 @@ fn worker_container(
         ..Default::default()
     }
 }
+
+/// The environment variable of the agent's `--start-timeout`.
+pub const START_TIMEOUT_ENV: &str = "BENCHRUN_START_TIMEOUT";
 
 /// The agent's command line. With `spec.oplog`, the run's op-log directory, and the pod's
 /// writable scratch `/tmp` (an emptyDir; the root filesystem is read-only) as the spool.
@@ -737,6 +749,14 @@ secretRef: {name: creds}
         let args = c.args.as_ref().unwrap();
         let at = args.iter().position(|a| a == "--linger").expect("--linger");
         assert_eq!(args[at + 1], "605s");
+        // The wait for the start is bounded by the same deadline.
+        let start_timeout = c
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == START_TIMEOUT_ENV)
+            .and_then(|e| e.value.as_deref());
+        assert_eq!(start_timeout, Some("605s"));
         let term = &spec
             .affinity
             .unwrap()

@@ -1,5 +1,5 @@
-//! One workload driven through the agent's stages: open, prepare, wait for the start, run,
-//! clean up, serve the summary.
+//! One workload driven through the agent's stages: open, prepare, wait for the start (bounded
+//! by `--start-timeout`), run, clean up, serve the summary.
 
 use std::time::{Duration, SystemTime};
 
@@ -64,15 +64,23 @@ async fn drive_inner(
     };
     agent.set_stage(AgentStage::Ready);
     let mut start_rx = agent.start_tx.subscribe();
-    let start_at = tokio::select! {
+    let waited = tokio::select! {
         r = start_rx.wait_for(|s| s.is_some()) => match r {
-            Ok(s) => Some(s.unwrap_or_else(Utc::now)),
+            Ok(s) => Waited::Start(s.unwrap_or_else(Utc::now)),
             Err(_) => return Err("start channel closed".into()),
         },
-        _ = agent.wait_shutdown() => None,
+        _ = agent.wait_shutdown() => Waited::Stopped,
+        _ = tokio::time::sleep(agent.start_timeout) => Waited::TimedOut,
     };
-    let Some(start_at) = start_at else {
-        return stopped_before_start(&engine, cleanup).await;
+    let start_at = match waited {
+        Waited::Start(at) => at,
+        Waited::Stopped => return stopped_before_start(&engine, cleanup).await,
+        // Nobody starts it (the operator gone, its start requests not reaching this pod):
+        // say so rather than hold the node for ever; what was prepared is removed.
+        Waited::TimedOut => {
+            stopped_before_start(&engine, cleanup).await?;
+            return Err(no_start_message(agent.start_timeout));
+        }
     };
     agent.set_stage(AgentStage::Running);
     let stop = {
@@ -119,6 +127,24 @@ async fn drive_inner(
     Ok(())
 }
 
+/// How the wait for the start time ended.
+enum Waited {
+    /// The start time came.
+    Start(chrono::DateTime<Utc>),
+    /// Shut down first (the run failed or was deleted).
+    Stopped,
+    /// Nothing came within `--start-timeout`.
+    TimedOut,
+}
+
+/// Why an agent ready for `waited` gave up on its start time.
+fn no_start_message(waited: Duration) -> String {
+    format!(
+        "no start time within {}s of being ready (--start-timeout): the operator never sent POST /v1/start (is it running, and can it reach this pod?)",
+        waited.as_secs_f64()
+    )
+}
+
 /// Stopped before the start (the run failed or was deleted): what the preparation wrote, all
 /// or part, is removed as the workload's `dataset.cleanup` says, as after a run.
 async fn stopped_before_start(engine: &Engine, cleanup: bool) -> Result<(), String> {
@@ -158,5 +184,54 @@ mod tests {
         let st = agent.status();
         assert_eq!(st.stage, AgentStage::Failed);
         assert_eq!(st.error.as_deref(), Some(e.as_str()));
+    }
+
+    /// Ready, and no start time ever comes: the agent fails after its start timeout, says why
+    /// on its status (which the operator reads and names the worker with), and removes what
+    /// it prepared.
+    #[tokio::test]
+    async fn a_start_that_never_comes_fails_after_the_bound_and_says_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let agent = Agent::new("w", "t", Arc::new(Metrics::new()))
+            .with_start_timeout(Duration::from_millis(300));
+        let w = Workload::from_yaml(&format!(
+            "target: file://{}\nduration: 5s\nops: [{{op: get}}]\nobjectSize: 4KiB\ndataset: {{objects: 4}}\n",
+            dir.path().display()
+        ))
+        .expect("valid workload");
+        let r = tokio::time::timeout(
+            Duration::from_secs(30),
+            drive(
+                &agent,
+                w,
+                Duration::from_secs(60),
+                Duration::from_millis(10),
+            ),
+        )
+        .await
+        .expect("bounded: the agent gives up on its own");
+        let e = r.expect_err("no start is a failure");
+        assert_eq!(e, no_start_message(Duration::from_millis(300)));
+        assert_eq!(
+            e,
+            "no start time within 0.3s of being ready (--start-timeout): the operator never sent POST /v1/start (is it running, and can it reach this pod?)"
+        );
+        let st = agent.status();
+        assert_eq!(st.stage, AgentStage::Failed);
+        assert_eq!(st.error.as_deref(), Some(e.as_str()));
+        assert_eq!(st.start_at, None);
+        fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    files(&p, out);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        let mut left = Vec::new();
+        files(dir.path(), &mut left);
+        assert!(left.is_empty(), "the prepared dataset is removed: {left:?}");
     }
 }

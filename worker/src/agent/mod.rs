@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Life of an agent: open the target and prepare the dataset (stage `preparing`), then wait
-//! (`ready`, `/readyz` turns 200) for `POST /v1/start`; run from the given wall-clock instant
+//! (`ready`, `/readyz` turns 200) for `POST /v1/start`, at most `--start-timeout` (then
+//! `failed`, saying so); run from the given wall-clock instant
 //! (`running`), clean up per workload (`cleaningUp`), keep the summary (`done`) and serve it
 //! until the operator has fetched it and sent `POST /v1/shutdown`, or `--linger` passes.
 //! A failure (bad target, prepare error) is stage `failed` with the message; the process then
@@ -77,6 +78,12 @@ pub struct AgentArgs {
     /// After the run, serve the summary at most this long when nobody sends /v1/shutdown.
     #[arg(long, default_value = "10m")]
     pub linger: HumanDuration,
+    /// Once ready, wait for the operator's start time at most this long; then fail, saying so
+    /// on /v1/status and in the termination message (the operator gone, or its start request
+    /// never reaching this pod), instead of waiting for ever. The operator passes the run's
+    /// deadline (as an environment variable, which an older agent ignores).
+    #[arg(long, env = "BENCHRUN_START_TIMEOUT", default_value = "1h")]
+    pub start_timeout: HumanDuration,
     /// After a failure, keep reporting it on /v1/status this long before exiting 1.
     #[arg(long, default_value = "30s")]
     pub error_linger: HumanDuration,
@@ -126,7 +133,12 @@ pub struct Agent {
     shutdown: Arc<Notify>,
     /// With `--oplog-uri`: where the run's op-log is recorded and uploaded.
     oplog: Option<Arc<OplogPlan>>,
+    /// Longest wait, once ready, for the start time (`--start-timeout`).
+    start_timeout: std::time::Duration,
 }
+
+/// `--start-timeout` by default: an agent nobody starts does not hold its node for ever.
+pub const DEFAULT_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl Agent {
     /// A new agent in stage `preparing`, accepting `token` on `/v1/*`.
@@ -148,7 +160,14 @@ impl Agent {
             start_tx: watch::channel(None).0,
             shutdown: Arc::new(Notify::new()),
             oplog: None,
+            start_timeout: DEFAULT_START_TIMEOUT,
         }
+    }
+
+    /// The same agent waiting at most `timeout` for its start time once ready.
+    pub fn with_start_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.start_timeout = timeout;
+        self
     }
 
     /// The same agent recording its run's op-log as `plan` says.
@@ -273,7 +292,8 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let token = read_token(&args.token_file)?;
     let metrics = Arc::new(Metrics::new());
-    let mut agent = Agent::new(&args.worker_id, &token, metrics);
+    let mut agent =
+        Agent::new(&args.worker_id, &token, metrics).with_start_timeout(args.start_timeout.get());
     if let Some(uri) = &args.oplog_uri {
         agent = agent.with_oplog(OplogPlan {
             uri: uri.clone(),
