@@ -115,8 +115,9 @@ pub struct BenchmarkRunSpec {
     /// workload's duration plus 10 minutes, or 1 hour for an op-count run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<HumanDuration>,
-    /// What a lost worker (pod deleted, failed or evicted before its result was collected) does
-    /// to the run.
+    /// What a lost worker does to the run: one whose pod was deleted, failed or evicted, or
+    /// whose node was lost (the agent silent and the node gone or NotReady for 40 s, or the
+    /// agent silent 2 minutes past the run's expected end), before its result was collected.
     #[serde(default)]
     pub failure_policy: FailurePolicy,
     /// When worker pods (and per-worker claims) are deleted after the run. The result ConfigMap
