@@ -124,7 +124,9 @@ pub(crate) fn from_pods(
                     d.lose(i, "its pod was deleted before its result was collected");
                 } else if view == PodView::Missing && w.phase != WorkerPhase::Pending {
                     // Lost before the start: nothing measured yet, so a new pod is as good.
+                    // Its old agent's silence is not the new one's.
                     d.status.workers[i].phase = WorkerPhase::Pending;
+                    d.status.workers[i].unanswered_since = None;
                 }
             }
             PodView::ConfigError(msg) => d.worker_failed(i, "WorkerConfigError", msg),
@@ -746,8 +748,10 @@ workers: {count: 2}
     #[test]
     fn a_pod_gone_before_the_start_is_recreated_and_after_it_is_lost() {
         let mut d = draft(&[WorkerPhase::Ready]);
+        d.status.workers[0].unanswered_since = Some(now().to_rfc3339());
         assert!(from_pods(&mut d, &BTreeMap::new(), BTreeMap::new(), SCHEDULE).is_empty());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
+        assert_eq!(d.status.workers[0].unanswered_since, None);
 
         let mut d = draft(&[WorkerPhase::Running]);
         d.status.start_time = Some(now().to_rfc3339());
