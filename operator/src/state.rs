@@ -440,6 +440,27 @@ pub fn dead_workers(workers: &[WorkerStatus]) -> Option<(&'static str, String)> 
     Some((reason, which))
 }
 
+/// What the `Complete` condition says of a merged run: how many workers were merged into
+/// ConfigMap `cm`, and which were lost or failed (bounded to [`DEAD_NAMED_AT_MOST`] names:
+/// a 1,000-worker run may lose many; each is in `status.workers` and in `WorkersLost`).
+pub fn merged_message(workers: &[WorkerStatus], cm: &str) -> String {
+    let live = workers.iter().filter(|w| is_live(w)).count();
+    let mut msg = format!("{live} workers collected and merged into ConfigMap {cm}");
+    let lost: Vec<String> = workers
+        .iter()
+        .filter(|w| !is_live(w))
+        .map(|w| w.name.clone())
+        .collect();
+    if !lost.is_empty() {
+        msg.push_str(&format!(
+            "; without {} workers lost or failed: {}",
+            lost.len(),
+            bounded_list(&lost, DEAD_NAMED_AT_MOST)
+        ));
+    }
+    msg
+}
+
 /// Decide the next step from the workers, the failure policy and whether a start time exists.
 pub fn next_step(
     workers: &[WorkerStatus],
@@ -805,6 +826,30 @@ mod tests {
                 ))
             );
         }
+    }
+
+    #[test]
+    fn the_merged_message_names_a_bounded_number_of_lost_workers() {
+        assert_eq!(
+            merged_message(
+                &[
+                    w("w0", WorkerPhase::Collected),
+                    w("w1", WorkerPhase::Collected)
+                ],
+                "bench-result"
+            ),
+            "2 workers collected and merged into ConfigMap bench-result"
+        );
+        let mut ws: Vec<WorkerStatus> = (0..200)
+            .map(|i| w(&format!("w{i}"), WorkerPhase::Lost))
+            .collect();
+        ws[0].phase = WorkerPhase::Collected;
+        ws[1].phase = WorkerPhase::Failed;
+        let msg = merged_message(&ws, "bench-result");
+        assert_eq!(
+            msg,
+            "1 workers collected and merged into ConfigMap bench-result; without 199 workers lost or failed: w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, and 189 more"
+        );
     }
 
     #[test]

@@ -211,27 +211,8 @@ impl Reconciler<'_> {
         results::fold_merged(&mut d.status, &merged);
         d.status.progress = None;
         d.status.finish_time = Some(d.now.to_rfc3339());
-        let lost: Vec<_> = d
-            .status
-            .workers
-            .iter()
-            .filter(|w| !state::is_live(w))
-            .map(|w| w.name.clone())
-            .collect();
         let cm = resources::result_cm_name(&self.name);
-        let mut msg = format!(
-            "{} workers collected and merged into ConfigMap {cm}",
-            live.len()
-        );
-        if !lost.is_empty() {
-            // Bounded (each is in status.workers and in WorkersLost): this message is the
-            // Complete condition's, and a 1,000-worker run may lose many.
-            msg.push_str(&format!(
-                "; without {} workers lost or failed: {}",
-                lost.len(),
-                state::bounded_list(&lost, state::DEAD_NAMED_AT_MOST)
-            ));
-        }
+        let msg = state::merged_message(&d.status.workers, &cm);
         self.compare_with_baseline(&merged).await;
         let d = &mut self.draft;
         if let Some(missed) = crate::thresholds::verdict(d, &self.run.spec.thresholds, &merged) {
