@@ -156,6 +156,52 @@ async fn agent_reports_a_bad_target() {
     assert_eq!(r.unwrap(), Err(err));
 }
 
+/// A ready agent that no start request reaches fails after its start timeout, and says so
+/// on `/v1/status`, where the operator reads it (and fails the worker naming it); a start
+/// that comes after is refused.
+#[tokio::test]
+async fn an_agent_never_started_fails_after_its_start_timeout_and_says_so() {
+    let dir = scratch("nostart");
+    let yaml = format!(
+        "target: file://{}\nduration: 5s\nops: [{{op: get}}]\nobjectSize: 4KiB\ndataset: {{objects: 2}}\n",
+        dir.display()
+    );
+    let agent = Agent::new("w0", "tok", Arc::new(Metrics::new()))
+        .with_start_timeout(Duration::from_secs(1));
+    let addr = benchrun_worker::server::spawn(
+        "127.0.0.1:0".parse().unwrap(),
+        agent::router(agent.clone()),
+    )
+    .await
+    .expect("bind")
+    .to_string();
+    let w = Workload::from_yaml(&yaml).expect("workload");
+    let a = agent.clone();
+    let task = tokio::spawn(async move {
+        agent::drive(&a, w, Duration::from_secs(30), Duration::from_secs(30)).await
+    });
+    let c = WorkerClient::new(
+        WorkerClient::http(Duration::from_secs(10)).expect("http client"),
+        &addr,
+        "tok",
+    );
+    let st = wait_stage(&c, AgentStage::Failed).await;
+    let err = st.error.expect("error message");
+    assert!(
+        err.starts_with("no start time within 1s of being ready (--start-timeout)"),
+        "{err}"
+    );
+    assert_eq!(st.start_at, None);
+    let late = c.start(Utc::now()).await.expect_err("too late to start");
+    assert!(late.contains("409"), "{late}");
+    c.shutdown().await.expect("shutdown");
+    let r = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("exits after shutdown");
+    assert_eq!(r.unwrap(), Err(err));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn shutdown_interrupts_a_running_stage() {
     let dir = scratch("stop");
