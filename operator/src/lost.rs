@@ -47,8 +47,8 @@ pub enum NodeHealth {
     Gone,
 }
 
-/// The health of a node as read (`None`: the node does not exist).
-pub fn node_health(node: Option<&Node>) -> NodeHealth {
+/// The health of a node as read at `now` (`None`: the node does not exist).
+pub fn node_health(node: Option<&Node>, now: DateTime<Utc>) -> NodeHealth {
     let Some(node) = node else {
         return NodeHealth::Gone;
     };
@@ -65,7 +65,7 @@ pub fn node_health(node: Option<&Node>) -> NodeHealth {
                 .as_ref()
                 .map(crate::state::from_time)
                 // No transition time: judged from now on, never lost at once.
-                .unwrap_or_else(Utc::now),
+                .unwrap_or(now),
             message: c.message.clone().unwrap_or_default(),
         },
         _ => NodeHealth::Ready,
@@ -183,15 +183,18 @@ mod tests {
 
     #[test]
     fn node_health_reads_the_ready_condition() {
-        assert_eq!(node_health(None), NodeHealth::Gone);
-        assert_eq!(node_health(Some(&node("True", now()))), NodeHealth::Ready);
+        assert_eq!(node_health(None, now()), NodeHealth::Gone);
         assert_eq!(
-            node_health(Some(&Node::default())),
+            node_health(Some(&node("True", now())), now()),
+            NodeHealth::Ready
+        );
+        assert_eq!(
+            node_health(Some(&Node::default()), now()),
             NodeHealth::Ready,
             "no condition: nothing to judge by"
         );
         assert_eq!(
-            node_health(Some(&node("Unknown", now() - secs(50)))),
+            node_health(Some(&node("Unknown", now() - secs(50))), now()),
             NodeHealth::NotReady {
                 status: "Unknown".into(),
                 since: now() - secs(50),
@@ -217,7 +220,7 @@ mod tests {
     #[test]
     fn an_answering_agent_is_never_lost_whatever_its_node_says() {
         let gone = NodeHealth::Gone;
-        let down = node_health(Some(&node("Unknown", now() - secs(600))));
+        let down = node_health(Some(&node("Unknown", now() - secs(600))), now());
         for n in [Some(&gone), Some(&down), None] {
             assert_eq!(
                 lost_worker(&worker(None), n, Some(now() - secs(3600)), now()),
@@ -230,14 +233,14 @@ mod tests {
     fn a_silent_agent_on_a_node_not_ready_past_the_bound_is_lost() {
         let w = worker(Some(now() - secs(5)));
         // NotReady for 39 s: a kubelet restart, not yet a lost node.
-        let recent = node_health(Some(&node("Unknown", now() - secs(39))));
+        let recent = node_health(Some(&node("Unknown", now() - secs(39))), now());
         assert_eq!(lost_worker(&w, Some(&recent), None, now()), None);
-        let down = node_health(Some(&node("Unknown", now() - secs(40))));
+        let down = node_health(Some(&node("Unknown", now() - secs(40))), now());
         assert_eq!(
             lost_worker(&w, Some(&down), None, now()).as_deref(),
             Some("its node vm2 is NotReady (Ready=Unknown for 40s: Kubelet stopped posting node status.) and its agent has not answered for 5s")
         );
-        let down = node_health(Some(&node("False", now() - secs(300))));
+        let down = node_health(Some(&node("False", now() - secs(300))), now());
         assert!(lost_worker(&w, Some(&down), None, now()).is_some());
         assert_eq!(
             lost_worker(&w, Some(&NodeHealth::Gone), None, now()).as_deref(),

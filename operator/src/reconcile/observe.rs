@@ -99,7 +99,7 @@ impl Reconciler<'_> {
         for (name, r) in read {
             match r {
                 Ok(list) => {
-                    out.insert(name, node_health(list.items.first()));
+                    out.insert(name, node_health(list.items.first(), self.draft.now));
                 }
                 Err(e) => tracing::debug!("{}/{}: reading node {name}: {e}", self.ns, self.name),
             }
