@@ -12,7 +12,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
 use crate::context::POLL;
-use crate::crd::{BenchmarkRun, BenchmarkRunSpec, Phase, Progress, WorkerPhase, WorkerStatus};
+use crate::crd::{
+    BenchmarkRun, BenchmarkRunSpec, BenchmarkRunStatus, Phase, Progress, WorkerPhase, WorkerStatus,
+};
 use crate::results::WorkerFigures;
 use crate::state::{self, cond, PodView};
 use crate::status::Draft;
@@ -52,14 +54,46 @@ pub(crate) fn admit(
         .unwrap_or(d.now);
     let timeout = run.spec.deadline();
     if (d.now - created).to_std().unwrap_or_default() > timeout {
-        let msg = format!(
-            "the run did not finish within its timeout of {}s",
-            timeout.as_secs()
-        );
+        let msg = timeout_message(run, &d.status, timeout);
         d.fail("Timeout", msg);
         return Admission::TimedOut;
     }
     Admission::Go
+}
+
+/// Why a run timed out, in the terms a user can act on: which setting gave the limit (their
+/// `spec.timeout`, or the default derived from the workload) and where the run was when it
+/// hit it (the run's phase and its workers' phases), so "raise the timeout" and "look at the
+/// stuck workers" can be told apart.
+fn timeout_message(
+    run: &BenchmarkRun,
+    status: &BenchmarkRunStatus,
+    timeout: Duration,
+) -> String {
+    let limit = if run.spec.timeout.is_some() {
+        format!("spec.timeout ({}s)", timeout.as_secs())
+    } else {
+        format!(
+            "its default timeout of {}s (spec.timeout unset: duration + warm-up + 10 min, or 1 h \
+             without a duration)",
+            timeout.as_secs()
+        )
+    };
+    let workers = status
+        .worker_phases
+        .iter()
+        .map(|(phase, n)| format!("{n} {phase}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let at = if workers.is_empty() {
+        format!("stalled in phase {}", status.phase.as_str())
+    } else {
+        format!(
+            "stalled in phase {} (workers: {workers})",
+            status.phase.as_str()
+        )
+    };
+    format!("the run did not finish within {limit}: {at}")
 }
 
 /// Record the placement (`false`: no node fits, the run failed).
@@ -1085,8 +1119,28 @@ workers: {count: 2}
         let created = now() - chrono::Duration::hours(48);
         run.metadata.creation_timestamp = Some(state::to_time(created));
         let mut d = draft(&[WorkerPhase::Running]);
+        d.status.phase = Phase::Running;
+        d.status.worker_phases = [("Running".to_string(), 2), ("Pending".to_string(), 1)].into();
         assert_eq!(admit(&mut d, &run, None), Admission::TimedOut);
         assert_eq!(d.status.phase, Phase::Failed);
+        // The message names the setting that gave the limit and where the run stalled.
+        let failed = |d: &Draft| {
+            state::condition(&d.status.conditions, cond::FAILED)
+                .expect("Failed condition")
+                .message
+                .clone()
+        };
+        let msg = failed(&d);
+        assert!(msg.contains("spec.timeout unset"), "{msg}");
+        assert!(msg.contains("stalled in phase Running"), "{msg}");
+        assert!(msg.contains("1 Pending, 2 Running"), "{msg}");
+        let mut timed = run.clone();
+        timed.spec.timeout = Some(benchrun_api::units::HumanDuration(Duration::from_secs(90)));
+        let mut d = draft(&[WorkerPhase::Running]);
+        d.status.phase = Phase::Preparing;
+        assert_eq!(admit(&mut d, &timed, None), Admission::TimedOut);
+        let msg = failed(&d);
+        assert!(msg.contains("within spec.timeout (90s): stalled in phase Preparing"), "{msg}");
         let mut d = draft(&[WorkerPhase::Running]);
         let problems = Some(("InvalidWorkload", vec!["spec.x: bad".to_string()]));
         assert_eq!(admit(&mut d, &run, problems), Admission::Refused);
