@@ -27,8 +27,12 @@ const NAMED_AT_MOST: usize = 5;
 const WAITING: &str = "WaitingForWorkers";
 
 impl Reconciler<'_> {
-    /// Cleanup per policy, then TTL.
+    /// A matrix run's children in flight stopped; cleanup per policy; then TTL.
     pub(crate) async fn finished(&mut self) -> Result<Action> {
+        // A matrix run has no workers of its own: its combination in flight is its child run.
+        if self.run.spec.matrix.is_some() {
+            self.stop_children().await?;
+        }
         let succeeded = self.draft.status.phase == Phase::Succeeded;
         let clean = match self.run.spec.cleanup {
             CleanupPolicy::Always => true,

@@ -20,7 +20,8 @@
 //!
 //! # RBAC the operator needs
 //! - `benchmarkruns`: get, list, watch, create, delete, patch (create: a matrix run's
-//!   combinations, delete: TTL, patch: the finalizer); `benchmarkruns/status`: get, patch
+//!   combinations, list: a matrix run's children by label, delete: TTL and a failed matrix
+//!   run's child in flight, patch: the finalizer); `benchmarkruns/status`: get, patch
 //! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: get, create, delete
 //!   (get: an existing claim is checked to be the run's)
 //! - `configmaps`: get, list, create, patch (list: the per-worker result objects of a run, by
