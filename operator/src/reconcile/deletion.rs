@@ -154,9 +154,7 @@ impl Reconciler<'_> {
             }
             CleanupStep::Delete { .. } => {}
         }
-        self.ctx
-            .metrics
-            .forget(&self.ns, &self.name, &self.draft.status);
+        self.ctx.metrics.forget(&self.ns, &self.name);
         self.ctx.forget(&format!("{}/{}", self.ns, self.name));
         remove_finalizer(&self.api(), self.run).await?;
         info!(
