@@ -86,6 +86,31 @@ impl Reconciler<'_> {
         .await
     }
 
+    /// Tell these workers' agents to exit (workers given up on: see
+    /// [`super::decide::Applied::shut_down`]); an agent that does not answer exits at its
+    /// linger's end anyway.
+    pub(crate) async fn shut_down(
+        &self,
+        workers: &[usize],
+        token: &str,
+        pods: &BTreeMap<String, Pod>,
+    ) {
+        let clients: Vec<_> = workers
+            .iter()
+            .filter_map(|&i| {
+                let w = &self.draft.status.workers[i];
+                let ip = pods.get(&w.pod)?.status.as_ref()?.pod_ip.as_deref()?;
+                Some((w.name.clone(), self.worker_client(ip, token)))
+            })
+            .collect();
+        fan_out(clients, self.parallelism(), |(name, c)| async move {
+            if let Err(e) = c.shutdown().await {
+                tracing::debug!("shutdown {name}: {e}");
+            }
+        })
+        .await;
+    }
+
     /// Send the start time to every Ready worker at once (bounded), and say whether the last
     /// answer came back before the start time.
     pub(crate) async fn send_starts(
