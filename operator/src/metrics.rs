@@ -304,7 +304,10 @@ impl Metrics {
     /// and for a run deleted without it (the watch's delete event, a pass that found it gone).
     pub fn forget(&self, ns: &str, run: &str) {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let ops = seen.remove(&key(ns, run)).map(|s| s.ops).unwrap_or_default();
+        let ops = seen
+            .remove(&key(ns, run))
+            .map(|s| s.ops)
+            .unwrap_or_default();
         for p in ALL_PHASES {
             let n = seen.values().filter(|v| v.phase == p).count();
             self.runs.with_label_values(&[p.as_str()]).set(n as i64);
@@ -572,7 +575,8 @@ mod tests {
         m.forget_gone(|ns, run| ns == "ns" && run == "other");
         assert_eq!(series_of(&m, "ns", "kept"), Vec::<String>::new());
         assert!(
-            m.render().contains("benchrun_operator_runs{phase=\"Succeeded\"} 0"),
+            m.render()
+                .contains("benchrun_operator_runs{phase=\"Succeeded\"} 0"),
             "{}",
             m.render()
         );

@@ -400,8 +400,7 @@ mod tests {
         };
         let parent = run("m", "p2", None, None);
         let mut deleting = run("m-4", "c4", Some("p2"), Some(Phase::Running));
-        deleting.metadata.deletion_timestamp =
-            Some(crate::state::to_time(chrono::Utc::now()));
+        deleting.metadata.deletion_timestamp = Some(crate::state::to_time(chrono::Utc::now()));
         let children = vec![
             run("m-1", "c1", Some("p2"), Some(Phase::Succeeded)),
             run("m-2", "c2", Some("p2"), Some(Phase::Running)),

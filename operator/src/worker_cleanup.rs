@@ -185,6 +185,11 @@ mod tests {
             msg.starts_with("workers w0 (s3://bkt/p/put/), w1 (s3://bkt/p/put/)"),
             "{msg}"
         );
-        assert!(msg.contains("and 2 more had not finished removing what they created 120s after the run failed"), "{msg}");
+        assert!(
+            msg.contains(
+                "and 2 more had not finished removing what they created 120s after the run failed"
+            ),
+            "{msg}"
+        );
     }
 }

@@ -180,7 +180,10 @@ matrix:
     }
     let parent = wait_for(&api, "stop", Duration::from_secs(90), "finished", finished).await;
     let c = condition(&parent, "Complete").expect("Complete");
-    assert_eq!((phase(&parent), c.reason.as_str()), (Phase::Failed, "Timeout"));
+    assert_eq!(
+        (phase(&parent), c.reason.as_str()),
+        (Phase::Failed, "Timeout")
+    );
     // Gone within the cleanup bound (its workers stop and remove their datasets first).
     let bound = benchrun_operator::worker_cleanup::CLEANUP_BOUND + Duration::from_secs(30);
     let deadline = tokio::time::Instant::now() + bound;

@@ -844,7 +844,11 @@ workers: {count: 2}
         assert!(collected(&mut d, vec![(0, reset())]).error.is_none());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Done);
         assert_eq!(d.status.workers[0].summary_read_failures, Some(1));
-        assert!(collected(&mut d, vec![(0, Collected::Persisted(figures()))]).error.is_none());
+        assert!(
+            collected(&mut d, vec![(0, Collected::Persisted(figures()))])
+                .error
+                .is_none()
+        );
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Collected);
         assert_eq!(d.status.workers[0].summary_read_failures, None);
         // Cut off on every pass: failed on the bound's pass, naming the last error.
@@ -886,7 +890,9 @@ workers: {count: 2}
             dropped: 0,
             error: Some("uploading to s3://b/o/r/w0.oplog.gz: HTTP 403".into()),
         });
-        assert!(collected(&mut d, vec![(0, Collected::Persisted(f))]).error.is_none());
+        assert!(collected(&mut d, vec![(0, Collected::Persisted(f))])
+            .error
+            .is_none());
         let w = &d.status.workers[0];
         assert_eq!(w.phase, WorkerPhase::Collected);
         assert_eq!(w.oplog.as_ref().map(|o| o.records), Some(40));

@@ -120,7 +120,7 @@ impl Reconciler<'_> {
             .status
             .phase
             .is_finished()
-            .then(|| self.draft.status.finish_time.as_deref())
+            .then_some(self.draft.status.finish_time.as_deref())
             .flatten()
             .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
             .map(|t| t.with_timezone(&Utc).min(deleted))

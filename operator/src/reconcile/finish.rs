@@ -15,9 +15,9 @@ use super::Reconciler;
 use crate::children::{delete_exact, delete_if_ours, Deleted};
 use crate::context::POLL;
 use crate::crd::{BenchmarkRun, CleanupPolicy, Phase};
-use crate::worker_cleanup::{self, CleanupStep};
 use crate::resources;
 use crate::state::{self, cond};
+use crate::worker_cleanup::{self, CleanupStep};
 use crate::{Error, Result};
 
 /// Objects named at most in a message (the rest are counted).
@@ -85,7 +85,12 @@ impl Reconciler<'_> {
                         "the run finished",
                     );
                     let d = &mut self.draft;
-                    d.condition(cond::CLEANUP_ABANDONED, true, "CleanupAbandoned", msg.clone());
+                    d.condition(
+                        cond::CLEANUP_ABANDONED,
+                        true,
+                        "CleanupAbandoned",
+                        msg.clone(),
+                    );
                     d.event(EventType::Warning, "CleanupAbandoned", msg);
                 }
                 CleanupStep::Delete { .. } => {}
