@@ -183,6 +183,13 @@ pub fn to_time(t: DateTime<Utc>) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_microsecond(t.timestamp_micros()).unwrap_or_default())
 }
 
+/// An RFC 3339 time of the status (`startTime`, `finishTime`), if it parses.
+pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
 /// chrono from k8s-openapi's time.
 pub fn from_time(t: &Time) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(t.0.as_microsecond()).unwrap_or_default()

@@ -73,6 +73,17 @@ pub fn step(
     }
 }
 
+/// When a run's bound starts: when it finished, or when it was deleted, whichever was first
+/// (a run deleted while its finished workers clean up does not start another bound); `now`
+/// for a run neither finished nor deleted (never asked).
+pub fn bound_start(
+    finished: Option<DateTime<Utc>>,
+    deleted: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    finished.into_iter().chain(deleted).min().unwrap_or(now)
+}
+
 /// Where a worker's agent writes on the storage, as the workload says: its own dataset
 /// (`<target><prefix><worker>/`, when the run prepares one) or the objects its PUTs wrote
 /// (`<target><prefix>put/`, keys naming the worker). The engine adds a `/` between a target
@@ -165,6 +176,18 @@ mod tests {
             step(t0(), before, POLL, busy()),
             CleanupStep::Wait { .. }
         ));
+    }
+
+    #[test]
+    fn the_bound_starts_once_at_the_runs_end_or_deletion() {
+        let later = t0() + chrono::Duration::seconds(90);
+        let now = t0() + chrono::Duration::seconds(100);
+        assert_eq!(bound_start(Some(t0()), None, now), t0());
+        assert_eq!(bound_start(None, Some(later), now), later);
+        // Finished, then deleted while its workers clean up: still from the end.
+        assert_eq!(bound_start(Some(t0()), Some(later), now), t0());
+        assert_eq!(bound_start(Some(later), Some(t0()), now), t0());
+        assert_eq!(bound_start(None, None, now), now);
     }
 
     fn workload(yaml: &str) -> Workload {

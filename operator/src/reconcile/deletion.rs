@@ -113,18 +113,16 @@ impl Reconciler<'_> {
             .as_ref()
             .map(crate::state::from_time)
             .unwrap_or(self.draft.now);
-        // A run that finished first had its bound start then: a deletion while its workers
-        // clean up does not start another.
-        let since = self
+        // A run that finished first had its bound start then.
+        let finished = self
             .draft
             .status
             .phase
             .is_finished()
             .then_some(self.draft.status.finish_time.as_deref())
             .flatten()
-            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-            .map(|t| t.with_timezone(&Utc).min(deleted))
-            .unwrap_or(deleted);
+            .and_then(crate::state::parse_time);
+        let since = worker_cleanup::bound_start(finished, Some(deleted), self.draft.now);
         let busy = self.stop_and_find_busy().await?;
         match worker_cleanup::step(since, self.draft.now, POLL, busy) {
             CleanupStep::Wait { busy, retry } => {

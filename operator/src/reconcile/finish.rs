@@ -60,13 +60,12 @@ impl Reconciler<'_> {
             // The workers of a run that failed were told to stop in the pass that failed it:
             // those still removing what they created keep their pods, up to the bound of
             // every path (deleted now, a pod's 10 s grace would cut their cleanup short).
-            let since = self
-                .draft
-                .status
-                .finish_time
-                .as_deref()
-                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-                .map_or(self.draft.now, |t| t.with_timezone(&Utc));
+            let finished = self.draft.status.finish_time.as_deref();
+            let since = worker_cleanup::bound_start(
+                finished.and_then(state::parse_time),
+                None,
+                self.draft.now,
+            );
             let busy = self.stop_and_find_busy().await?;
             match worker_cleanup::step(since, self.draft.now, POLL, busy) {
                 CleanupStep::Wait { busy, retry } => {
