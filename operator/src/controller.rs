@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{predicates, watcher, Controller, Predicate, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 use tracing::{warn, Instrument};
@@ -48,9 +49,31 @@ pub async fn run(
     // the operator's own status writes.
     let run_writer = Writer::new(ar.clone());
     let run_store = run_writer.as_reader();
+    // A run deleted without the finalizer's pass (the finalizer removed by hand, a run that
+    // never got it) is forgotten by the metrics here: on its delete event, or, for one
+    // deleted while the watch was down, when the relist is complete.
+    let forget = {
+        let (metrics, store, ar) = (metrics.clone(), run_store.clone(), ar.clone());
+        move |event: &watcher::Event<DynamicObject>| match event {
+            watcher::Event::Delete(run) => {
+                metrics.forget(&run.namespace().unwrap_or_default(), &run.name_any())
+            }
+            watcher::Event::InitDone => metrics.forget_gone(|ns, name| {
+                store
+                    .get(&ObjectRef::new_with(name, ar.clone()).within(ns))
+                    .is_some()
+            }),
+            _ => {}
+        }
+    };
     let run_changes = watcher(runs, watcher::Config::default())
         .default_backoff()
         .reflect(run_writer)
+        .inspect(move |e| {
+            if let Ok(e) = e {
+                forget(e)
+            }
+        })
         .applied_objects()
         .predicate_filter(
             predicates::generation
@@ -114,6 +137,8 @@ async fn fresh(obj: Arc<DynamicObject>, ctx: &Context) -> Result<Option<Arc<Dyna
         Some(now) => Ok(Some(Arc::new(now))),
         None => {
             ctx.forget(&key);
+            ctx.metrics
+                .forget(&obj.namespace().unwrap_or_default(), &obj.name_any());
             Ok(None)
         }
     }

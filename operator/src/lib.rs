@@ -57,6 +57,7 @@ pub mod status;
 pub mod sweep;
 pub mod thresholds;
 pub mod validate;
+pub mod worker_cleanup;
 
 /// Everything that can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@
 //! - `benchrun_operator_run_start_skew_seconds{namespace,run}`: measured start skew
 //! - `benchrun_operator_leader`: 1 while this replica runs the controller (leads), else 0
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -53,7 +53,10 @@ pub struct Metrics {
     leader: IntGauge,
     /// The operator's Kubernetes API requests by verb (see `apicount`).
     pub api_requests: IntCounterVec,
-    phases: Mutex<HashMap<String, Phase>>,
+    /// Every run with series, by `namespace/name`: its phase and the ops its result series
+    /// name, so that its series can all be removed without its status (a run deleted without
+    /// the finalizer's pass leaves none to read).
+    seen: Mutex<HashMap<String, Seen>>,
     /// The registered families, as `/metrics` exports them.
     families: Vec<MetricFamily>,
 }
@@ -209,7 +212,7 @@ impl Metrics {
             run_regressed,
             leader,
             api_requests,
-            phases: Mutex::new(HashMap::new()),
+            seen: Mutex::new(HashMap::new()),
         }
     }
 
@@ -234,10 +237,17 @@ impl Metrics {
 
     /// Record a run's phase (and its results once finished).
     pub fn observe(&self, ns: &str, run: &str, status: &BenchmarkRunStatus) {
-        let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
-        phases.insert(format!("{ns}/{run}"), status.phase);
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = seen.entry(key(ns, run)).or_insert_with(|| Seen {
+            ns: ns.to_string(),
+            run: run.to_string(),
+            phase: status.phase,
+            ops: BTreeSet::new(),
+        });
+        entry.phase = status.phase;
+        entry.ops.extend(status.results.keys().cloned());
         for p in ALL_PHASES {
-            let n = phases.values().filter(|v| **v == p).count();
+            let n = seen.values().filter(|v| v.phase == p).count();
             self.runs.with_label_values(&[p.as_str()]).set(n as i64);
             self.run_phase
                 .with_label_values(&[ns, run, p.as_str()])
@@ -289,17 +299,21 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
-    /// Drop a deleted run's series (with `status`, its last, which names its ops), so the
-    /// alerts on them stop firing with the run gone.
-    pub fn forget(&self, ns: &str, run: &str, status: &BenchmarkRunStatus) {
-        let mut phases = self.phases.lock().unwrap_or_else(|e| e.into_inner());
-        phases.remove(&format!("{ns}/{run}"));
+    /// Drop a deleted run's series, every one of them, so the alerts on them stop firing with
+    /// the run gone. Needs nothing of the run but its key: called from the finalizer's pass,
+    /// and for a run deleted without it (the watch's delete event, a pass that found it gone).
+    pub fn forget(&self, ns: &str, run: &str) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let ops = seen
+            .remove(&key(ns, run))
+            .map(|s| s.ops)
+            .unwrap_or_default();
         for p in ALL_PHASES {
-            let n = phases.values().filter(|v| **v == p).count();
+            let n = seen.values().filter(|v| v.phase == p).count();
             self.runs.with_label_values(&[p.as_str()]).set(n as i64);
             let _ = self.run_phase.remove_label_values(&[ns, run, p.as_str()]);
         }
-        for op in status.results.keys() {
+        for op in &ops {
             let _ = self.run_ops.remove_label_values(&[ns, run, op]);
             let _ = self.run_p99.remove_label_values(&[ns, run, op]);
         }
@@ -311,12 +325,42 @@ impl Metrics {
         }
     }
 
+    /// Drop the series of every run `exists` says is gone (`namespace`, `name`): after the
+    /// watch lists the runs again, a run deleted while it was down sent no delete event.
+    pub fn forget_gone(&self, exists: impl Fn(&str, &str) -> bool) {
+        let gone: Vec<(String, String)> = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|s| !exists(&s.ns, &s.run))
+            .map(|s| (s.ns.clone(), s.run.clone()))
+            .collect();
+        for (ns, run) in gone {
+            self.forget(&ns, &run);
+        }
+    }
+
     /// The registry in the Prometheus text format.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8(out).unwrap_or_default()
     }
+}
+
+/// What the metrics hold of one run: enough to remove its series.
+#[derive(Debug)]
+struct Seen {
+    ns: String,
+    run: String,
+    phase: Phase,
+    /// The ops of its result series (`run_ops_per_second`, `run_p99_seconds`).
+    ops: BTreeSet<String>,
+}
+
+fn key(ns: &str, run: &str) -> String {
+    format!("{ns}/{run}")
 }
 
 /// Observes the reconcile duration on drop.
@@ -430,6 +474,111 @@ mod tests {
         assert!(
             text.contains("benchrun_operator_run_regressed{namespace=\"ns\",run=\"r\"} 1"),
             "{text}"
+        );
+    }
+
+    /// Every series of the registry labelled with this run.
+    fn series_of(m: &Metrics, ns: &str, run: &str) -> Vec<String> {
+        m.registry
+            .gather()
+            .iter()
+            .flat_map(|f| {
+                f.get_metric()
+                    .iter()
+                    .filter(|s| {
+                        let l = s.get_label();
+                        l.iter().any(|p| p.name() == "namespace" && p.value() == ns)
+                            && l.iter().any(|p| p.name() == "run" && p.value() == run)
+                    })
+                    .map(|_| f.name().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// A run with every per-run series set: running with progress and skew, then finished
+    /// with results for two ops and both verdicts.
+    fn observed(m: &Metrics, ns: &str, run: &str) {
+        let now = chrono::Utc::now();
+        let mut st = BenchmarkRunStatus {
+            phase: Phase::Running,
+            progress: Some(crate::crd::Progress {
+                elapsed_seconds: 3.0,
+                ops: 42,
+                errors: 0,
+                ops_per_sec: 14.0,
+            }),
+            start_skew_ms: Some(1.5),
+            ..Default::default()
+        };
+        m.observe(ns, run, &st);
+        st.phase = Phase::Succeeded;
+        for op in ["get", "all"] {
+            st.results.insert(op.into(), Default::default());
+        }
+        for c in ["ThresholdsMet", "Regressed"] {
+            crate::state::set_condition(&mut st.conditions, c, true, c, "", None, now);
+        }
+        // Its last status still had live progress: observed once more while running.
+        let mut live = st.clone();
+        live.phase = Phase::Running;
+        m.observe(ns, run, &live);
+        m.observe(ns, run, &st);
+    }
+
+    #[test]
+    fn a_run_gone_without_its_status_leaves_no_series() {
+        let m = Metrics::new();
+        observed(&m, "ns", "gone");
+        observed(&m, "ns", "kept");
+        let before = series_of(&m, "ns", "gone");
+        for family in [
+            "benchrun_operator_run_phase",
+            "benchrun_operator_run_ops_per_second",
+            "benchrun_operator_run_p99_seconds",
+            "benchrun_operator_run_start_skew_seconds",
+            "benchrun_operator_run_thresholds_met",
+            "benchrun_operator_run_regressed",
+        ] {
+            assert!(before.iter().any(|f| f == family), "{family}: {before:?}");
+        }
+        // Its key is all the delete event gives: every series goes, the other run's stay.
+        m.forget("ns", "gone");
+        assert_eq!(series_of(&m, "ns", "gone"), Vec::<String>::new());
+        assert_eq!(series_of(&m, "ns", "kept").len(), before.len());
+        let text = m.render();
+        assert!(
+            text.contains("benchrun_operator_runs{phase=\"Succeeded\"} 1"),
+            "{text}"
+        );
+        // A run deleted while it runs: its live progress goes too.
+        let running = BenchmarkRunStatus {
+            phase: Phase::Running,
+            progress: Some(crate::crd::Progress {
+                elapsed_seconds: 3.0,
+                ops: 42,
+                errors: 0,
+                ops_per_sec: 14.0,
+            }),
+            ..Default::default()
+        };
+        m.observe("ns", "live", &running);
+        let live = series_of(&m, "ns", "live");
+        assert!(
+            live.iter()
+                .any(|f| f == "benchrun_operator_run_progress_ops"),
+            "{live:?}"
+        );
+        m.forget("ns", "live");
+        assert_eq!(series_of(&m, "ns", "live"), Vec::<String>::new());
+        // After a relist: the runs no longer listed go.
+        m.forget_gone(|ns, run| ns == "ns" && run == "other");
+        assert_eq!(series_of(&m, "ns", "kept"), Vec::<String>::new());
+        assert!(
+            m.render()
+                .contains("benchrun_operator_runs{phase=\"Succeeded\"} 0"),
+            "{}",
+            m.render()
         );
     }
 }

@@ -32,8 +32,12 @@ pub mod cond {
     /// Some workers were lost or failed.
     pub const LOST: &str = "WorkersLost";
     /// True (`PodsDeleted`) once the cleanup policy deleted the worker pods; False
-    /// (`PodsKept`) when the policy keeps them.
+    /// (`PodsKept`) when the policy keeps them, False (`WaitingForWorkers`) while the pods
+    /// wait for their workers to remove what they created.
     pub const CLEANED_UP: &str = "CleanedUp";
+    /// True when the cleanup bound ([`crate::worker_cleanup::CLEANUP_BOUND`]) cut workers'
+    /// removal of what they created short: names them and the prefixes they write under.
+    pub const CLEANUP_ABANDONED: &str = "CleanupAbandoned";
     /// Every asked agent answers; False naming those that have not for
     /// [`AGENT_SILENCE`](super::AGENT_SILENCE) and their last error.
     pub const AGENTS_ANSWERING: &str = "AgentsAnswering";
@@ -177,6 +181,13 @@ pub fn classify_pod(pod: Option<&Pod>) -> PodView {
 /// k8s-openapi's time (jiff) from chrono, at microsecond precision.
 pub fn to_time(t: DateTime<Utc>) -> Time {
     Time(k8s_openapi::jiff::Timestamp::from_microsecond(t.timestamp_micros()).unwrap_or_default())
+}
+
+/// An RFC 3339 time of the status (`startTime`, `finishTime`), if it parses.
+pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 /// chrono from k8s-openapi's time.

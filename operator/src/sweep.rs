@@ -15,6 +15,8 @@ use benchrun_api::units::HumanDuration;
 use benchrun_api::Summary;
 
 use crate::crd::matrix::{CombinationRow, MatrixStatus};
+use kube::ResourceExt;
+
 use crate::crd::{BenchmarkRun, BenchmarkRunSpec, OpReport, Phase};
 use crate::status::Draft;
 
@@ -213,6 +215,28 @@ pub(crate) fn progress(d: &mut Draft, table: &mut MatrixStatus, current: Option<
     }
 }
 
+/// The child runs a finished matrix run must stop: those still in flight (not finished, not
+/// being deleted) that are this run's (owned by its UID, as `children.rs` decides; a run that
+/// only carries the label, or an earlier incarnation's child, is left alone). Each as its name
+/// and UID, the UID a precondition of its deletion. None while the matrix run (in `phase`,
+/// as the pass decided) is not finished.
+pub fn children_to_stop(
+    parent: &BenchmarkRun,
+    phase: Phase,
+    children: &[BenchmarkRun],
+) -> Vec<(String, String)> {
+    if !phase.is_finished() {
+        return vec![];
+    }
+    children
+        .iter()
+        .filter(|c| crate::children::owned_by(parent, c.owner_references()))
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| !c.status.as_ref().is_some_and(|s| s.phase.is_finished()))
+        .filter_map(|c| Some((c.name_any(), c.metadata.uid.clone()?)))
+        .collect()
+}
+
 fn change(now: Option<f64>, base: Option<f64>) -> Option<f64> {
     change::percent(base?, now?)
 }
@@ -350,6 +374,51 @@ mod tests {
         assert_eq!(
             rows[2].ops_per_sec_change_percent, None,
             "no figures, no change"
+        );
+    }
+
+    #[test]
+    fn a_finished_matrix_run_stops_only_its_own_children_in_flight() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let owner = |uid: &str| OwnerReference {
+            api_version: "benchrun.dev/v1alpha1".into(),
+            kind: "BenchmarkRun".into(),
+            name: "m".into(),
+            uid: uid.into(),
+            controller: Some(true),
+            ..Default::default()
+        };
+        let run = |name: &str, uid: &str, owner_uid: Option<&str>, phase: Option<Phase>| {
+            let mut r = BenchmarkRun::new(name, spec(""));
+            r.metadata.uid = Some(uid.into());
+            r.metadata.owner_references = owner_uid.map(|u| vec![owner(u)]);
+            r.status = phase.map(|phase| crate::crd::BenchmarkRunStatus {
+                phase,
+                ..Default::default()
+            });
+            r
+        };
+        let parent = run("m", "p2", None, None);
+        let mut deleting = run("m-4", "c4", Some("p2"), Some(Phase::Running));
+        deleting.metadata.deletion_timestamp = Some(crate::state::to_time(chrono::Utc::now()));
+        let children = vec![
+            run("m-1", "c1", Some("p2"), Some(Phase::Succeeded)),
+            run("m-2", "c2", Some("p2"), Some(Phase::Running)),
+            // Never created a status yet: in flight too.
+            run("m-3", "c3", Some("p2"), None),
+            deleting,
+            // The label without the owner, or an earlier incarnation's child: not ours.
+            run("m-5", "c5", None, Some(Phase::Running)),
+            run("m-6", "c6", Some("p1"), Some(Phase::Running)),
+        ];
+        // A running sweep stops nothing.
+        assert!(children_to_stop(&parent, Phase::Running, &children).is_empty());
+        assert_eq!(
+            children_to_stop(&parent, Phase::Failed, &children),
+            [
+                ("m-2".to_string(), "c2".to_string()),
+                ("m-3".to_string(), "c3".to_string())
+            ]
         );
     }
 

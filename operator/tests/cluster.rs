@@ -786,3 +786,53 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A run deleted without the finalizer's pass (the finalizer removed by hand while the
+/// operator was away) loses its series when the operator's watch lists the runs again; before,
+/// only the finalizer's pass removed them, and they stayed in `/metrics` for ever (alerts
+/// firing on a run that is gone).
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn a_run_deleted_without_the_finalizer_loses_its_series() {
+    let env = env("op-forget").await;
+    let metrics = std::sync::Arc::new(benchrun_operator::metrics::Metrics::new());
+    let op = spawn_operator_sharing(&env, metrics.clone());
+    let api = create_run(&env, "gone", &per_node("2s", "")).await;
+    wait_succeeded(&api, "gone").await;
+    let series = "run=\"gone\"";
+    // Observed right after the status write the wait saw.
+    wait_until(Duration::from_secs(30), "series of the run", || async {
+        metrics.render().contains(series).then_some(())
+    })
+    .await;
+
+    // The operator away; the finalizer removed by hand, so the deletion is immediate.
+    op.abort();
+    let _ = op.await;
+    let none = serde_json::json!({"metadata": {"finalizers": null}});
+    api.patch("gone", &PatchParams::default(), &Patch::Merge(&none))
+        .await
+        .expect("remove the finalizer");
+    api.delete("gone", &DeleteParams::background())
+        .await
+        .expect("delete");
+    wait_until(Duration::from_secs(30), "deletion of the run", || async {
+        api.get_opt("gone")
+            .await
+            .expect("read run")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        metrics.render().contains(series),
+        "nothing has forgotten them yet"
+    );
+
+    // Back (the same metrics, as a watch restarted after a gap): the relist forgets the run.
+    let _op = spawn_operator_sharing(&env, metrics.clone());
+    wait_until(Duration::from_secs(30), "removal of its series", || async {
+        (!metrics.render().contains(series)).then_some(())
+    })
+    .await;
+}

@@ -140,3 +140,64 @@ matrix:
     assert_eq!(a.ops_per_sec_change_percent, Some(want));
     assert_eq!(b.ops_per_sec_change_percent, None);
 }
+
+/// A matrix run that fails (here its deadline) while a combination runs deletes that child
+/// run: the child's finalizer stops its workers, and nothing measures on after the sweep
+/// failed. Before, the child ran on to its own end.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn a_failed_matrix_run_stops_its_child_in_flight() {
+    let env = env("op-matrix-stop").await;
+    let _op = spawn_operator(&env);
+    // The parent's deadline (20 s) passes while its first child, of 10 minutes, runs.
+    let spec = r#"
+workload:
+  target: file:///data/bench
+  duration: 10m
+  concurrency: 1
+  ops: [{op: get}]
+  objectSize: 4KiB
+  dataset: {objects: 8}
+workers:
+  count: 1
+  resources: {limits: {cpu: 500m, memory: 128Mi}, requests: {cpu: 50m, memory: 32Mi}}
+volume: {emptyDir: {sizeLimit: 16Mi}}
+startDelay: 2s
+timeout: 20s
+matrix:
+  parameters:
+    objectSize: [4KiB, 16KiB]
+"#;
+    let api = create_run(&env, "stop", spec).await;
+    // The child exists (it is what the parent must stop).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while api.get_opt("stop-1").await.expect("read child").is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "child stop-1 not created within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let parent = wait_for(&api, "stop", Duration::from_secs(90), "finished", finished).await;
+    let c = condition(&parent, "Complete").expect("Complete");
+    assert_eq!(
+        (phase(&parent), c.reason.as_str()),
+        (Phase::Failed, "Timeout")
+    );
+    // Gone within the cleanup bound (its workers stop and remove their datasets first).
+    let bound = benchrun_operator::worker_cleanup::CLEANUP_BOUND + Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        match api.get_opt("stop-1").await.expect("read child") {
+            None => break,
+            Some(child) if tokio::time::Instant::now() > deadline => panic!(
+                "child stop-1 still there {bound:?} after the parent failed: {:?}",
+                child.status
+            ),
+            Some(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    // The next combination was never started.
+    assert!(api.get_opt("stop-2").await.expect("read").is_none());
+    wait_pods_gone(&env, "stop-1", "the stopped child's workers").await;
+}

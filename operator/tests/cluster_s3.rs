@@ -20,7 +20,7 @@ use std::time::Duration;
 use benchrun_operator::crd::WorkerPhase;
 use benchrun_operator::crd::{BenchmarkRun, Phase};
 use benchrun_test_support::NODES;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::DeleteParams;
 use kube::Api;
 
@@ -399,5 +399,83 @@ async fn deleting_a_running_run_stops_its_workers_and_removes_its_data() {
         !text.contains(&series),
         "the deleted run's series are gone:\n{text}"
     );
+    drop(fwd);
+}
+
+/// A run that fails while another worker is still at work on the storage keeps that worker's
+/// pod until its agent says its cleanup is done, up to the cleanup bound of every path (the
+/// deletion's); past it the run says `CleanupAbandoned`, naming the worker and its prefix.
+/// Here the storage hangs (the forwarder to MinIO stalled) before a worker pod is deleted, so
+/// the other worker cannot finish: before, its pod was deleted in the pass that failed the
+/// run, and nothing said what it left.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_keeps_a_cleaning_workers_pod_up_to_the_bound_then_says_so() {
+    let storage = storage_env();
+    let env = env("op-s3-abandon").await;
+    let fwd = s3_for_pods(&env, &storage).await;
+    create_creds_secret(&env, &storage).await;
+    let _op = spawn_operator(&env);
+    let prefix = env.ns.name().to_string();
+    // One request may hang for 5 minutes, longer than the bound; no retries.
+    let spec = s3_spec(
+        &storage,
+        &fwd,
+        &prefix,
+        "cleanup: Always\nfailurePolicy: Abort",
+    )
+    .replace("duration: 2s", "duration: 10m")
+    .replace("timeout: 3m", "timeout: 20m")
+    .replace(
+        "region: us-east-1}",
+        "region: us-east-1, requestTimeout: 5m}",
+    )
+    .replace("workers:\n", "workers:\n  count: 2\n");
+    let api = create_run(&env, "cut", &spec).await;
+    wait_for(&api, "cut", Duration::from_secs(150), "running", |r| {
+        r.status
+            .as_ref()
+            .is_some_and(|s| s.worker_phases.get("Running") == Some(&2))
+    })
+    .await;
+
+    fwd.stall();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), env.ns.name());
+    pods.delete("cut-w0", &DeleteParams::default())
+        .await
+        .expect("delete worker pod");
+    let run = wait_for(&api, "cut", Duration::from_secs(60), "failed", finished).await;
+    assert_eq!(phase(&run), Phase::Failed);
+    // w1 cannot finish: its pod stays, and the run says why.
+    let run = wait_for(
+        &api,
+        "cut",
+        Duration::from_secs(30),
+        "waiting for w1",
+        |r| condition(r, "CleanedUp").is_some_and(|c| c.reason == "WaitingForWorkers"),
+    )
+    .await;
+    let waiting = condition(&run, "CleanedUp").expect("CleanedUp");
+    assert!(waiting.message.contains("workers w1 "), "{waiting:?}");
+    let w1 = pods.get("cut-w1").await.expect("w1's pod kept");
+    assert!(
+        w1.metadata.deletion_timestamp.is_none(),
+        "w1's pod is not deleted yet"
+    );
+
+    // Past the bound: deleted, and the run names w1 and where it writes.
+    let bound = benchrun_operator::worker_cleanup::CLEANUP_BOUND + Duration::from_secs(30);
+    let run = wait_for(&api, "cut", bound, "cleaned up", |r| {
+        condition(r, "CleanedUp").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    let cut = condition(&run, "CleanupAbandoned").expect("CleanupAbandoned");
+    assert_eq!(cut.status, "True");
+    let w1_prefix = format!(
+        "w1 (s3://{}/{prefix}/benchrun/w1/)",
+        storage["BENCHRUN_S3_BUCKET"]
+    );
+    assert!(cut.message.contains(&w1_prefix), "{}", cut.message);
+    wait_pods_gone(&env, "cut", "the cleanup bound").await;
     drop(fwd);
 }

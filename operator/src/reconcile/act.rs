@@ -16,7 +16,7 @@ use crate::children::{create_if_absent, create_unique};
 use crate::client::{fan_out, SummaryError, WorkerClient};
 use crate::crd::WorkerPhase;
 use crate::state::{self, cond};
-use crate::{netpol, resources, results, Error, Result};
+use crate::{netpol, resources, results, worker_cleanup, Error, Result};
 
 impl Reconciler<'_> {
     /// Create what the run needs and does not have yet: the token Secret, the workload and
@@ -84,6 +84,31 @@ impl Reconciler<'_> {
             async move { (i, collect_one(&client, &cms, run, &name).await) }
         })
         .await
+    }
+
+    /// Tell these workers' agents to exit (workers given up on: see
+    /// [`super::decide::Applied::shut_down`]); an agent that does not answer exits at its
+    /// linger's end anyway.
+    pub(crate) async fn shut_down(
+        &self,
+        workers: &[usize],
+        token: &str,
+        pods: &BTreeMap<String, Pod>,
+    ) {
+        let clients: Vec<_> = workers
+            .iter()
+            .filter_map(|&i| {
+                let w = &self.draft.status.workers[i];
+                let ip = pods.get(&w.pod)?.status.as_ref()?.pod_ip.as_deref()?;
+                Some((w.name.clone(), self.worker_client(ip, token)))
+            })
+            .collect();
+        fan_out(clients, self.parallelism(), |(name, c)| async move {
+            if let Err(e) = c.shutdown().await {
+                tracing::debug!("shutdown {name}: {e}");
+            }
+        })
+        .await;
     }
 
     /// Send the start time to every Ready worker at once (bounded), and say whether the last
@@ -182,6 +207,35 @@ impl Reconciler<'_> {
         .await;
     }
 
+    /// Ask the workers of the run's running pods to stop; the names of those still at work
+    /// (measuring, or removing what they created: [`worker_cleanup::at_work`]), whose pods
+    /// must not go yet. An agent that does not answer has exited (or cannot be reached: its
+    /// loss is the `WorkersLost` condition's) and is not waited for.
+    pub(crate) async fn stop_and_find_busy(&self) -> Result<Vec<String>> {
+        let token = self.token()?;
+        let pods = self.pods();
+        let clients = self.agents(pods.values().filter(|p| running(p)), &token);
+        let busy = fan_out(clients, self.parallelism(), |(pod, c)| async move {
+            let _ = c.shutdown().await;
+            match c.status().await {
+                Ok(st) if worker_cleanup::at_work(st.stage) => Some(pod),
+                _ => None,
+            }
+        })
+        .await;
+        let workers = &self.draft.status.workers;
+        Ok(busy
+            .into_iter()
+            .flatten()
+            .map(|pod| {
+                workers
+                    .iter()
+                    .find(|w| w.pod == pod)
+                    .map_or(pod, |w| w.name.clone())
+            })
+            .collect())
+    }
+
     /// Every live worker is collected: merge, persist, then the verdict (baseline,
     /// thresholds) and the final phase.
     pub(crate) async fn complete(&mut self) -> Result<()> {
@@ -227,6 +281,12 @@ impl Reconciler<'_> {
         d.succeed(msg.clone(), format!("{msg}; {throughput}"));
         Ok(())
     }
+}
+
+/// Whether a worker's pod is still running (its agent may still be measuring or cleaning up).
+fn running(p: &Pod) -> bool {
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+    p.metadata.deletion_timestamp.is_none() && matches!(phase, Some("Pending" | "Running"))
 }
 
 /// Fetch one finished worker's summary and persist it (or, when it is unusable, what the

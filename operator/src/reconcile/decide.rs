@@ -385,10 +385,22 @@ pub(crate) enum Collected {
 /// within a minute or so instead of at the run's deadline.
 pub(crate) const SUMMARY_READS: u32 = 5;
 
-/// Apply what collecting gave; the first error persisting a summary (the pass reports it and
-/// the next asks again), after every other outcome is applied.
-pub(crate) fn collected(d: &mut Draft, outcomes: Vec<(usize, Collected)>) -> Option<Error> {
+/// What applying the collected outcomes leaves for the pass to do.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    /// The first error persisting a summary (the pass reports it and the next asks again).
+    pub(crate) error: Option<Error>,
+    /// The workers given up on in this pass (`SummaryUnreadable`): their agents, still
+    /// holding the summary that could not be read, are to be told to exit as every other
+    /// failed worker's are (a worker whose summary was persisted or refused was told so by
+    /// its collection).
+    pub(crate) shut_down: Vec<usize>,
+}
+
+/// Apply what collecting gave, every outcome, then say what is left to do ([`Applied`]).
+pub(crate) fn collected(d: &mut Draft, outcomes: Vec<(usize, Collected)>) -> Applied {
     let mut error = None;
+    let mut shut_down = Vec::new();
     for (i, outcome) in outcomes {
         let name = d.status.workers[i].name.clone();
         match outcome {
@@ -414,6 +426,7 @@ pub(crate) fn collected(d: &mut Draft, outcomes: Vec<(usize, Collected)>) -> Opt
                         "its summary could not be read in {failures} attempts, a pass apart: {e}"
                     );
                     d.worker_failed(i, "SummaryUnreadable", msg);
+                    shut_down.push(i);
                 } else {
                     tracing::debug!("summary of {name} (attempt {failures}): {e}");
                 }
@@ -424,7 +437,7 @@ pub(crate) fn collected(d: &mut Draft, outcomes: Vec<(usize, Collected)>) -> Opt
             }
         }
     }
-    error
+    Applied { error, shut_down }
 }
 
 /// What the run does next (after [`run_step`] wrote its decision into the draft).
@@ -847,7 +860,7 @@ workers: {count: 2}
                 Collected::PersistFailed(Error::Invalid("conflict".into())),
             ),
         ];
-        let err = collected(&mut d, outcomes);
+        let err = collected(&mut d, outcomes).error;
         assert!(matches!(err, Some(Error::Invalid(_))));
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Collected);
         assert_eq!(d.status.workers[1].phase, WorkerPhase::Done);
@@ -862,19 +875,26 @@ workers: {count: 2}
         };
         // Cut off once: not failed, asked again; the next pass collects it.
         let mut d = draft(&[WorkerPhase::Done]);
-        assert!(collected(&mut d, vec![(0, reset())]).is_none());
+        assert!(collected(&mut d, vec![(0, reset())]).error.is_none());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Done);
         assert_eq!(d.status.workers[0].summary_read_failures, Some(1));
-        assert!(collected(&mut d, vec![(0, Collected::Persisted(figures()))]).is_none());
+        assert!(
+            collected(&mut d, vec![(0, Collected::Persisted(figures()))])
+                .error
+                .is_none()
+        );
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Collected);
         assert_eq!(d.status.workers[0].summary_read_failures, None);
         // Cut off on every pass: failed on the bound's pass, naming the last error.
         let mut d = draft(&[WorkerPhase::Done]);
         for _ in 1..SUMMARY_READS {
-            collected(&mut d, vec![(0, reset())]);
+            let applied = collected(&mut d, vec![(0, reset())]);
             assert_eq!(d.status.workers[0].phase, WorkerPhase::Done);
+            assert!(applied.shut_down.is_empty(), "still asked: {applied:?}");
         }
-        collected(&mut d, vec![(0, reset())]);
+        // Given up on: failed, and its agent told to exit like any failed worker's.
+        let applied = collected(&mut d, vec![(0, reset())]);
+        assert_eq!(applied.shut_down, vec![0]);
         let w = &d.status.workers[0];
         assert_eq!(w.phase, WorkerPhase::Failed);
         assert_eq!(
@@ -904,7 +924,9 @@ workers: {count: 2}
             dropped: 0,
             error: Some("uploading to s3://b/o/r/w0.oplog.gz: HTTP 403".into()),
         });
-        assert!(collected(&mut d, vec![(0, Collected::Persisted(f))]).is_none());
+        assert!(collected(&mut d, vec![(0, Collected::Persisted(f))])
+            .error
+            .is_none());
         let w = &d.status.workers[0];
         assert_eq!(w.phase, WorkerPhase::Collected);
         assert_eq!(w.oplog.as_ref().map(|o| o.records), Some(40));

@@ -8,10 +8,7 @@
 //! ([`CLEANUP_BOUND`]): a worker that does not stop in time is reported and given up on,
 //! never holding the deletion forever.
 
-use std::time::Duration;
-
 use chrono::Utc;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -20,16 +17,17 @@ use serde_json::json;
 use tracing::info;
 
 use super::Reconciler;
-use crate::client::fan_out;
 use crate::context::POLL;
 use crate::crd::BenchmarkRun;
+use crate::worker_cleanup::{self, CleanupStep};
 use crate::Result;
 
 /// The operator's finalizer on every run.
 pub const FINALIZER: &str = "benchrun.dev/cleanup";
 
-/// Longest wait for a deleted run's workers to stop and clean up.
-pub const CLEANUP_BOUND: Duration = Duration::from_secs(120);
+/// Longest wait for a deleted run's workers to stop and clean up: the bound of every path
+/// (see [`crate::worker_cleanup`]).
+pub use crate::worker_cleanup::CLEANUP_BOUND;
 
 /// Whether `run` carries the operator's finalizer.
 pub fn has_finalizer(run: &BenchmarkRun) -> bool {
@@ -98,92 +96,70 @@ async fn patch_finalizers(
     }
 }
 
-/// Whether a worker's pod is still running (its agent may still be measuring or cleaning up).
-fn running(p: &Pod) -> bool {
-    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-    p.metadata.deletion_timestamp.is_none() && matches!(phase, Some("Pending" | "Running"))
-}
-
 impl Reconciler<'_> {
-    /// Ask the workers of these pods to stop; the pods of those still at work (measuring or
-    /// removing their data). A worker whose agent no longer answers has exited.
-    async fn stop_for_deletion<'p>(
-        &self,
-        pods: impl Iterator<Item = &'p Pod>,
-    ) -> Result<Vec<String>> {
-        use benchrun_api::agent::AgentStage as S;
-        let clients = self.agents(pods, &self.token()?);
-        let busy = fan_out(clients, self.parallelism(), |(pod, c)| async move {
-            let _ = c.shutdown().await;
-            match c.status().await {
-                Ok(st) if !matches!(st.stage, S::Done | S::Failed) => Some(pod),
-                _ => None,
-            }
-        })
-        .await;
-        Ok(busy.into_iter().flatten().collect())
-    }
-
-    /// One pass over a run being deleted: ask its running workers to stop until they have
-    /// (each removes its dataset, as its workload says, then exits) or [`CLEANUP_BOUND`] has
-    /// passed; then drop its metrics and its finalizer.
+    /// One pass over a run being deleted: ask its workers to stop until those still at work
+    /// (measuring, or removing what they created as their workload says) are done, or
+    /// [`CLEANUP_BOUND`] has passed since the run finished or was deleted, whichever was
+    /// first (the one rule of every path, [`worker_cleanup::step`]); then drop its metrics
+    /// and its finalizer.
     pub(crate) async fn finalize(&mut self) -> Result<Action> {
         if !has_finalizer(self.run) {
             return Ok(Action::await_change());
         }
-        let since = self
+        let deleted = self
             .run
             .metadata
             .deletion_timestamp
             .as_ref()
             .map(crate::state::from_time)
             .unwrap_or(self.draft.now);
-        let waited = (self.draft.now - since).to_std().unwrap_or_default();
-        // A finished run's workers were stopped when it finished.
-        let pods = if self.draft.status.phase.is_finished() {
-            Default::default()
-        } else {
-            self.pods()
-        };
-        let left = self
-            .stop_for_deletion(pods.values().filter(|p| running(p)))
-            .await?;
-        if !left.is_empty() {
-            if waited < CLEANUP_BOUND {
+        // A run that finished first had its bound start then.
+        let finished = self
+            .draft
+            .status
+            .phase
+            .is_finished()
+            .then_some(self.draft.status.finish_time.as_deref())
+            .flatten()
+            .and_then(crate::state::parse_time);
+        let since = worker_cleanup::bound_start(finished, Some(deleted), self.draft.now);
+        let busy = self.stop_and_find_busy().await?;
+        match worker_cleanup::step(since, self.draft.now, POLL, busy) {
+            CleanupStep::Wait { busy, retry } => {
                 // Said on the first pass after the deletion (a pass a poll later is past it).
+                let waited = (self.draft.now - deleted).to_std().unwrap_or_default();
                 if waited < POLL {
                     self.draft.event(
                         EventType::Normal,
                         "Stopping",
                         format!(
                             "the run is being deleted: stopping {} workers, which remove what they created",
-                            left.len()
+                            busy.len()
                         ),
                     );
                 }
-                return Ok(Action::requeue(POLL));
+                return Ok(Action::requeue(retry));
             }
-            self.draft.event(
-                EventType::Warning,
-                "CleanupAbandoned",
-                format!(
-                    "workers {} did not stop within {}s of the deletion; what they created under {} may be left",
-                    left.join(", "),
-                    CLEANUP_BOUND.as_secs(),
-                    self.run.spec.workload.target
-                ),
-            );
+            CleanupStep::Delete { abandoned } if !abandoned.is_empty() => {
+                // Only an event: the run is going, no status of it will be read.
+                let msg = worker_cleanup::abandoned_message(
+                    &self.run.spec.workload,
+                    &abandoned,
+                    "the run was deleted",
+                );
+                self.draft
+                    .event(EventType::Warning, "CleanupAbandoned", msg);
+            }
+            CleanupStep::Delete { .. } => {}
         }
-        self.ctx
-            .metrics
-            .forget(&self.ns, &self.name, &self.draft.status);
+        self.ctx.metrics.forget(&self.ns, &self.name);
         self.ctx.forget(&format!("{}/{}", self.ns, self.name));
         remove_finalizer(&self.api(), self.run).await?;
         info!(
             "{}/{}: deleted after {:.1}s",
             self.ns,
             self.name,
-            (Utc::now() - since).num_milliseconds() as f64 / 1000.0
+            (Utc::now() - deleted).num_milliseconds() as f64 / 1000.0
         );
         Ok(Action::await_change())
     }

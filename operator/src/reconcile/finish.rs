@@ -1,5 +1,7 @@
-//! A finished run: worker pods (and per-worker claims) deleted per `spec.cleanup`, then the run
-//! itself deleted `ttlSecondsAfterFinished` after it finished.
+//! A finished run: worker pods (and per-worker claims) deleted per `spec.cleanup`, once their
+//! workers removed what they created or the cleanup bound passed (see
+//! [`crate::worker_cleanup`]), then the run itself deleted `ttlSecondsAfterFinished` after it
+//! finished.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -15,14 +17,22 @@ use crate::context::POLL;
 use crate::crd::{BenchmarkRun, CleanupPolicy, Phase};
 use crate::resources;
 use crate::state::{self, cond};
+use crate::worker_cleanup::{self, CleanupStep};
 use crate::{Error, Result};
 
 /// Objects named at most in a message (the rest are counted).
 const NAMED_AT_MOST: usize = 5;
 
+/// The `CleanedUp` reason while the pods wait for their workers' cleanup.
+const WAITING: &str = "WaitingForWorkers";
+
 impl Reconciler<'_> {
-    /// Cleanup per policy, then TTL.
+    /// A matrix run's children in flight stopped; cleanup per policy; then TTL.
     pub(crate) async fn finished(&mut self) -> Result<Action> {
+        // A matrix run has no workers of its own: its combination in flight is its child run.
+        if self.run.spec.matrix.is_some() {
+            self.stop_children().await?;
+        }
         let succeeded = self.draft.status.phase == Phase::Succeeded;
         let clean = match self.run.spec.cleanup {
             CleanupPolicy::Always => true,
@@ -43,7 +53,47 @@ impl Reconciler<'_> {
                 ),
             );
         }
-        if clean && state::condition(&self.draft.status.conditions, cond::CLEANED_UP).is_none() {
+        // Settled once the pods are deleted (or kept); not while they wait for their workers.
+        let settled = state::condition(&self.draft.status.conditions, cond::CLEANED_UP)
+            .is_some_and(|c| c.reason != WAITING);
+        if clean && !settled {
+            // The workers of a run that failed were told to stop in the pass that failed it:
+            // those still removing what they created keep their pods, up to the bound of
+            // every path (deleted now, a pod's 10 s grace would cut their cleanup short).
+            let finished = self.draft.status.finish_time.as_deref();
+            let since = worker_cleanup::bound_start(
+                finished.and_then(state::parse_time),
+                None,
+                self.draft.now,
+            );
+            let busy = self.stop_and_find_busy().await?;
+            match worker_cleanup::step(since, self.draft.now, POLL, busy) {
+                CleanupStep::Wait { busy, retry } => {
+                    let msg = format!(
+                        "waiting for workers {} to remove what they created before deleting their pods (at most {}s after the run finished)",
+                        state::bounded_list(&busy, NAMED_AT_MOST),
+                        worker_cleanup::CLEANUP_BOUND.as_secs()
+                    );
+                    self.draft.condition(cond::CLEANED_UP, false, WAITING, msg);
+                    return Ok(Action::requeue(retry));
+                }
+                CleanupStep::Delete { abandoned } if !abandoned.is_empty() => {
+                    let msg = worker_cleanup::abandoned_message(
+                        &self.run.spec.workload,
+                        &abandoned,
+                        "the run finished",
+                    );
+                    let d = &mut self.draft;
+                    d.condition(
+                        cond::CLEANUP_ABANDONED,
+                        true,
+                        "CleanupAbandoned",
+                        msg.clone(),
+                    );
+                    d.event(EventType::Warning, "CleanupAbandoned", msg);
+                }
+                CleanupStep::Delete { .. } => {}
+            }
             // By the names in the status, not from the pod store: a pod created in the pass
             // that failed the run may not be in the store yet. Only what is this run's is
             // deleted: a run failed `NameTaken` has names in its status that are another's.

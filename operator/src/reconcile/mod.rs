@@ -20,7 +20,8 @@
 //!
 //! # RBAC the operator needs
 //! - `benchmarkruns`: get, list, watch, create, delete, patch (create: a matrix run's
-//!   combinations, delete: TTL, patch: the finalizer); `benchmarkruns/status`: get, patch
+//!   combinations, list: a matrix run's children by label, delete: TTL and a failed matrix
+//!   run's child in flight, patch: the finalizer); `benchmarkruns/status`: get, patch
 //! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: get, create, delete
 //!   (get: an existing claim is checked to be the run's)
 //! - `configmaps`: get, list, create, patch (list: the per-worker result objects of a run, by
@@ -204,8 +205,10 @@ impl Reconciler<'_> {
         decide::from_nodes(&mut self.draft, &self.run.spec, &nodes);
         let outcomes = self.collect(collect, &token, &pods).await;
         // What was collected is applied; a summary that could not be persisted is asked for
-        // again on the next pass.
-        if let Some(e) = decide::collected(&mut self.draft, outcomes) {
+        // again on the next pass; a worker given up on is told to exit.
+        let applied = decide::collected(&mut self.draft, outcomes);
+        self.shut_down(&applied.shut_down, &token, &pods).await;
+        if let Some(e) = applied.error {
             self.draft.refresh_counts();
             return Err(e);
         }

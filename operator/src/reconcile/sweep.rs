@@ -3,12 +3,13 @@
 
 use benchrun_api::matrix::{Matrix, Planned};
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 
 use super::Reconciler;
-use crate::children::create_if_absent;
+use crate::children::{create_if_absent, delete_exact, Deleted};
 use crate::context::POLL;
 use crate::crd::matrix::{CombinationRow, MatrixStatus};
 use crate::crd::{BenchmarkRun, Phase};
@@ -142,6 +143,28 @@ impl Reconciler<'_> {
         self.fill_row(&mut table.combinations[k], &repeats, k, n)
             .await?;
         Ok(Combination::Finished)
+    }
+
+    /// A finished matrix run's children still in flight are deleted, each by its UID (their
+    /// finalizer stops their workers, which remove what they created within the cleanup
+    /// bound): a sweep that failed (its deadline, a spec made invalid) measures no further
+    /// on the nodes. Which ones is [`sweep::children_to_stop`]'s decision.
+    pub(crate) async fn stop_children(&mut self) -> Result<()> {
+        let api: Api<BenchmarkRun> = self.api();
+        let lp = ListParams::default().labels(&format!("{}={}", sweep::MATRIX_LABEL, self.name));
+        let children = api.list(&lp).await?.items;
+        let phase = self.draft.status.phase;
+        for (name, uid) in sweep::children_to_stop(self.run, phase, &children) {
+            if delete_exact(&api, &name, &uid, DeleteParams::background()).await? == Deleted::Yes {
+                let note = format!(
+                    "deleted run {name}, in flight when this matrix run became {}: its workers stop and remove what they created",
+                    phase.as_str()
+                );
+                self.draft
+                    .event(EventType::Warning, "StoppedCombination", note);
+            }
+        }
+        Ok(())
     }
 
     /// Create the child run of this slot of a combination.

@@ -52,18 +52,18 @@ pub fn spawn_operator(env: &Env) -> JoinHandle<()> {
 /// The controller, and the metrics it exports on `/metrics` in the real binary.
 pub fn spawn_operator_with_metrics(env: &Env) -> (JoinHandle<()>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
+    (spawn_operator_sharing(env, metrics.clone()), metrics)
+}
+
+/// The controller exporting into `metrics`: a second one on the same metrics stands for the
+/// same process whose watch restarted after a gap.
+pub fn spawn_operator_sharing(env: &Env, metrics: Arc<Metrics>) -> JoinHandle<()> {
     let config = Config {
         namespace: Some(env.ns.name().to_string()),
         ..Config::new(KEY.to_vec(), env.images.worker.clone())
     };
-    let run = controller::run(
-        env.client.clone(),
-        config,
-        metrics.clone(),
-        std::future::pending(),
-    );
-    let task = tokio::spawn(async move { run.await.expect("the controller starts") });
-    (task, metrics)
+    let run = controller::run(env.client.clone(), config, metrics, std::future::pending());
+    tokio::spawn(async move { run.await.expect("the controller starts") })
 }
 
 /// The value of the sample `name{labels}` in a Prometheus text exposition.

@@ -79,6 +79,16 @@ pub struct Forwarder {
     /// `http://10.88.0.1:<port>` (or `https://`): where pods reach the server.
     pub endpoint: String,
     task: JoinHandle<()>,
+    /// True: no byte moves on any connection, open or new (each held open, silent).
+    stalled: tokio::sync::watch::Sender<bool>,
+}
+
+impl Forwarder {
+    /// Stall every connection, open or new: the server hangs, as seen from the pods (each
+    /// request waits for its timeout). Dropping the forwarder ends them.
+    pub fn stall(&self) {
+        self.stalled.send_replace(true);
+    }
 }
 
 impl Drop for Forwarder {
@@ -87,17 +97,35 @@ impl Drop for Forwarder {
     }
 }
 
-pub async fn forward(listener: TcpListener, to: SocketAddr) {
+pub async fn forward(
+    listener: TcpListener,
+    to: SocketAddr,
+    stalled: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
         let Ok((mut inbound, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
+        let mut stalled = stalled.clone();
         tokio::spawn(async move {
+            // Stalled: the connection is held open and silent until the forwarder goes
+            // (`wait_for` then fails).
+            let now = *stalled.borrow();
+            if now {
+                let _ = stalled.wait_for(|s| !*s).await.map(|_| ());
+                return;
+            }
             if let Ok(mut out) = TcpStream::connect(to).await {
                 let _ = out.set_nodelay(true);
                 let _ = inbound.set_nodelay(true);
-                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                let cut = tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut out) => false,
+                    r = stalled.wait_for(|s| *s) => r.is_ok(),
+                };
+                if cut {
+                    let _ = stalled.wait_for(|s| !*s).await.map(|_| ());
+                }
             }
         });
     }
@@ -162,9 +190,11 @@ pub async fn s3_for_pods(env: &Env, storage: &HashMap<String, String>) -> Forwar
 pub async fn for_pods(env: &Env, scheme: &str, to: SocketAddr) -> Forwarder {
     let listener = bridge_listener(env).await;
     let port = listener.local_addr().expect("forwarder address").port();
+    let (stalled, rx) = tokio::sync::watch::channel(false);
     Forwarder {
         endpoint: format!("{scheme}://{BRIDGE_ADDR}:{port}"),
-        task: tokio::spawn(forward(listener, to)),
+        task: tokio::spawn(forward(listener, to, rx)),
+        stalled,
     }
 }
 
