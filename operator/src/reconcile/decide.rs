@@ -65,11 +65,7 @@ pub(crate) fn admit(
 /// `spec.timeout`, or the default derived from the workload) and where the run was when it
 /// hit it (the run's phase and its workers' phases), so "raise the timeout" and "look at the
 /// stuck workers" can be told apart.
-fn timeout_message(
-    run: &BenchmarkRun,
-    status: &BenchmarkRunStatus,
-    timeout: Duration,
-) -> String {
+fn timeout_message(run: &BenchmarkRun, status: &BenchmarkRunStatus, timeout: Duration) -> String {
     let limit = if run.spec.timeout.is_some() {
         format!("spec.timeout ({}s)", timeout.as_secs())
     } else {
@@ -1162,7 +1158,10 @@ workers: {count: 2}
         d.status.phase = Phase::Preparing;
         assert_eq!(admit(&mut d, &timed, None), Admission::TimedOut);
         let msg = failed(&d);
-        assert!(msg.contains("within spec.timeout (90s): stalled in phase Preparing"), "{msg}");
+        assert!(
+            msg.contains("within spec.timeout (90s): stalled in phase Preparing"),
+            "{msg}"
+        );
         let mut d = draft(&[WorkerPhase::Running]);
         let problems = Some(("InvalidWorkload", vec!["spec.x: bad".to_string()]));
         assert_eq!(admit(&mut d, &run, problems), Admission::Refused);
