@@ -248,6 +248,27 @@ impl WorkerClient {
         })
     }
 
+    /// `POST /v1/stop-at`: end the measured stage at `at` (the run is steady, `stable` says
+    /// how). The instant the agent accepted.
+    pub async fn stop_at(
+        &self,
+        at: DateTime<Utc>,
+        stable: &benchrun_api::stable::StableDecision,
+    ) -> CallResult<DateTime<Utc>> {
+        let resp = self
+            .send(
+                self.http
+                    .post(format!("{}/v1/stop-at", self.base))
+                    .json(&benchrun_api::agent::StopAtRequest {
+                        stop_at: at,
+                        stable: stable.clone(),
+                    }),
+            )
+            .await?;
+        let response: benchrun_api::agent::StopAtResponse = self.json(resp, "stop-at").await?;
+        Ok(response.stop_at)
+    }
+
     /// The raw JSON text of the summary (persisted as is) and its parsed form.
     pub async fn summary(&self) -> Result<(String, Summary), SummaryError> {
         let resp = self
