@@ -256,14 +256,12 @@ impl WorkerClient {
         stable: &benchrun_api::stable::StableDecision,
     ) -> CallResult<DateTime<Utc>> {
         let resp = self
-            .send(
-                self.http
-                    .post(format!("{}/v1/stop-at", self.base))
-                    .json(&benchrun_api::agent::StopAtRequest {
-                        stop_at: at,
-                        stable: stable.clone(),
-                    }),
-            )
+            .send(self.http.post(format!("{}/v1/stop-at", self.base)).json(
+                &benchrun_api::agent::StopAtRequest {
+                    stop_at: at,
+                    stable: stable.clone(),
+                },
+            ))
             .await?;
         let response: benchrun_api::agent::StopAtResponse = self.json(resp, "stop-at").await?;
         Ok(response.stop_at)

@@ -695,7 +695,10 @@ secretRef: {name: creds}
             let r = run(spec);
             let mut p = worker_pod(&r, &worker(), "img:1").unwrap();
             leave_stability_to_the_run(&mut p, &r, workers);
-            let env = p.spec.unwrap().containers[0].env.clone().unwrap_or_default();
+            let env = p.spec.unwrap().containers[0]
+                .env
+                .clone()
+                .unwrap_or_default();
             env.iter()
                 .find(|e| e.name == STABLE_BY_RUN_ENV)
                 .and_then(|e| e.value.clone())

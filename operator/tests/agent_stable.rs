@@ -47,7 +47,13 @@ async fn spawn(name: &str, by_run: bool) -> Running {
     .expect("bind");
     let w = workload(&dir);
     let task = tokio::spawn(async move {
-        agent::drive(&agent, w, Duration::from_secs(30), Duration::from_millis(200)).await
+        agent::drive(
+            &agent,
+            w,
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+        )
+        .await
     });
     let client = WorkerClient::new(
         WorkerClient::http(Duration::from_secs(10)).expect("http client"),

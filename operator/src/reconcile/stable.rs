@@ -87,9 +87,12 @@ pub(crate) fn decide(
     let start = DateTime::parse_from_rfc3339(d.status.start_time.as_deref()?)
         .ok()?
         .with_timezone(&Utc);
-    let warmup = spec.workload.warmup.map_or(std::time::Duration::ZERO, |w| w.0);
-    let steady_at = start
-        + chrono::Duration::from_std(warmup + std::time::Duration::from_secs(end)).ok()?;
+    let warmup = spec
+        .workload
+        .warmup
+        .map_or(std::time::Duration::ZERO, |w| w.0);
+    let steady_at =
+        start + chrono::Duration::from_std(warmup + std::time::Duration::from_secs(end)).ok()?;
     let at = d.now + chrono::Duration::from_std(margin).ok()?;
     let decision = StableDecision {
         decided_by: stable::BY_RUN.into(),
@@ -288,7 +291,10 @@ mod tests {
         let steady = [100, 100, 100, 100];
         // Not steady merged.
         let mut d = draft(2);
-        let answers = vec![(0, running(&steady, None)), (1, running(&[100, 20, 100], None))];
+        let answers = vec![
+            (0, running(&steady, None)),
+            (1, running(&[100, 20, 100], None)),
+        ];
         assert_eq!(decide(&mut d, &spec(STABLE), &answers, MARGIN), None);
         // A worker that did not answer, or is not running yet, or serves no seconds (an
         // older agent): no decision.

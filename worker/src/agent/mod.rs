@@ -247,7 +247,12 @@ impl Agent {
             summary_fetched: i.summary_fetched,
             // Only while measuring: what the operator decides on.
             seconds: (i.stage == AgentStage::Running)
-                .then(|| self.seconds.lock().unwrap_or_else(|e| e.into_inner()).clone())
+                .then(|| {
+                    self.seconds
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone()
+                })
                 .flatten(),
             stop_at: i.stop_at,
         }
@@ -335,10 +340,9 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let token = read_token(&args.token_file)?;
     let metrics = Arc::new(Metrics::new());
-    let mut agent =
-        Agent::new(&args.worker_id, &token, metrics)
-            .with_start_timeout(args.start_timeout.get())
-            .with_stable_by_run(args.stable_by_run);
+    let mut agent = Agent::new(&args.worker_id, &token, metrics)
+        .with_start_timeout(args.start_timeout.get())
+        .with_stable_by_run(args.stable_by_run);
     if let Some(uri) = &args.oplog_uri {
         agent = agent.with_oplog(OplogPlan {
             uri: uri.clone(),

@@ -101,9 +101,7 @@ async fn stop_at_handler(
         match (i.stage, i.stop_at) {
             // Resent (an operator restarted, or an answer lost): the same instant is accepted.
             (_, Some(at)) if at == req.stop_at => {}
-            (_, Some(at)) => {
-                return conflict(format!("already stopping at {}", at.to_rfc3339()))
-            }
+            (_, Some(at)) => return conflict(format!("already stopping at {}", at.to_rfc3339())),
             (AgentStage::Running, None) => i.stop_at = Some(req.stop_at),
             (stage, None) => {
                 return conflict(format!("not in the measured stage (stage {stage:?})"))

@@ -356,15 +356,14 @@ impl Engine {
             (None, Some(d)) if reached_cut => (Some(d.figures.reason()), Some(d)),
             (None, _) => (None, None),
         };
-        let stopped_by = stopped_by
-            .unwrap_or_else(|| {
-                if w.total_ops.is_some() {
-                    "totalOps"
-                } else {
-                    "duration"
-                }
-                .to_string()
-            });
+        let stopped_by = stopped_by.unwrap_or_else(|| {
+            if w.total_ops.is_some() {
+                "totalOps"
+            } else {
+                "duration"
+            }
+            .to_string()
+        });
         // Stopped from outside (signal, shutdown request) before the duration or op count.
         let partial = stopped_by == INTERRUPTED;
         let sizes = all.sizes_by_op();
@@ -378,9 +377,7 @@ impl Engine {
             worker_ids: vec![self.worker_id.clone()],
             started_at,
             elapsed_seconds: elapsed.as_secs_f64(),
-            stopped_at: Some(
-                started_at + chrono::Duration::from_std(elapsed).unwrap_or_default(),
-            ),
+            stopped_at: Some(started_at + chrono::Duration::from_std(elapsed).unwrap_or_default()),
             stopped_by,
             stable,
             ops: OpKind::ALL

@@ -261,7 +261,10 @@ mod tests {
         let s = Schedule::starting(start, Some(Duration::from_secs(10)), None, Some(100.0));
         assert_eq!(s.deadline(), Some(start + Duration::from_secs(10)));
         assert!(s.cut_at(start + Duration::from_secs(2)));
-        assert!(!s.cut_at(start + Duration::from_secs(3)), "the first cut counts");
+        assert!(
+            !s.cut_at(start + Duration::from_secs(3)),
+            "the first cut counts"
+        );
         assert_eq!(s.deadline(), Some(start + Duration::from_secs(2)));
         let mut n = 0;
         while s.next(start).is_some() {

@@ -11,8 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use benchrun_api::stable::{
-    window_seconds, SecondCounts, StableDecision, StableFigures, Steady,
-    SECONDS_KEPT_BEYOND_WINDOW,
+    window_seconds, SecondCounts, StableDecision, StableFigures, Steady, SECONDS_KEPT_BEYOND_WINDOW,
 };
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
@@ -48,7 +47,11 @@ pub async fn watch(
         if let Some(s) = &seconds {
             // A late tick (a busy machine) covers more than a second: it is counted as the
             // one second it stands for, at its rate, so the seconds stay aligned with the run.
-            let per_second = if dt > 0.0 { (ops as f64 / dt).round() as u64 } else { ops };
+            let per_second = if dt > 0.0 {
+                (ops as f64 / dt).round() as u64
+            } else {
+                ops
+            };
             s.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .get_or_insert_with(SecondCounts::default)
@@ -80,7 +83,10 @@ pub async fn cut_when_told(
         return;
     };
     drop(told);
-    cut(instant_of(at, Utc::now(), Instant::now()).max(measured_start), decision);
+    cut(
+        instant_of(at, Utc::now(), Instant::now()).max(measured_start),
+        decision,
+    );
 }
 
 /// The instant of this clock at wall-clock `at`, given that `now_wall` is `now`; `now` when
@@ -113,7 +119,10 @@ mod tests {
             instant_of(wall + chrono::Duration::milliseconds(1500), wall, now),
             now + Duration::from_millis(1500)
         );
-        assert_eq!(instant_of(wall - chrono::Duration::seconds(3), wall, now), now);
+        assert_eq!(
+            instant_of(wall - chrono::Duration::seconds(3), wall, now),
+            now
+        );
     }
 
     /// The seconds are counted for the operator and, without a local stop, the watch never
