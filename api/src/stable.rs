@@ -223,8 +223,8 @@ mod tests {
         let b = counts(0, &[90, 10, 90, 10, 50, 50]);
         let s = spec(3, 5.0);
         // Alone, neither is ever steady: its seconds swing by 80%.
-        assert_eq!(decide(&s, &[a.clone()]), None);
-        assert_eq!(decide(&s, &[b.clone()]), None);
+        assert_eq!(decide(&s, std::slice::from_ref(&a)), None);
+        assert_eq!(decide(&s, std::slice::from_ref(&b)), None);
         let (at, f) = decide(&s, &[a, b]).expect("steady merged");
         // Seconds 0..3 merged are 100, 100, 100: steady at the end of second 2.
         assert_eq!(at, 3);

@@ -144,7 +144,7 @@ async fn a_stop_instant_ends_the_stage_there_and_the_summary_says_so() {
     assert_eq!(st.stage, AgentStage::Running, "{st:?}");
     let seconds = st.seconds.expect("seconds");
     let spec = workload(&r.dir).stop_when_stable.expect("stopWhenStable");
-    let (_, figures) = stable::decide(&spec, &[seconds.clone()]).expect("steady");
+    let (_, figures) = stable::decide(&spec, std::slice::from_ref(&seconds)).expect("steady");
     assert!(
         (100.0..=300.0).contains(&figures.mean_ops_per_second),
         "about 200 ops/s: {figures:?} from {seconds:?}"
