@@ -202,7 +202,13 @@ impl Reconciler<'_> {
         // `stopWhenStable` across the workers: once their merged throughput is steady, every
         // one stops at one instant, recorded before any is told (a restart resends it).
         let margin = stable::margin(self.draft.status.workers.len(), self.parallelism());
-        if let Some(stop) = stable::decide(&mut self.draft, &self.run.spec, &answers, margin) {
+        if let Some(stop) = stable::decide(
+            &mut self.draft,
+            &self.run.spec,
+            &answers,
+            Utc::now(),
+            margin,
+        ) {
             if stop.new && !self.persist().await? {
                 return Ok(Action::requeue(SUPERSEDED_RETRY));
             }

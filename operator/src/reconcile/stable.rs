@@ -39,11 +39,13 @@ pub(crate) struct StopAll {
 /// `stopWhenStable`, started: the first time every live worker is running and has counted
 /// seconds, and the merged seconds hold a steady window, the run stops at `now + margin`
 /// (recorded in `status.stable`); afterwards, the agents still running without that instant
-/// are told again.
+/// are told again. `now` is when the answers are in (not the pass's start: asking the agents
+/// took some of the margin).
 pub(crate) fn decide(
     d: &mut Draft,
     spec: &BenchmarkRunSpec,
     answers: &[(usize, Answer)],
+    now: DateTime<Utc>,
     margin: std::time::Duration,
 ) -> Option<StopAll> {
     let rule = spec.workload.stop_when_stable.as_ref()?;
@@ -93,7 +95,7 @@ pub(crate) fn decide(
         .map_or(std::time::Duration::ZERO, |w| w.0);
     let steady_at =
         start + chrono::Duration::from_std(warmup + std::time::Duration::from_secs(end)).ok()?;
-    let at = d.now + chrono::Duration::from_std(margin).ok()?;
+    let at = now + chrono::Duration::from_std(margin).ok()?;
     let decision = StableDecision {
         decided_by: stable::BY_RUN.into(),
         workers: live.len() as u32,
@@ -251,7 +253,7 @@ mod tests {
             (0, running(&[10, 90, 10, 90], None)),
             (1, running(&[90, 10, 90, 10], None)),
         ];
-        let stop = decide(&mut d, &spec(STABLE), &answers, MARGIN).expect("steady");
+        let stop = decide(&mut d, &spec(STABLE), &answers, now(), MARGIN).expect("steady");
         assert!(stop.new);
         assert_eq!(stop.tell, vec![0, 1]);
         assert_eq!(stop.at, now() + chrono::Duration::seconds(2));
@@ -274,7 +276,7 @@ mod tests {
             (0, running(&[10, 90, 10, 90, 50], Some(stop.at))),
             (1, running(&[90, 10, 90, 10, 50], None)),
         ];
-        let again = decide(&mut d, &spec(STABLE), &answers, MARGIN).expect("resend");
+        let again = decide(&mut d, &spec(STABLE), &answers, now(), MARGIN).expect("resend");
         assert!(!again.new);
         assert_eq!((again.at, again.tell.clone()), (stop.at, vec![1]));
         assert_eq!(again.decision, stop.decision);
@@ -283,7 +285,7 @@ mod tests {
             (0, running(&[1], Some(stop.at))),
             (1, running(&[1], Some(stop.at))),
         ];
-        assert_eq!(decide(&mut d, &spec(STABLE), &answers, MARGIN), None);
+        assert_eq!(decide(&mut d, &spec(STABLE), &answers, now(), MARGIN), None);
     }
 
     #[test]
@@ -295,33 +297,39 @@ mod tests {
             (0, running(&steady, None)),
             (1, running(&[100, 20, 100], None)),
         ];
-        assert_eq!(decide(&mut d, &spec(STABLE), &answers, MARGIN), None);
+        assert_eq!(decide(&mut d, &spec(STABLE), &answers, now(), MARGIN), None);
         // A worker that did not answer, or is not running yet, or serves no seconds (an
         // older agent): no decision.
         let answers = vec![(0, running(&steady, None))];
-        assert_eq!(decide(&mut d, &spec(STABLE), &answers, MARGIN), None);
+        assert_eq!(decide(&mut d, &spec(STABLE), &answers, now(), MARGIN), None);
         let answers = vec![
             (0, running(&steady, None)),
             (1, Answer::Unreachable("timeout".into())),
         ];
-        assert_eq!(decide(&mut d, &spec(STABLE), &answers, MARGIN), None);
+        assert_eq!(decide(&mut d, &spec(STABLE), &answers, now(), MARGIN), None);
         let mut old = running(&steady, None);
         if let Answer::Status(s) = &mut old {
             s.seconds = None;
         }
         let answers = vec![(0, running(&steady, None)), (1, old)];
-        assert_eq!(decide(&mut d, &spec(STABLE), &answers, MARGIN), None);
+        assert_eq!(decide(&mut d, &spec(STABLE), &answers, now(), MARGIN), None);
         assert_eq!(d.status.stable, None);
         // A lost worker does not hold the others: the live ones decide.
         let mut d = draft(3);
         d.status.workers[2].phase = WorkerPhase::Lost;
         let answers = vec![(0, running(&steady, None)), (1, running(&steady, None))];
-        let stop = decide(&mut d, &spec(STABLE), &answers, MARGIN).expect("steady");
+        let stop = decide(&mut d, &spec(STABLE), &answers, now(), MARGIN).expect("steady");
         assert_eq!(stop.tell, vec![0, 1]);
         // One worker decides alone (standalone behaviour); no stopWhenStable: nothing.
         let answers = vec![(0, running(&steady, None))];
-        assert_eq!(decide(&mut draft(1), &spec(STABLE), &answers, MARGIN), None);
+        assert_eq!(
+            decide(&mut draft(1), &spec(STABLE), &answers, now(), MARGIN),
+            None
+        );
         let answers = vec![(0, running(&steady, None)), (1, running(&steady, None))];
-        assert_eq!(decide(&mut draft(2), &spec(""), &answers, MARGIN), None);
+        assert_eq!(
+            decide(&mut draft(2), &spec(""), &answers, now(), MARGIN),
+            None
+        );
     }
 }
