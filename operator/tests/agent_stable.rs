@@ -240,3 +240,70 @@ async fn an_agent_left_alone_stops_on_its_own_stability() {
     assert_eq!(s.stopped_by, d.figures.reason());
     assert!(s.elapsed_seconds < 20.0, "{}", s.elapsed_seconds);
 }
+
+/// Two real agents as a run of two workers: started at one instant, decided on their merged
+/// seconds with the operator's rule, told one stop instant; their stages end together, and
+/// the merged result is their ops over the one window.
+#[tokio::test]
+async fn two_agents_told_one_instant_end_together_and_merge_exactly() {
+    let (a, b) = (spawn("two-a", true).await, spawn("two-b", true).await);
+    for r in [&a, &b] {
+        wait_for(&r.client, Duration::from_secs(20), "ready", |s| {
+            s.stage == AgentStage::Ready
+        })
+        .await;
+    }
+    let at = Utc::now() + chrono::Duration::milliseconds(300);
+    a.client.start(at).await.expect("start a");
+    b.client.start(at).await.expect("start b");
+    let spec = workload(&a.dir).stop_when_stable.expect("stopWhenStable");
+    // Poll both, as the operator does, until their merged seconds hold a steady window.
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    let (end, figures) = loop {
+        let sa = a.client.status().await.expect("status a").seconds;
+        let sb = b.client.status().await.expect("status b").seconds;
+        if let (Some(sa), Some(sb)) = (sa, sb) {
+            if let Some(found) = stable::decide(&spec, &[sa, sb]) {
+                break found;
+            }
+        }
+        assert!(tokio::time::Instant::now() < until, "never steady");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(end >= 2, "a full 2 s window: {end}");
+    assert!(
+        (300.0..=500.0).contains(&figures.mean_ops_per_second),
+        "two workers at 200 ops/s: {figures:?}"
+    );
+    let stop = Utc::now() + chrono::Duration::seconds(1);
+    let d = StableDecision {
+        decided_by: stable::BY_RUN.into(),
+        workers: 2,
+        steady_at: at + chrono::Duration::seconds(end as i64),
+        figures,
+    };
+    a.client.stop_at(stop, &d).await.expect("stop a");
+    b.client.stop_at(stop, &d).await.expect("stop b");
+    let parts = vec![finish(a).await, finish(b).await];
+    for p in &parts {
+        assert_eq!(p.stable.as_ref(), Some(&d));
+        let off = (p.stopped_at.expect("stoppedAt") - stop)
+            .num_milliseconds()
+            .abs();
+        assert!(
+            off <= 50,
+            "{:?} ended {off} ms from the instant",
+            p.worker_ids
+        );
+    }
+    let merged = Summary::merge(&parts).expect("merge");
+    assert_eq!(merged.stopped_by, d.figures.reason());
+    assert_eq!(merged.stable, Some(d));
+    let ops: u64 = parts.iter().map(|p| p.total().count).sum();
+    assert_eq!(merged.total().count, ops);
+    for p in &parts {
+        assert!((p.elapsed_seconds - merged.elapsed_seconds).abs() < 0.05);
+    }
+    let rate: f64 = merged.report.values().map(|r| r.ops_per_sec).sum();
+    assert!((rate - ops as f64 / merged.elapsed_seconds).abs() < 1e-6);
+}
