@@ -286,7 +286,7 @@ async fn two_agents_told_one_instant_end_together_and_merge_exactly() {
     b.client.stop_at(stop, &d).await.expect("stop b");
     let parts = vec![finish(a).await, finish(b).await];
     for p in &parts {
-        assert_eq!(p.stable.as_ref(), Some(&d));
+        assert_eq!(p.stable.as_ref(), Some(&d), "{}", p.stopped_by);
         let off = (p.stopped_at.expect("stoppedAt") - stop)
             .num_milliseconds()
             .abs();

@@ -347,9 +347,9 @@ impl Engine {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        // The run's stop counts when the stage reached it (not ended before by its duration,
-        // op count or anything else); this worker's own decision when it stopped the stage.
-        let reached_cut = schedule.cut().is_some_and(|c| end >= c);
+        // The run's stop counts when it ended the stage (not its duration, op count or
+        // anything else first); this worker's own decision when it stopped the stage.
+        let reached_cut = schedule.ended_by_cut();
         let (stopped_by, stable) = match (explicit, stable) {
             (Some(r), Some(d)) if r.starts_with("stable") => (Some(r), Some(d)),
             (Some(r), _) => (Some(r), None),

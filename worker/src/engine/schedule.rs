@@ -133,6 +133,22 @@ impl Schedule {
         self.cut.get().copied()
     }
 
+    /// Whether the cut is what ended the stage: set before the duration's end, and the op
+    /// count (if any) not spent. Not "the last op finished at the cut": in open loop the
+    /// tasks leave at their last ticket due before it, a few milliseconds earlier.
+    pub fn ended_by_cut(&self) -> bool {
+        let Some(cut) = self.cut() else {
+            return false;
+        };
+        let by_duration = self
+            .duration
+            .and_then(|d| self.measured_start().checked_add(d));
+        let ops_left = self
+            .max_ops
+            .is_none_or(|m| self.next.load(Ordering::Relaxed) <= m);
+        by_duration.is_none_or(|d| cut < d) && ops_left
+    }
+
     /// Whether tickets come at a fixed rate (latency measured from when each was due).
     pub fn is_open_loop(&self) -> bool {
         self.interval.is_some()
@@ -272,10 +288,14 @@ mod tests {
         }
         assert_eq!(n, 200, "100 ops/s until the cut");
         assert_eq!(s.due_before(start + Duration::from_secs(60)), Some(200));
+        assert!(s.ended_by_cut());
+        let uncut = Schedule::starting(start, Some(Duration::from_secs(1)), None, None);
+        assert!(!uncut.ended_by_cut());
         // A cut after the duration's end changes nothing.
         let late = Schedule::starting(start, Some(Duration::from_secs(1)), None, None);
         late.cut_at(start + Duration::from_secs(5));
         assert_eq!(late.deadline(), Some(start + Duration::from_secs(1)));
+        assert!(!late.ended_by_cut(), "the duration ended it first");
     }
 
     #[tokio::test(start_paused = true)]
