@@ -288,6 +288,7 @@ pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
     status.results = state::op_results(merged);
     status.endpoints = state::endpoint_results(merged);
     status.volume = merged.volume.clone();
+    status.stopped_by = (!merged.stopped_by.is_empty()).then(|| merged.stopped_by.clone());
     if let Some(all) = status.results.get("all") {
         status.throughput = Some(state::throughput_text(
             all.ops_per_sec,
