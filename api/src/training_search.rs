@@ -24,7 +24,7 @@ pub struct SearchProbe {
     pub complete: bool,
     /// Whether the lowest AU was at or above the mark.
     pub passed: bool,
-    /// The probe's length, seconds.
+    /// The probe's epochs' length (each the longest accelerator's wall time), seconds.
     pub seconds: f64,
 }
 

@@ -90,7 +90,7 @@ fn probe_figures(n: u32, s: &Summary, mark: f64) -> SearchProbe {
         complete,
         // An unfinished probe (a signal, `duration`) proves nothing: it does not pass.
         passed: complete && min >= mark,
-        seconds: s.elapsed_seconds,
+        seconds: total.elapsed_us as f64 / 1e6,
     }
 }
 
