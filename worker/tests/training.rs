@@ -296,12 +296,14 @@ fn a_run_below_its_au_mark_exits_4() {
 /// A loopback TCP proxy whose downloads (server to client) share one bandwidth of `rate`
 /// bytes per second over every connection: a store or link that serves so many bytes a
 /// second in all, however many readers ask. Each chunk is given the next free slot of the
-/// shared schedule and forwarded at its end (no burst). Returns the proxy's address.
+/// shared schedule and forwarded at its end (at most `CREDIT` of bytes in a burst after
+/// idleness). Returns the proxy's address.
 async fn shared_bandwidth_proxy(upstream: std::net::SocketAddr, rate: f64) -> std::net::SocketAddr {
     use std::sync::{Arc, Mutex};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
     use tokio::time::Instant;
+    const CREDIT: std::time::Duration = std::time::Duration::from_millis(50);
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
     let addr = listener.local_addr().expect("proxy addr");
     let next_free = Arc::new(Mutex::new(Instant::now()));
@@ -319,7 +321,7 @@ async fn shared_bandwidth_proxy(upstream: std::net::SocketAddr, rate: f64) -> st
                     let _ = sw.shutdown().await;
                 };
                 let down = async move {
-                    let mut buf = vec![0u8; 16 * 1024];
+                    let mut buf = vec![0u8; 64 * 1024];
                     loop {
                         let n = match sr.read(&mut buf).await {
                             Ok(0) | Err(_) => break,
@@ -327,7 +329,11 @@ async fn shared_bandwidth_proxy(upstream: std::net::SocketAddr, rate: f64) -> st
                         };
                         let slot_end = {
                             let mut nf = next_free.lock().unwrap();
-                            let start = (*nf).max(Instant::now());
+                            // A token bucket of `CREDIT`: a chunk woken late on a loaded
+                            // machine is caught up, so the rate holds; over a long busy
+                            // stretch the bucket is empty and the rate is exact.
+                            let now = Instant::now();
+                            let start = (*nf).max(now.checked_sub(CREDIT).unwrap_or(now));
                             *nf = start + std::time::Duration::from_secs_f64(n as f64 / rate);
                             *nf
                         };
@@ -424,11 +430,11 @@ async fn the_search_finds_the_accelerators_a_bandwidth_limit_feeds() {
         text.contains(&format!("max accelerators per worker: {found}")),
         "{text}"
     );
-    assert_eq!(
-        text.matches(" pass").count() + text.matches(" FAIL").count(),
-        n.len(),
-        "{text}"
-    );
+    let probe_lines = text
+        .lines()
+        .filter(|l| l.ends_with("  pass") || l.ends_with("  FAIL"))
+        .count();
+    assert_eq!(probe_lines, n.len(), "one line per probe: {text}");
     // The dataset is kept by design: remove it.
     let w = common::workload(
         &std::fs::read_to_string(&wl)
