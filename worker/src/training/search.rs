@@ -239,7 +239,7 @@ pub async fn run(
     }
     figures.max_accelerators = bracket.answer();
     figures.at_cap = bracket.at_cap();
-    let partial = figures.probes.len() > 0 && *stop_rx.borrow();
+    let partial = *stop_rx.borrow();
     let mut summary = best
         .or(first)
         .ok_or_else(|| EngineError::Workload("the search ran no probe".into()))?;
