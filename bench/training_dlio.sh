@@ -5,10 +5,12 @@
 # accelerators = DLIO's MPI ranks), one epoch per run, ROUNDS interleaved rounds (the tool that
 # goes first alternates), the page cache of both datasets dropped (posix_fadvise DONTNEED)
 # before every run, the load average recorded before each. Prints samples/s and AU from each.
+# A third contender, `s3dlio` (bench/training_s3dlio.py: s3dlio's get_many as the reader, the
+# same emulated accelerators in Python threads), reads benchrun's very files.
 #
-# Each tool reads its own copy of the dataset, of the same shape, on the same disk: DLIO's
-# reader opens NPZ files (numpy.load), benchrun reads its own files of raw bytes; neither can
-# read the other's format.
+# DLIO reads its own copy of the dataset, of the same shape, on the same disk: its reader opens
+# NPZ files (numpy.load), benchrun reads its own files of raw bytes; neither can read the
+# other's format.
 #
 # Install (once; see BENCHMARKS.md for why --no-deps):
 #   apt-get install -y openmpi-bin libopenmpi-dev
@@ -16,6 +18,7 @@
 #   /root/venv-dlio/bin/pip install --no-deps dlio-benchmark
 #   /root/venv-dlio/bin/pip install mpi4py numpy h5py omegaconf hydra-core pandas psutil \
 #       pydftracer==1.0.2 pyyaml Pillow torch tensorflow-cpu
+#   /root/venv-dlio/bin/pip install s3dlio
 #   cargo build --release -p benchrun-worker
 #   BR=target/release/benchrun-worker bench/training_dlio.sh
 # Env: BR, VENV (/root/venv-dlio), DIR (/var/tmp/benchrun-dlio: a local disk, not tmpfs),
@@ -90,7 +93,7 @@ echo "preparing benchrun's dataset in $DIR/benchrun (a run whose figures are not
 "$BR" run "$OUT/benchrun.yaml" --progress never > /dev/null || true
 printf '%-6s %-9s %12s %9s %9s %9s %8s  %s\n' round tool "samples/s" "AU mean" "AU min" "MiB/s" seconds "load avg (1m 5m 15m)"
 for r in $(seq "$ROUNDS"); do
-  if [ $((r % 2)) -eq 1 ]; then order="dlio benchrun"; else order="benchrun dlio"; fi
+  if [ $((r % 2)) -eq 1 ]; then order="dlio benchrun s3dlio"; else order="s3dlio benchrun dlio"; fi
   for tool in $order; do
     drop
     load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -106,6 +109,14 @@ secs = float(sys.argv[3]) - float(sys.argv[2])
 sps = m["train_throughput_mean_samples_per_second"]
 au = m["train_au_mean_percentage"]
 print(f"{'':6} {'dlio':9} {sps:12.2f} {au:8.1f}% {'-':>9} {m['train_io_mean_MB_per_second']:9.1f} {secs:8.1f}  {sys.argv[5]}")
+PY
+    elif [ "$tool" = s3dlio ]; then
+      files=$(dirname "$(find "$DIR/benchrun" -type f | head -1)")
+      "$PY" "$HERE/training_s3dlio.py" "file://$files/" "$ACC" 7 "$COMPUTE_S" 4 2 > "$OUT/s3dlio-$r.json"
+      python3 - "$OUT/s3dlio-$r.json" "$load" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+print(f"{'':6} {'s3dlio':9} {m['samples_per_sec']:12.2f} {m['au_mean']:8.1f}% {m['au_min']:8.1f}% {m['bytes'] / 2**20 / m['seconds']:9.1f} {m['seconds']:8.1f}  {sys.argv[2]}  (AU DLIO's way {m['au_dlio']:.1f}%)")
 PY
     else
       "$BR" run "$OUT/benchrun.yaml" --summary "$OUT/benchrun-$r.json" --progress never > "$OUT/benchrun-$r.txt" || true
