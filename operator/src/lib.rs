@@ -23,6 +23,7 @@
 //! - [`oplog`]: `spec.oplog` checked, and the directory a run's workers upload their op-logs to
 //! - [`netpol`]: the per-run NetworkPolicy: only the operator (and named scrapers) reach workers
 //! - [`policy`]: the administrator's limits on runs (worker images, hostPath)
+//! - [`autoscaler`]: what a node autoscaler said about an unschedulable worker, how long to wait
 //! - [`apicount`]: the operator's own API requests, counted by verb
 //! - [`backoff`]: retry delays of failed passes, per run (5 s doubling to 60 s)
 //! - [`metrics`]: the operator's own Prometheus metrics
@@ -32,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod apicount;
+pub mod autoscaler;
 pub mod backoff;
 pub mod baseline;
 pub mod children;

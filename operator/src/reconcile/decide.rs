@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
+use crate::autoscaler::{self, ScaleUp, ScheduleWait};
 use crate::context::POLL;
 use crate::crd::{
     BenchmarkRun, BenchmarkRunSpec, BenchmarkRunStatus, Phase, Progress, WorkerPhase, WorkerStatus,
@@ -120,12 +121,15 @@ pub(crate) fn creating(d: &Draft) -> bool {
 /// Apply what the workers' pods and the persisted results (`persisted`: the workers whose
 /// summaries earlier passes persisted without counting them, with their figures when they
 /// could be read) say; the workers whose agents are to be asked, with their pods' IPs.
-/// A worker pod unschedulable for `schedule_timeout` (`spec.workers.scheduleTimeout`) fails.
+/// A worker pod unschedulable for `schedule_timeout` (`spec.workers.scheduleTimeout`) fails,
+/// unless an autoscaler reports a scale-up for it (`scale_ups`, by pod name: see
+/// [`crate::autoscaler`]).
 pub(crate) fn from_pods(
     d: &mut Draft,
     pods: &BTreeMap<String, Pod>,
     persisted: BTreeMap<String, Option<WorkerFigures>>,
     schedule_timeout: std::time::Duration,
+    scale_ups: &BTreeMap<String, ScaleUp>,
 ) -> Vec<(usize, String)> {
     let started = d.status.start_time.is_some();
     let mut ask = Vec::new();
@@ -168,31 +172,48 @@ pub(crate) fn from_pods(
             } => {
                 let since = since.unwrap_or(d.now);
                 let waited = (d.now - since).to_std().unwrap_or_default();
-                let m = format!(
-                    "worker {} ({}) cannot be scheduled: the scheduler says: {msg}",
+                let who = format!(
+                    "worker {} ({})",
                     w.name,
                     w.node.as_deref().unwrap_or("any node")
                 );
-                if waited >= schedule_timeout {
-                    d.worker_failed(
-                        i,
-                        "Unschedulable",
-                        format!(
-                            "{m} (for {}s, spec.workers.scheduleTimeout)",
-                            schedule_timeout.as_secs()
-                        ),
-                    );
+                let m = format!("{who} cannot be scheduled: the scheduler says: {msg}");
+                match autoscaler::schedule_wait(waited, schedule_timeout, scale_ups.get(&w.pod)) {
+                    ScheduleWait::GiveUp(why) => {
+                        d.worker_failed(i, "Unschedulable", format!("{m} ({why})"));
+                        d.condition(
+                            cond::SCHEDULED,
+                            false,
+                            "Unschedulable",
+                            format!("{m} ({why})"),
+                        );
+                    }
+                    ScheduleWait::Waiting {
+                        bound,
+                        autoscaler,
+                        extended,
+                    } => {
+                        let of = format!(
+                            "waiting {}s of {}s, {}spec.workers.scheduleTimeout",
+                            waited.as_secs(),
+                            bound.as_secs(),
+                            if extended {
+                                format!("{} x ", autoscaler::SCALE_UP_WAIT_FACTOR)
+                            } else {
+                                String::new()
+                            }
+                        );
+                        let (reason, text) = match autoscaler {
+                            Some(said) if extended => (
+                                "WaitingForNode",
+                                format!("{who} is waiting for a node: {said} (the scheduler says: {msg}; {of})"),
+                            ),
+                            Some(said) => ("Unschedulable", format!("{m}; {said} ({of})")),
+                            None => ("Unschedulable", format!("{m} ({of})")),
+                        };
+                        d.condition(cond::SCHEDULED, false, reason, text);
+                    }
                 }
-                d.condition(
-                    cond::SCHEDULED,
-                    false,
-                    "Unschedulable",
-                    format!(
-                        "{m} (waiting {}s of {}s, spec.workers.scheduleTimeout)",
-                        waited.as_secs(),
-                        schedule_timeout.as_secs()
-                    ),
-                );
             }
             PodView::Pending {
                 unschedulable: None,
@@ -683,7 +704,7 @@ workers: {count: 2}
         )]);
         // 90 s of the default 300 s: waiting (an autoscaler takes minutes for a node).
         let mut d = draft(&[WorkerPhase::Pending]);
-        from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE);
+        from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE, &BTreeMap::new());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
         let c = state::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
         assert_eq!(
@@ -701,11 +722,64 @@ workers: {count: 2}
             &pods,
             BTreeMap::new(),
             std::time::Duration::from_secs(60),
+            &BTreeMap::new(),
         );
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Failed);
         let msg = d.status.workers[0].message.as_deref().unwrap_or_default();
         assert!(
             msg.ends_with("(for 60s, spec.workers.scheduleTimeout)"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_scale_up_keeps_an_unschedulable_worker_waiting_past_its_timeout_and_a_refusal_ends_it() {
+        // Unschedulable for 90 s, timeout 60 s: cluster-autoscaler is bringing up a node.
+        let pods = BTreeMap::from([unschedulable_pod(
+            "bench-w0",
+            now() - chrono::Duration::seconds(90),
+        )]);
+        let timeout = std::time::Duration::from_secs(60);
+        let up = BTreeMap::from([(
+            "bench-w0".to_string(),
+            ScaleUp::Triggered {
+                by: "cluster-autoscaler",
+                message: "pod triggered scale-up: [{pool 1->2 (max: 3)}]".into(),
+            },
+        )]);
+        let mut d = draft(&[WorkerPhase::Pending]);
+        from_pods(&mut d, &pods, BTreeMap::new(), timeout, &up);
+        assert_eq!(
+            d.status.workers[0].phase,
+            WorkerPhase::Pending,
+            "still waiting"
+        );
+        let c = state::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "WaitingForNode")
+        );
+        assert_eq!(
+            c.message,
+            "worker w0 (any node) is waiting for a node: cluster-autoscaler triggered a \
+             scale-up: pod triggered scale-up: [{pool 1->2 (max: 3)}] (the scheduler says: 0/2 \
+             nodes are available: 2 Insufficient cpu.; waiting 90s of 180s, 3 x \
+             spec.workers.scheduleTimeout)"
+        );
+        // The autoscaler then says it cannot: the worker fails with its message.
+        let no = BTreeMap::from([(
+            "bench-w0".to_string(),
+            ScaleUp::Refused("pod didn't trigger scale-up: 1 max node group size reached".into()),
+        )]);
+        let mut d = draft(&[WorkerPhase::Pending]);
+        from_pods(&mut d, &pods, BTreeMap::new(), timeout, &no);
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Failed);
+        let msg = d.status.workers[0].message.as_deref().unwrap_or_default();
+        assert!(
+            msg.ends_with(
+                "cluster-autoscaler did not trigger a scale-up: pod didn't trigger scale-up: 1 \
+                 max node group size reached)"
+            ),
             "{msg}"
         );
     }
@@ -781,7 +855,7 @@ workers: {count: 2}
     fn running_pods_are_asked_and_their_nodes_recorded() {
         let mut d = draft(&[WorkerPhase::Pending, WorkerPhase::Pending]);
         let pods = BTreeMap::from([running_pod("bench-w1", "10.0.0.7", "node-b")]);
-        let ask = from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE);
+        let ask = from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE, &BTreeMap::new());
         assert_eq!(ask, vec![(1, "10.0.0.7".to_string())]);
         assert_eq!(d.status.workers[1].node.as_deref(), Some("node-b"));
         // w0 has no pod yet, before the start: it stays pending, to be created.
@@ -792,13 +866,26 @@ workers: {count: 2}
     fn a_pod_gone_before_the_start_is_recreated_and_after_it_is_lost() {
         let mut d = draft(&[WorkerPhase::Ready]);
         d.status.workers[0].unanswered_since = Some(now().to_rfc3339());
-        assert!(from_pods(&mut d, &BTreeMap::new(), BTreeMap::new(), SCHEDULE).is_empty());
+        assert!(from_pods(
+            &mut d,
+            &BTreeMap::new(),
+            BTreeMap::new(),
+            SCHEDULE,
+            &BTreeMap::new()
+        )
+        .is_empty());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
         assert_eq!(d.status.workers[0].unanswered_since, None);
 
         let mut d = draft(&[WorkerPhase::Running]);
         d.status.start_time = Some(now().to_rfc3339());
-        from_pods(&mut d, &BTreeMap::new(), BTreeMap::new(), SCHEDULE);
+        from_pods(
+            &mut d,
+            &BTreeMap::new(),
+            BTreeMap::new(),
+            SCHEDULE,
+            &BTreeMap::new(),
+        );
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Lost);
         assert_eq!(d.events.len(), 1, "{:?}", d.events);
         assert_eq!(d.events[0].1, "WorkerLost");
@@ -810,7 +897,7 @@ workers: {count: 2}
         d.status.start_time = Some(now().to_rfc3339());
         let pods = BTreeMap::from([running_pod("bench-w0", "10.0.0.7", "node-a")]);
         let persisted = BTreeMap::from([("w0".to_string(), Some(figures()))]);
-        assert!(from_pods(&mut d, &pods, persisted, SCHEDULE).is_empty());
+        assert!(from_pods(&mut d, &pods, persisted, SCHEDULE, &BTreeMap::new()).is_empty());
         let w = &d.status.workers[0];
         assert_eq!(w.phase, WorkerPhase::Collected);
         assert_eq!(w.p99_ms, Some(2.5));

@@ -29,7 +29,8 @@
 //!   get/list, so credentials referenced by runs stay unreadable to the operator)
 //! - `nodes`: list (perNode placement; and, by name with a field selector, the nodes of
 //!   workers whose agents do not answer, to tell a lost node); `events.k8s.io/events`:
-//!   create, patch
+//!   create, patch; `events` (core): list (by field selector, the Events of an unschedulable
+//!   worker pod: an autoscaler's `TriggeredScaleUp`, `NotTriggerScaleUp`, `Nominated`)
 //! - `networkpolicies`: create (with `--worker-network-policy`: one per run, see `netpol.rs`)
 //!
 //! With `--leader-elect`, also get, create and update on Leases (coordination.k8s.io) in the
@@ -189,11 +190,13 @@ impl Reconciler<'_> {
         // 4. The pods and the persisted results.
         let pods = self.pods();
         let persisted = self.persisted().await?;
+        let scale_ups = self.scale_ups(&pods).await;
         let ask = decide::from_pods(
             &mut self.draft,
             &pods,
             persisted,
             self.run.spec.workers.schedule_timeout(),
+            &scale_ups,
         );
         // 5. The agents.
         let token = self.token()?;
