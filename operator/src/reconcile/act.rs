@@ -137,8 +137,12 @@ impl Reconciler<'_> {
             return;
         }
         let sent_at = Utc::now();
+        let first = jobs.iter().map(|(i, _)| *i).min();
         let answers = fan_out(jobs, self.parallelism(), |(i, client)| async move {
             let r = client.start(at).await;
+            if r.is_ok() && Some(i) == first {
+                crate::failpoint::hit(crate::failpoint::A_START_SENT);
+            }
             (i, r, Utc::now())
         })
         .await;

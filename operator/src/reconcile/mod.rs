@@ -234,6 +234,7 @@ impl Reconciler<'_> {
                 // Conditional on the version read: of two operator processes deciding on the
                 // same run, one records its start time and tells the agents; the other's write
                 // fails, and its next pass resends the recorded one.
+                crate::failpoint::hit(crate::failpoint::START_DECIDED);
                 if !self.persist().await? {
                     return Ok(Action::requeue(SUPERSEDED_RETRY));
                 }
