@@ -19,7 +19,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Event;
 
-use crate::state::from_time;
+use crate::run_rules::from_time;
 
 /// How long, in all and in units of `spec.workers.scheduleTimeout`, a worker pod may stay
 /// unschedulable while an autoscaler reports a scale-up for it (default timeout 5 min: 15 min).
@@ -158,7 +158,7 @@ pub fn schedule_wait(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::to_time;
+    use crate::run_rules::to_time;
     use k8s_openapi::api::core::v1::EventSeries;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 

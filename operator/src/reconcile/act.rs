@@ -15,7 +15,7 @@ use super::Reconciler;
 use crate::children::{create_if_absent, create_unique};
 use crate::client::{fan_out, SummaryError, WorkerClient};
 use crate::crd::WorkerPhase;
-use crate::state::{self, cond};
+use crate::run_rules::{self, cond};
 use crate::{netpol, resources, results, worker_cleanup, Error, Result};
 
 impl Reconciler<'_> {
@@ -166,7 +166,7 @@ impl Reconciler<'_> {
             let margin = (at - last).num_milliseconds();
             // What was measured replaces the estimate made before sending (whose warning
             // stays in the events); a late start measured on an earlier pass stays.
-            let late_before = state::condition(&d.status.conditions, cond::START_ON_TIME)
+            let late_before = run_rules::condition(&d.status.conditions, cond::START_ON_TIME)
                 .is_some_and(|c| c.reason == "StartedLate");
             if margin < 0 {
                 let msg = format!(
@@ -190,7 +190,7 @@ impl Reconciler<'_> {
             .workers
             .iter()
             .any(|w| w.phase == WorkerPhase::Running);
-        if running && state::condition(&d.status.conditions, cond::STARTED).is_none() {
+        if running && run_rules::condition(&d.status.conditions, cond::STARTED).is_none() {
             d.condition(
                 cond::STARTED,
                 true,
@@ -248,7 +248,7 @@ impl Reconciler<'_> {
             .status
             .workers
             .iter()
-            .filter(|w| state::is_live(w))
+            .filter(|w| run_rules::is_live(w))
             .map(|w| w.name.clone())
             .collect();
         let names: Vec<&str> = live.iter().map(String::as_str).collect();
@@ -270,7 +270,7 @@ impl Reconciler<'_> {
         d.status.progress = None;
         d.status.finish_time = Some(d.now.to_rfc3339());
         let cm = resources::result_cm_name(&self.name);
-        let msg = state::merged_message(&d.status.workers, &cm);
+        let msg = run_rules::merged_message(&d.status.workers, &cm);
         self.compare_with_baseline(&merged).await;
         let d = &mut self.draft;
         if let Some(missed) = crate::thresholds::verdict(d, &self.run.spec.thresholds, &merged) {

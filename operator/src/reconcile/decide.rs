@@ -1,6 +1,6 @@
 //! The pass's decisions, pure: what the observations mean for each worker and for the run,
 //! written into the pass's [`Draft`] of the status. No API server and no network here, so
-//! every rule is unit-tested (below, and in [`crate::state`]).
+//! every rule is unit-tested (below, and in [`crate::run_rules`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use crate::crd::{
     BenchmarkRun, BenchmarkRunSpec, BenchmarkRunStatus, Phase, Progress, WorkerPhase, WorkerStatus,
 };
 use crate::results::WorkerFigures;
-use crate::state::{self, cond, PodView};
+use crate::run_rules::{self, cond, PodView};
 use crate::status::Draft;
 use crate::Error;
 
@@ -44,14 +44,14 @@ pub(crate) fn admit(
         d.fail(reason, msg);
         return Admission::Refused;
     }
-    if state::condition(&d.status.conditions, cond::VALID).is_none() {
+    if run_rules::condition(&d.status.conditions, cond::VALID).is_none() {
         d.condition(cond::VALID, true, "Valid", "the workload is valid");
     }
     let created: DateTime<Utc> = run
         .metadata
         .creation_timestamp
         .as_ref()
-        .map(state::from_time)
+        .map(run_rules::from_time)
         .unwrap_or(d.now);
     let timeout = run.spec.deadline();
     if (d.now - created).to_std().unwrap_or_default() > timeout {
@@ -151,7 +151,7 @@ pub(crate) fn from_pods(
         if !w.phase.is_live() || w.phase == WorkerPhase::Collected {
             continue;
         }
-        let view = state::classify_pod(pod);
+        let view = run_rules::classify_pod(pod);
         match view {
             PodView::Missing | PodView::Terminating => {
                 if started {
@@ -224,7 +224,7 @@ pub(crate) fn from_pods(
     }
     let unschedulable = pods.values().any(|p| {
         matches!(
-            state::classify_pod(Some(p)),
+            run_rules::classify_pod(Some(p)),
             PodView::Pending {
                 unschedulable: Some(_)
             }
@@ -280,7 +280,7 @@ pub(crate) fn from_agents(d: &mut Draft, answers: Vec<(usize, Answer)>) -> (Tall
                     w.unanswered_since = Some(now.to_rfc3339());
                 }
                 let quiet = (now - since).to_std().unwrap_or_default();
-                if quiet >= state::AGENT_SILENCE {
+                if quiet >= run_rules::AGENT_SILENCE {
                     silent.push(format!(
                         "{} (pod {}, node {}) for {}s: {e}",
                         w.name,
@@ -317,17 +317,17 @@ pub(crate) fn from_agents(d: &mut Draft, answers: Vec<(usize, Answer)>) -> (Tall
     (tally, collect)
 }
 
-/// Say which agents have not answered for [`state::AGENT_SILENCE`], and with what error (the
+/// Say which agents have not answered for [`run_rules::AGENT_SILENCE`], and with what error (the
 /// run does not fail for it: a cut that heals loses nothing); True again once all answer.
 fn agents_answering(d: &mut Draft, asked: bool, silent: &[String]) {
     if !silent.is_empty() {
         let msg = format!(
             "agents not answering: {}",
-            state::bounded_list_by(silent, state::DEAD_NAMED_AT_MOST, "; ")
+            run_rules::bounded_list_by(silent, run_rules::DEAD_NAMED_AT_MOST, "; ")
         );
         d.condition(cond::AGENTS_ANSWERING, false, "AgentUnreachable", msg);
     } else if asked
-        && state::condition(&d.status.conditions, cond::AGENTS_ANSWERING)
+        && run_rules::condition(&d.status.conditions, cond::AGENTS_ANSWERING)
             .is_some_and(|c| c.status == "False")
     {
         d.condition(
@@ -483,7 +483,7 @@ pub(crate) fn run_step(
     if d.status.phase.is_finished() {
         return RunStep::Stop;
     }
-    if let Some((reason, which)) = state::dead_workers(&d.status.workers) {
+    if let Some((reason, which)) = run_rules::dead_workers(&d.status.workers) {
         d.condition(cond::LOST, true, reason, which);
     }
     let recorded = d
@@ -492,25 +492,26 @@ pub(crate) fn run_step(
         .as_deref()
         .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.with_timezone(&Utc));
-    let step = match state::next_step(&d.status.workers, spec.failure_policy, recorded.is_some()) {
-        state::Next::Fail { reason, message } => {
-            d.fail(reason, message);
-            return RunStep::Stop;
-        }
-        state::Next::Start => match start_time(d, spec, parallelism) {
-            Some(at) => RunStep::Start(at),
-            None => return RunStep::Wait,
-        },
-        state::Next::Complete => RunStep::Complete,
-        state::Next::Collecting => {
-            d.set_phase(Phase::Collecting, "Collecting", "every worker has finished");
-            RunStep::Wait
-        }
-        state::Next::Wait => match recorded {
-            Some(at) => RunStep::Resend(at),
-            None => RunStep::Wait,
-        },
-    };
+    let step =
+        match run_rules::next_step(&d.status.workers, spec.failure_policy, recorded.is_some()) {
+            run_rules::Next::Fail { reason, message } => {
+                d.fail(reason, message);
+                return RunStep::Stop;
+            }
+            run_rules::Next::Start => match start_time(d, spec, parallelism) {
+                Some(at) => RunStep::Start(at),
+                None => return RunStep::Wait,
+            },
+            run_rules::Next::Complete => RunStep::Complete,
+            run_rules::Next::Collecting => {
+                d.set_phase(Phase::Collecting, "Collecting", "every worker has finished");
+                RunStep::Wait
+            }
+            run_rules::Next::Wait => match recorded {
+                Some(at) => RunStep::Resend(at),
+                None => RunStep::Wait,
+            },
+        };
     if let Some(start) = recorded {
         progress(d, start, progress_interval, tally);
     }
@@ -524,9 +525,9 @@ fn start_time(d: &mut Draft, spec: &BenchmarkRunSpec, parallelism: usize) -> Opt
         .status
         .workers
         .iter()
-        .filter(|w| state::is_live(w))
+        .filter(|w| run_rules::is_live(w))
         .count();
-    let budget = state::start_budget(live, parallelism);
+    let budget = run_rules::start_budget(live, parallelism);
     let delay = match spec.start_delay.map(|d| d.0) {
         Some(delay) => {
             if delay < budget {
@@ -545,7 +546,7 @@ fn start_time(d: &mut Draft, spec: &BenchmarkRunSpec, parallelism: usize) -> Opt
             }
             delay
         }
-        None => state::default_start_delay(live, parallelism),
+        None => run_rules::default_start_delay(live, parallelism),
     };
     // Bounded by validation; checked anyway, since a panic here would crash-loop the operator
     // on this run.
@@ -587,7 +588,7 @@ fn progress(d: &mut Draft, start: DateTime<Utc>, interval: Duration, tally: Tall
         return;
     }
     let ops_per_sec = ((tally.ops as f64 / elapsed) * 10.0).round() / 10.0;
-    d.status.throughput = Some(state::throughput_text(ops_per_sec, None));
+    d.status.throughput = Some(run_rules::throughput_text(ops_per_sec, None));
     d.status.progress = Some(Progress {
         elapsed_seconds: elapsed,
         ops: tally.ops,
@@ -651,7 +652,7 @@ workers: {count: 2}
                     status: "False".into(),
                     reason: Some("Unschedulable".into()),
                     message: Some("0/2 nodes are available: 2 Insufficient cpu.".into()),
-                    last_transition_time: Some(state::to_time(since)),
+                    last_transition_time: Some(run_rules::to_time(since)),
                     ..Default::default()
                 }]),
                 ..Default::default()
@@ -671,11 +672,11 @@ workers: {count: 2}
             d.status.workers[0].unanswered_since,
             Some(now().to_rfc3339())
         );
-        assert!(state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).is_none());
+        assert!(run_rules::condition(&d.status.conditions, cond::AGENTS_ANSWERING).is_none());
         // 30 s later, still silent: named, with the error.
         d.now = now() + chrono::Duration::seconds(30);
         from_agents(&mut d, vec![(0, cut()), (1, agent(AgentStage::Running, 9))]);
-        let c = state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
+        let c = run_rules::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("False", "AgentUnreachable")
@@ -692,7 +693,7 @@ workers: {count: 2}
         // It answers again: cleared.
         from_agents(&mut d, vec![(0, agent(AgentStage::Running, 7))]);
         assert_eq!(d.status.workers[0].unanswered_since, None);
-        let c = state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
+        let c = run_rules::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
         assert_eq!(c.status, "True");
     }
 
@@ -706,7 +707,7 @@ workers: {count: 2}
         let mut d = draft(&[WorkerPhase::Pending]);
         from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE, &BTreeMap::new());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
-        let c = state::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
+        let c = run_rules::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("False", "Unschedulable")
@@ -754,7 +755,7 @@ workers: {count: 2}
             WorkerPhase::Pending,
             "still waiting"
         );
-        let c = state::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
+        let c = run_rules::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("False", "WaitingForNode")
@@ -1064,7 +1065,7 @@ workers: {count: 2}
             RunStep::Stop
         );
         assert_eq!(d.status.phase, Phase::Failed);
-        assert!(state::condition(&d.status.conditions, cond::LOST).is_some());
+        assert!(run_rules::condition(&d.status.conditions, cond::LOST).is_some());
     }
 
     #[test]
@@ -1095,7 +1096,7 @@ workers: {count: 2}
         s.failure_policy = FailurePolicy::Continue;
         let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
         assert_eq!(step, RunStep::Complete);
-        assert!(state::condition(&d.status.conditions, cond::LOST).is_some());
+        assert!(run_rules::condition(&d.status.conditions, cond::LOST).is_some());
     }
 
     /// w0 collected, w1 running on `vm2` whose agent has not answered for 5 s; the run
@@ -1143,7 +1144,7 @@ workers: {count: 2}
         assert_eq!(d.status.workers[1].phase, WorkerPhase::Lost);
         let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
         assert_eq!(step, RunStep::Complete);
-        let lost = state::condition(&d.status.conditions, cond::LOST).expect("WorkersLost");
+        let lost = run_rules::condition(&d.status.conditions, cond::LOST).expect("WorkersLost");
         assert_eq!(lost.reason, "WorkerLost");
         assert!(
             lost.message.starts_with(
@@ -1163,7 +1164,7 @@ workers: {count: 2}
         let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
         assert_eq!(step, RunStep::Stop);
         assert_eq!(d.status.phase, Phase::Failed);
-        let c = state::condition(&d.status.conditions, cond::COMPLETE).expect("Complete");
+        let c = run_rules::condition(&d.status.conditions, cond::COMPLETE).expect("Complete");
         assert_eq!(c.reason, "WorkerLost");
         assert!(
             c.message.contains("w1 (pod bench-w1, node vm2)"),
@@ -1201,7 +1202,7 @@ workers: {count: 2}
         };
         assert!(refusal(&mut d, &e).is_some());
         assert_eq!(d.status.phase, Phase::Failed);
-        let valid = state::condition(&d.status.conditions, cond::VALID).expect("Valid");
+        let valid = run_rules::condition(&d.status.conditions, cond::VALID).expect("Valid");
         assert!(valid.message.contains("quantities must match"), "{valid:?}");
 
         let mut d = draft(&[WorkerPhase::Pending]);
@@ -1212,7 +1213,7 @@ workers: {count: 2}
         };
         assert!(refusal(&mut d, &e).is_some());
         assert_eq!(d.status.phase, Phase::Preparing);
-        let ready = state::condition(&d.status.conditions, cond::READY).expect("WorkersReady");
+        let ready = run_rules::condition(&d.status.conditions, cond::READY).expect("WorkersReady");
         assert_eq!(ready.reason, "WaitingForEarlierRun");
         // Anything else is retried, not shown.
         assert!(refusal(&mut d, &Error::Invalid("network".into())).is_none());
@@ -1222,7 +1223,7 @@ workers: {count: 2}
     fn a_run_past_its_deadline_fails_and_stops() {
         let mut run = BenchmarkRun::new("bench", spec());
         let created = now() - chrono::Duration::hours(48);
-        run.metadata.creation_timestamp = Some(state::to_time(created));
+        run.metadata.creation_timestamp = Some(run_rules::to_time(created));
         let mut d = draft(&[WorkerPhase::Running]);
         d.status.phase = Phase::Running;
         d.status.worker_phases = [("Running".to_string(), 2), ("Pending".to_string(), 1)].into();
@@ -1230,7 +1231,7 @@ workers: {count: 2}
         assert_eq!(d.status.phase, Phase::Failed);
         // The message names the setting that gave the limit and where the run stalled.
         let failed = |d: &Draft| {
-            state::condition(&d.status.conditions, cond::FAILED)
+            run_rules::condition(&d.status.conditions, cond::FAILED)
                 .expect("Failed condition")
                 .message
                 .clone()
@@ -1252,7 +1253,7 @@ workers: {count: 2}
         let mut d = draft(&[WorkerPhase::Running]);
         let problems = Some(("InvalidWorkload", vec!["spec.x: bad".to_string()]));
         assert_eq!(admit(&mut d, &run, problems), Admission::Refused);
-        let valid = state::condition(&d.status.conditions, cond::VALID).expect("Valid");
+        let valid = run_rules::condition(&d.status.conditions, cond::VALID).expect("Valid");
         assert_eq!(
             (valid.status.as_str(), valid.message.as_str()),
             ("False", "spec.x: bad")

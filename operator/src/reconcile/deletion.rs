@@ -111,7 +111,7 @@ impl Reconciler<'_> {
             .metadata
             .deletion_timestamp
             .as_ref()
-            .map(crate::state::from_time)
+            .map(crate::run_rules::from_time)
             .unwrap_or(self.draft.now);
         // A run that finished first had its bound start then.
         let finished = self
@@ -121,7 +121,7 @@ impl Reconciler<'_> {
             .is_finished()
             .then_some(self.draft.status.finish_time.as_deref())
             .flatten()
-            .and_then(crate::state::parse_time);
+            .and_then(crate::run_rules::parse_time);
         let since = worker_cleanup::bound_start(finished, Some(deleted), self.draft.now);
         let busy = self.stop_and_find_busy().await?;
         match worker_cleanup::step(since, self.draft.now, POLL, busy) {

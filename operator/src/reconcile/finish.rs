@@ -16,7 +16,7 @@ use crate::children::{delete_exact, delete_if_ours, Deleted};
 use crate::context::POLL;
 use crate::crd::{BenchmarkRun, CleanupPolicy, Phase};
 use crate::resources;
-use crate::state::{self, cond};
+use crate::run_rules::{self, cond};
 use crate::worker_cleanup::{self, CleanupStep};
 use crate::{Error, Result};
 
@@ -39,7 +39,8 @@ impl Reconciler<'_> {
             CleanupPolicy::OnSuccess => succeeded,
             CleanupPolicy::Never => false,
         };
-        if !clean && state::condition(&self.draft.status.conditions, cond::CLEANED_UP).is_none() {
+        if !clean && run_rules::condition(&self.draft.status.conditions, cond::CLEANED_UP).is_none()
+        {
             // Said in the same status write as the final phase, so that whoever sees the run
             // finished also sees why its pods are still there.
             self.draft.condition(
@@ -54,7 +55,7 @@ impl Reconciler<'_> {
             );
         }
         // Settled once the pods are deleted (or kept); not while they wait for their workers.
-        let settled = state::condition(&self.draft.status.conditions, cond::CLEANED_UP)
+        let settled = run_rules::condition(&self.draft.status.conditions, cond::CLEANED_UP)
             .is_some_and(|c| c.reason != WAITING);
         if clean && !settled {
             // The workers of a run that failed were told to stop in the pass that failed it:
@@ -62,7 +63,7 @@ impl Reconciler<'_> {
             // every path (deleted now, a pod's 10 s grace would cut their cleanup short).
             let finished = self.draft.status.finish_time.as_deref();
             let since = worker_cleanup::bound_start(
-                finished.and_then(state::parse_time),
+                finished.and_then(run_rules::parse_time),
                 None,
                 self.draft.now,
             );
@@ -71,7 +72,7 @@ impl Reconciler<'_> {
                 CleanupStep::Wait { busy, retry } => {
                     let msg = format!(
                         "waiting for workers {} to remove what they created before deleting their pods (at most {}s after the run finished)",
-                        state::bounded_list(&busy, NAMED_AT_MOST),
+                        run_rules::bounded_list(&busy, NAMED_AT_MOST),
                         worker_cleanup::CLEANUP_BOUND.as_secs()
                     );
                     self.draft.condition(cond::CLEANED_UP, false, WAITING, msg);
@@ -128,7 +129,7 @@ impl Reconciler<'_> {
             } else {
                 format!(
                     "; kept {}, not this run's",
-                    state::bounded_list(&kept, NAMED_AT_MOST)
+                    run_rules::bounded_list(&kept, NAMED_AT_MOST)
                 )
             };
             self.draft.condition(

@@ -16,7 +16,7 @@ use crate::crd::WorkerPhase;
 use crate::lost::{node_health, NodeHealth};
 use crate::resources::RUN_LABEL;
 use crate::results::{self, WorkerFigures};
-use crate::state::{classify_pod, PodView};
+use crate::run_rules::{classify_pod, PodView};
 use crate::Result;
 
 impl Reconciler<'_> {

@@ -13,7 +13,7 @@ use crate::children::{create_if_absent, delete_exact, Deleted};
 use crate::context::POLL;
 use crate::crd::matrix::{CombinationRow, MatrixStatus};
 use crate::crd::{BenchmarkRun, Phase};
-use crate::state::cond;
+use crate::run_rules::cond;
 use crate::sweep::{self, Slot};
 use crate::{resources, Result};
 

@@ -1,4 +1,6 @@
-//! Pure decisions of the reconciler: no API server, no network, so unit tests cover them.
+//! The rules a pass decides by, pure: what a worker pod's status means, the run's next step,
+//! the start's budget and skew, the conditions' types and how they are set, the figures the
+//! status shows. No API server, no network, so unit tests cover them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
