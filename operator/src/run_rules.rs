@@ -81,6 +81,12 @@ pub enum PodView {
     Failed(String),
 }
 
+/// The IP a pod's agent answers on, once it has one: the one lookup every call to an agent
+/// goes through.
+pub fn pod_ip(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.pod_ip.as_deref()
+}
+
 /// Classify a worker pod (pure).
 pub fn classify_pod(pod: Option<&Pod>) -> PodView {
     let Some(pod) = pod else {
@@ -101,7 +107,7 @@ pub fn classify_pod(pod: Option<&Pod>) -> PodView {
         .find(|c| c.name == crate::resources::CONTAINER);
     match status.phase.as_deref() {
         Some("Running") => PodView::Running {
-            ip: status.pod_ip.clone(),
+            ip: pod_ip(pod).map(str::to_string),
         },
         Some("Succeeded") => PodView::Succeeded,
         Some("Failed") => {

@@ -16,10 +16,11 @@ use crate::context::POLL;
 use crate::crd::{
     BenchmarkRun, BenchmarkRunSpec, BenchmarkRunStatus, Phase, Progress, WorkerPhase, WorkerStatus,
 };
-use crate::results::WorkerFigures;
+use crate::results::{self, WorkerFigures};
 use crate::run_rules::{self, cond, PodView};
 use crate::status::Draft;
 use crate::Error;
+use benchrun_api::Summary;
 
 /// Whether the pass goes on.
 #[derive(Debug, PartialEq)]
@@ -239,6 +240,106 @@ pub(crate) fn from_pods(
         );
     }
     ask
+}
+
+/// Apply the agents' answers to the start requests sent at `sent_at` for the start time
+/// `at` (each: the worker, its clock offset in ms or the error, when the answer came): the
+/// workers that accepted are Running; whether the last answer came before the start time
+/// (`StartRequestsOnTime`), and `Started` once any worker runs.
+pub(crate) fn starts_answered(
+    d: &mut Draft,
+    at: DateTime<Utc>,
+    sent_at: DateTime<Utc>,
+    answers: Vec<(usize, Result<f64, String>, DateTime<Utc>)>,
+) {
+    let mut last = None;
+    let mut sent = 0;
+    for (i, r, answered) in answers {
+        match r {
+            Ok(offset_ms) => {
+                let w = &mut d.status.workers[i];
+                w.clock_offset_ms = Some((offset_ms * 1000.0).round() / 1000.0);
+                w.phase = WorkerPhase::Running;
+                sent += 1;
+                last = last.max(Some(answered));
+            }
+            Err(e) => tracing::warn!("start {}: {e}", d.status.workers[i].name),
+        }
+    }
+    if let Some(last) = last {
+        let took = (last - sent_at).num_milliseconds();
+        let margin = (at - last).num_milliseconds();
+        // What was measured replaces the estimate made before sending (whose warning
+        // stays in the events); a late start measured on an earlier pass stays.
+        let late_before = run_rules::condition(&d.status.conditions, cond::START_ON_TIME)
+            .is_some_and(|c| c.reason == "StartedLate");
+        if margin < 0 {
+            let msg = format!(
+                "{sent} start requests took {took} ms; the last answer came {} ms after the start time {}: raise startDelay",
+                -margin,
+                at.to_rfc3339()
+            );
+            d.condition(cond::START_ON_TIME, false, "StartedLate", msg.clone());
+            d.event(EventType::Warning, "StartedLate", msg);
+        } else if !late_before {
+            d.condition(
+                cond::START_ON_TIME,
+                true,
+                "OnTime",
+                format!(
+                    "{sent} start requests answered in {took} ms, {margin} ms before the start time"
+                ),
+            );
+        }
+    }
+    let running = d
+        .status
+        .workers
+        .iter()
+        .any(|w| w.phase == WorkerPhase::Running);
+    if running && run_rules::condition(&d.status.conditions, cond::STARTED).is_none() {
+        d.condition(
+            cond::STARTED,
+            true,
+            "Started",
+            format!("start time {} sent to the workers", at.to_rfc3339()),
+        );
+    }
+}
+
+/// The merged result is persisted: fold it into the status and say what was merged (the
+/// message the final condition carries). The verdict follows the baseline comparison:
+/// [`verdict`].
+pub(crate) fn merged(d: &mut Draft, merged: &Summary, result_cm: &str) -> String {
+    results::fold_merged(&mut d.status, merged);
+    d.status.progress = None;
+    d.status.finish_time = Some(d.now.to_rfc3339());
+    run_rules::merged_message(&d.status.workers, result_cm)
+}
+
+/// The run's verdict on its merged result: `ThresholdsNotMet` when a limit of `thresholds`
+/// is missed (the result is kept), else Succeeded. `msg`: what [`merged`] said.
+pub(crate) fn verdict(
+    d: &mut Draft,
+    thresholds: &[crate::crd::thresholds::Threshold],
+    merged: &Summary,
+    msg: String,
+) {
+    if let Some(missed) = crate::thresholds::verdict(d, thresholds, merged) {
+        d.fail(
+            "ThresholdsNotMet",
+            format!("{msg}; thresholds not met: {missed}"),
+        );
+        return;
+    }
+    let throughput = d.status.throughput.clone().unwrap_or_default();
+    d.succeed(msg.clone(), format!("{msg}; {throughput}"));
+}
+
+/// The persisted summaries do not merge (they will not on a later pass either): the run
+/// fails saying which; the data stays.
+pub(crate) fn merge_failed(d: &mut Draft, why: String) {
+    d.fail("MergeFailed", why);
 }
 
 /// A worker's agent's answer to a pass.

@@ -11,19 +11,19 @@ use kube::{Api, ResourceExt};
 use super::decide::Answer;
 use super::Reconciler;
 use crate::autoscaler::{self, ScaleUp};
+use crate::children::owned_by;
 use crate::client::{fan_out, WorkerClient};
 use crate::crd::WorkerPhase;
 use crate::lost::{node_health, NodeHealth};
 use crate::resources::RUN_LABEL;
 use crate::results::{self, WorkerFigures};
-use crate::run_rules::{classify_pod, PodView};
+use crate::run_rules::{self, classify_pod, PodView};
 use crate::Result;
 
 impl Reconciler<'_> {
     /// The run's pods, from the controller's pod store (a pod created in this pass shows up
     /// in a later one).
     pub(crate) fn pods(&self) -> BTreeMap<String, Pod> {
-        let uid = self.run.metadata.uid.as_ref();
         self.ctx
             .pods
             .state()
@@ -32,7 +32,7 @@ impl Reconciler<'_> {
             .filter(|p| {
                 p.namespace().as_deref() == Some(self.ns.as_str())
                     && p.labels().get(RUN_LABEL) == Some(&self.name)
-                    && p.owner_references().iter().any(|o| Some(&o.uid) == uid)
+                    && owned_by(self.run, p.owner_references())
             })
             .map(|p| (p.name_any(), Pod::clone(&p)))
             .collect()
@@ -170,7 +170,7 @@ impl Reconciler<'_> {
         token: &str,
     ) -> Vec<(String, WorkerClient)> {
         pods.filter_map(|p| {
-            let ip = p.status.as_ref()?.pod_ip.as_deref()?;
+            let ip = run_rules::pod_ip(p)?;
             Some((p.name_any(), self.worker_client(ip, token)))
         })
         .collect()
