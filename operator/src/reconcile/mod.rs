@@ -41,6 +41,7 @@
 
 mod act;
 mod baseline;
+mod cleanup_rules;
 pub(crate) mod decide;
 pub mod deletion;
 mod finish;
