@@ -886,6 +886,101 @@ workers: {count: 2}
         );
     }
 
+    #[test]
+    fn answered_starts_run_their_workers_and_say_whether_they_came_in_time() {
+        let at = now() + chrono::Duration::seconds(5);
+        let mut d = draft(&[WorkerPhase::Ready, WorkerPhase::Ready]);
+        let answered = now() + chrono::Duration::milliseconds(40);
+        starts_answered(
+            &mut d,
+            at,
+            now(),
+            vec![
+                (0, Ok(1.23456), answered),
+                (1, Err("connection refused".into()), answered),
+            ],
+        );
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Running);
+        assert_eq!(d.status.workers[0].clock_offset_ms, Some(1.235));
+        assert_eq!(d.status.workers[1].phase, WorkerPhase::Ready, "asked again");
+        let c = run_rules::condition(&d.status.conditions, cond::START_ON_TIME).expect("said");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            (
+                "True",
+                "OnTime",
+                "1 start requests answered in 40 ms, 4960 ms before the start time"
+            )
+        );
+        let c = run_rules::condition(&d.status.conditions, cond::STARTED).expect("started");
+        assert_eq!(
+            c.message,
+            format!("start time {} sent to the workers", at.to_rfc3339())
+        );
+        // The other answers after the start time: late, said and kept.
+        let late = at + chrono::Duration::milliseconds(300);
+        starts_answered(&mut d, at, now(), vec![(1, Ok(0.0), late)]);
+        let c = run_rules::condition(&d.status.conditions, cond::START_ON_TIME).expect("said");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "StartedLate")
+        );
+        assert!(
+            c.message.contains("300 ms after the start time"),
+            "{}",
+            c.message
+        );
+        starts_answered(&mut d, at, now(), vec![]);
+        let c = run_rules::condition(&d.status.conditions, cond::START_ON_TIME).expect("said");
+        assert_eq!(c.reason, "StartedLate", "a late start stays reported");
+        // No worker accepted: not Started.
+        let mut d = draft(&[WorkerPhase::Ready]);
+        starts_answered(&mut d, at, now(), vec![(0, Err("reset".into()), answered)]);
+        assert!(run_rules::condition(&d.status.conditions, cond::STARTED).is_none());
+        assert!(run_rules::condition(&d.status.conditions, cond::START_ON_TIME).is_none());
+    }
+
+    #[test]
+    fn the_verdict_succeeds_or_fails_on_thresholds_keeping_the_result() {
+        let merged = Summary {
+            target: "file:///data".into(),
+            workers: 1,
+            worker_ids: vec!["w0".into()],
+            elapsed_seconds: 10.0,
+            ..Default::default()
+        };
+        let mut d = draft(&[WorkerPhase::Collected]);
+        let msg = super::merged(&mut d, &merged, "bench-result");
+        assert_eq!(d.status.finish_time, Some(now().to_rfc3339()));
+        assert_eq!(d.status.progress, None);
+        verdict(&mut d, &[], &merged, msg.clone());
+        assert_eq!(d.status.phase, Phase::Succeeded);
+        let c = run_rules::condition(&d.status.conditions, cond::COMPLETE).expect("complete");
+        assert_eq!(
+            (c.status.as_str(), c.message.as_str()),
+            ("True", msg.as_str())
+        );
+
+        let limits: Vec<crate::crd::thresholds::Threshold> =
+            serde_yaml::from_str("[{op: all, minOpsPerSec: 1000}]").expect("thresholds");
+        let mut d = draft(&[WorkerPhase::Collected]);
+        let msg = super::merged(&mut d, &merged, "bench-result");
+        verdict(&mut d, &limits, &merged, msg.clone());
+        assert_eq!(d.status.phase, Phase::Failed);
+        let c = run_rules::condition(&d.status.conditions, cond::FAILED).expect("failed");
+        assert_eq!(c.reason, "ThresholdsNotMet");
+        assert!(d.status.finish_time.is_some(), "the result is kept");
+
+        let mut d = draft(&[WorkerPhase::Collected]);
+        merge_failed(&mut d, "w0: unknown format".into());
+        assert_eq!(d.status.phase, Phase::Failed);
+        let c = run_rules::condition(&d.status.conditions, cond::FAILED).expect("failed");
+        assert_eq!(
+            (c.reason.as_str(), c.message.as_str()),
+            ("MergeFailed", "w0: unknown format")
+        );
+    }
+
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-11-25T12:00:00Z")
             .expect("time")
