@@ -29,7 +29,7 @@
 //!   get/list, so credentials referenced by runs stay unreadable to the operator)
 //! - `nodes`: list (perNode placement; and, by name with a field selector, the nodes of
 //!   workers whose agents do not answer, to tell a lost node); `events.k8s.io/events`:
-//!   create, patch; `events` (core): list (by field selector, the Events of an unschedulable
+//!   create, patch; core `events`: list (by field selector, the Events of an unschedulable
 //!   worker pod: an autoscaler's `TriggeredScaleUp`, `NotTriggerScaleUp`, `Nominated`)
 //! - `networkpolicies`: create (with `--worker-network-policy`: one per run, see `netpol.rs`)
 //!
