@@ -11,6 +11,7 @@ use crate::run_rules::{self, cond};
 use crate::status::Draft;
 use crate::worker_cleanup::{self, CleanupStep};
 use benchrun_api::Workload;
+use chrono::{DateTime, Utc};
 use kube::runtime::events::EventType;
 
 /// Objects named at most in a message (the rest are counted).
@@ -63,6 +64,41 @@ pub(crate) fn cleanup_wait(d: &mut Draft, w: &Workload, step: CleanupStep) -> Op
                 "CleanupAbandoned",
                 msg.clone(),
             );
+            d.event(EventType::Warning, "CleanupAbandoned", msg);
+            None
+        }
+        CleanupStep::Delete { .. } => None,
+    }
+}
+
+/// A deleted run's step of the same bound: `Some(retry)` while workers at work keep it (said
+/// by a `Stopping` event on the first pass after the deletion, `deleted`); `None` when its
+/// finalizer goes, with a `CleanupAbandoned` Warning event naming those cut short (only an
+/// event: the run is going, no status of it will be read).
+pub(crate) fn deletion_wait(
+    d: &mut Draft,
+    w: &Workload,
+    deleted: DateTime<Utc>,
+    step: CleanupStep,
+) -> Option<Duration> {
+    match step {
+        CleanupStep::Wait { busy, retry } => {
+            // Said on the first pass after the deletion (a pass a poll later is past it).
+            let waited = (d.now - deleted).to_std().unwrap_or_default();
+            if waited < POLL {
+                d.event(
+                    EventType::Normal,
+                    "Stopping",
+                    format!(
+                        "the run is being deleted: stopping {} workers, which remove what they created",
+                        busy.len()
+                    ),
+                );
+            }
+            Some(retry)
+        }
+        CleanupStep::Delete { abandoned } if !abandoned.is_empty() => {
+            let msg = worker_cleanup::abandoned_message(w, &abandoned, "the run was deleted");
             d.event(EventType::Warning, "CleanupAbandoned", msg);
             None
         }
@@ -133,7 +169,6 @@ pub(crate) fn ttl_step(d: &Draft, ttl: Option<i64>) -> TtlStep {
 mod tests {
     use super::*;
     use crate::crd::BenchmarkRunStatus;
-    use chrono::{DateTime, Utc};
 
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-11-25T12:00:00Z")
@@ -211,6 +246,42 @@ mod tests {
         let clean = CleanupStep::Delete { abandoned: vec![] };
         assert_eq!(cleanup_wait(&mut d, &w, clean), None);
         assert!(d.events.is_empty());
+    }
+
+    #[test]
+    fn a_deleted_run_says_it_is_stopping_once_and_names_those_cut_short_by_event_only() {
+        let w: Workload = serde_yaml::from_str(
+            "target: s3://b/p/\nduration: 5s\nops: [{op: get}]\ndataset: {objects: 2, size: 4KiB}",
+        )
+        .expect("workload");
+        let wait = || CleanupStep::Wait {
+            busy: vec!["w0".into(), "w1".into()],
+            retry: POLL,
+        };
+        let mut d = finished(Phase::Running);
+        assert_eq!(deletion_wait(&mut d, &w, now(), wait()), Some(POLL));
+        assert_eq!(d.events.len(), 1);
+        assert_eq!(d.events[0].1, "Stopping");
+        assert!(
+            d.events[0].2.contains("stopping 2 workers"),
+            "{:?}",
+            d.events
+        );
+        // A poll later: still waiting, not said again.
+        let mut d = finished(Phase::Running);
+        let earlier = now() - chrono::Duration::seconds(10);
+        assert_eq!(deletion_wait(&mut d, &w, earlier, wait()), Some(POLL));
+        assert!(d.events.is_empty());
+        let cut = CleanupStep::Delete {
+            abandoned: vec!["w1".into()],
+        };
+        assert_eq!(deletion_wait(&mut d, &w, earlier, cut), None);
+        assert_eq!(d.events.len(), 1);
+        assert_eq!(d.events[0].1, "CleanupAbandoned");
+        assert!(
+            run_rules::condition(&d.status.conditions, cond::CLEANUP_ABANDONED).is_none(),
+            "no condition on a run that is going"
+        );
     }
 
     #[test]
