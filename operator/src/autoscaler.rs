@@ -98,8 +98,13 @@ pub enum ScheduleWait {
         /// Whether the bound is the extended one (a scale-up under way).
         extended: bool,
     },
-    /// Give up: why, beyond the scheduler's message (which field's bound, or the autoscaler).
-    GiveUp(String),
+    /// Give up.
+    GiveUp {
+        /// What the autoscaler said, if it did: said first, as the cause.
+        autoscaler: Option<String>,
+        /// The bound that passed ("for 60s, spec.workers.scheduleTimeout").
+        bound: String,
+    },
 }
 
 /// Whether a pod unschedulable for `waited` goes on waiting, given `spec.workers.scheduleTimeout`
@@ -110,28 +115,32 @@ pub fn schedule_wait(
     autoscaler: Option<&ScaleUp>,
 ) -> ScheduleWait {
     let extended = timeout * SCALE_UP_WAIT_FACTOR;
+    let timed_out = || format!("for {}s, spec.workers.scheduleTimeout", timeout.as_secs());
     match autoscaler {
-        None if waited >= timeout => ScheduleWait::GiveUp(format!(
-            "for {}s, spec.workers.scheduleTimeout",
-            timeout.as_secs()
-        )),
+        None if waited >= timeout => ScheduleWait::GiveUp {
+            autoscaler: None,
+            bound: timed_out(),
+        },
         None => ScheduleWait::Waiting {
             bound: timeout,
             autoscaler: None,
             extended: false,
         },
-        Some(ScaleUp::Refused(msg)) if waited >= timeout => ScheduleWait::GiveUp(format!(
-            "for {}s, spec.workers.scheduleTimeout; cluster-autoscaler did not trigger a \
-             scale-up: {msg}",
-            timeout.as_secs()
-        )),
-        Some(ScaleUp::Refused(msg)) => ScheduleWait::Waiting {
-            bound: timeout,
-            autoscaler: Some(format!(
-                "cluster-autoscaler did not trigger a scale-up: {msg}"
-            )),
-            extended: false,
-        },
+        Some(ScaleUp::Refused(msg)) => {
+            let said = format!("cluster-autoscaler did not trigger a scale-up: {msg}");
+            if waited >= timeout {
+                ScheduleWait::GiveUp {
+                    autoscaler: Some(said),
+                    bound: timed_out(),
+                }
+            } else {
+                ScheduleWait::Waiting {
+                    bound: timeout,
+                    autoscaler: Some(said),
+                    extended: false,
+                }
+            }
+        }
         Some(ScaleUp::Triggered { by, message }) => {
             let said = if *by == "Karpenter" {
                 format!("Karpenter nominated a node: {message}")
@@ -139,11 +148,13 @@ pub fn schedule_wait(
                 format!("{by} triggered a scale-up: {message}")
             };
             if waited >= extended {
-                ScheduleWait::GiveUp(format!(
-                    "for {}s, {SCALE_UP_WAIT_FACTOR} x spec.workers.scheduleTimeout while \
-                     waiting for a node: {said}",
-                    extended.as_secs()
-                ))
+                ScheduleWait::GiveUp {
+                    autoscaler: Some(format!("no node came up: {said}")),
+                    bound: format!(
+                        "for {}s, {SCALE_UP_WAIT_FACTOR} x spec.workers.scheduleTimeout",
+                        extended.as_secs()
+                    ),
+                }
             } else {
                 ScheduleWait::Waiting {
                     bound: extended,
@@ -249,7 +260,10 @@ mod tests {
         );
         assert_eq!(
             schedule_wait(T, T, None),
-            ScheduleWait::GiveUp("for 60s, spec.workers.scheduleTimeout".into())
+            ScheduleWait::GiveUp {
+                autoscaler: None,
+                bound: "for 60s, spec.workers.scheduleTimeout".into()
+            }
         );
     }
 
@@ -273,9 +287,10 @@ mod tests {
         }
         assert_eq!(
             schedule_wait(Duration::from_secs(180), T, Some(&up)),
-            ScheduleWait::GiveUp(format!(
-                "for 180s, 3 x spec.workers.scheduleTimeout while waiting for a node: {said}"
-            ))
+            ScheduleWait::GiveUp {
+                autoscaler: Some(format!("no node came up: {said}")),
+                bound: "for 180s, 3 x spec.workers.scheduleTimeout".into()
+            }
         );
         let karpenter = ScaleUp::Triggered {
             by: "Karpenter",
@@ -307,11 +322,14 @@ mod tests {
         // At the timeout: given up, with its message, not extended.
         assert_eq!(
             schedule_wait(Duration::from_secs(60), T, Some(&no)),
-            ScheduleWait::GiveUp(
-                "for 60s, spec.workers.scheduleTimeout; cluster-autoscaler did not trigger a \
-                 scale-up: pod didn't trigger scale-up: 2 node(s) didn't match"
-                    .into()
-            )
+            ScheduleWait::GiveUp {
+                autoscaler: Some(
+                    "cluster-autoscaler did not trigger a scale-up: pod didn't trigger \
+                     scale-up: 2 node(s) didn't match"
+                        .into()
+                ),
+                bound: "for 60s, spec.workers.scheduleTimeout".into()
+            }
         );
     }
 }

@@ -180,14 +180,17 @@ pub(crate) fn from_pods(
                 );
                 let m = format!("{who} cannot be scheduled: the scheduler says: {msg}");
                 match autoscaler::schedule_wait(waited, schedule_timeout, scale_ups.get(&w.pod)) {
-                    ScheduleWait::GiveUp(why) => {
-                        d.worker_failed(i, "Unschedulable", format!("{m} ({why})"));
-                        d.condition(
-                            cond::SCHEDULED,
-                            false,
-                            "Unschedulable",
-                            format!("{m} ({why})"),
-                        );
+                    ScheduleWait::GiveUp { autoscaler, bound } => {
+                        // The autoscaler's word first: a run-level message keeps only the
+                        // start of a worker's.
+                        let why = match autoscaler {
+                            Some(said) => format!(
+                                "{who} cannot be scheduled: {said} ({bound}; the scheduler says: {msg})"
+                            ),
+                            None => format!("{m} ({bound})"),
+                        };
+                        d.worker_failed(i, "Unschedulable", why.clone());
+                        d.condition(cond::SCHEDULED, false, "Unschedulable", why);
                     }
                     ScheduleWait::Waiting {
                         bound,
@@ -877,12 +880,12 @@ workers: {count: 2}
         from_pods(&mut d, &pods, BTreeMap::new(), timeout, &no);
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Failed);
         let msg = d.status.workers[0].message.as_deref().unwrap_or_default();
-        assert!(
-            msg.ends_with(
-                "cluster-autoscaler did not trigger a scale-up: pod didn't trigger scale-up: 1 \
-                 max node group size reached)"
-            ),
-            "{msg}"
+        assert_eq!(
+            msg,
+            "worker w0 (any node) cannot be scheduled: cluster-autoscaler did not trigger a \
+             scale-up: pod didn't trigger scale-up: 1 max node group size reached (for 60s, \
+             spec.workers.scheduleTimeout; the scheduler says: 0/2 nodes are available: 2 \
+             Insufficient cpu.)"
         );
     }
 
