@@ -83,7 +83,7 @@ impl Verdict {
                 .iter()
                 .find(|c| c.type_ == t && c.status == "False")
         };
-        let thresholds_false = cond_false(benchrun_operator::state::cond::THRESHOLDS_MET);
+        let thresholds_false = cond_false(benchrun_operator::run_rules::cond::THRESHOLDS_MET);
         if !missed.is_empty() || thresholds_false.is_some() {
             let missed = if missed.is_empty() {
                 thresholds_false
@@ -94,10 +94,9 @@ impl Verdict {
             };
             return Verdict::ThresholdsMissed(missed);
         }
-        let regressed = st
-            .conditions
-            .iter()
-            .find(|c| c.type_ == benchrun_operator::state::cond::REGRESSED && c.status == "True");
+        let regressed = st.conditions.iter().find(|c| {
+            c.type_ == benchrun_operator::run_rules::cond::REGRESSED && c.status == "True"
+        });
         let regressions = st
             .baseline
             .as_ref()
@@ -115,7 +114,7 @@ impl Verdict {
             }
             Phase::Succeeded => Verdict::Succeeded,
             _ => Verdict::Failed(
-                cond_false(benchrun_operator::state::cond::COMPLETE)
+                cond_false(benchrun_operator::run_rules::cond::COMPLETE)
                     .map(|c| format!("{}: {}", c.reason, c.message))
                     .unwrap_or_else(|| "no reason given".into()),
             ),

@@ -134,7 +134,7 @@ pub fn baseline(run: &BenchmarkRun) -> String {
     let cond = st.and_then(|s| {
         s.conditions
             .iter()
-            .find(|c| c.type_ == benchrun_operator::state::cond::REGRESSED)
+            .find(|c| c.type_ == benchrun_operator::run_rules::cond::REGRESSED)
     });
     let Some(b) = st.and_then(|s| s.baseline.as_ref()) else {
         if let Some(c) = cond.filter(|c| c.status == "Unknown") {

@@ -93,8 +93,8 @@ pub async fn load(
 
 /// Compare `current` with `baseline`, op by op (only ops both have).
 pub fn compare(current: &Summary, baseline: &Summary, tolerance_percent: f64) -> BaselineStatus {
-    let now = crate::state::op_results(current);
-    let then = crate::state::op_results(baseline);
+    let now = crate::run_rules::op_results(current);
+    let then = crate::run_rules::op_results(baseline);
     let mut out = BaselineStatus {
         tolerance_percent,
         ..Default::default()

@@ -7,7 +7,7 @@ use benchrun_api::agent::{AgentStatus, StartRequest, StartResponse};
 use benchrun_api::Summary;
 use chrono::{DateTime, Utc};
 
-use crate::state::clock_offset_ms;
+use crate::run_rules::clock_offset_ms;
 
 /// Largest summary body read from a worker: what one result ConfigMap can hold (1 MiB). A
 /// worker's answer is read up to this and no further before it is parsed.

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use crate::crd::BenchmarkRun;
 use crate::reconcile::deletion::FINALIZER;
-use crate::state::cond;
+use crate::run_rules::cond;
 use crate::Result;
 
 /// Reason of the `Valid=False` condition on a run that cannot be decoded.
@@ -222,7 +222,7 @@ mod tests {
         o.metadata.finalizers = Some(vec!["other.io/keep".into(), FINALIZER.into()]);
         // Not being deleted: kept.
         assert_eq!(finalizer_release(&o), None);
-        o.metadata.deletion_timestamp = Some(crate::state::to_time(Utc::now()));
+        o.metadata.deletion_timestamp = Some(crate::run_rules::to_time(Utc::now()));
         let patch = finalizer_release(&o).expect("released");
         assert_eq!(
             patch,

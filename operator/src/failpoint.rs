@@ -49,8 +49,14 @@ pub fn stale(obj: Arc<DynamicObject>) -> Arc<DynamicObject> {
 
 /// Preparing: the worker pods are created and the pass has not written anything since.
 pub const AFTER_PODS_CREATED: &str = "after-pods-created";
+/// Every worker is Ready and the pass chose the start time; nothing is written or sent yet.
+pub const START_DECIDED: &str = "start-decided";
 /// Running: the common start time is in the status and no start request is sent yet.
 pub const AFTER_START_WRITTEN: &str = "after-start-written";
+/// Running: the first Ready worker's agent accepted the start time; the others' requests may
+/// or may not have reached their agents (they are sent at once), and the status does not say
+/// any worker started.
+pub const A_START_SENT: &str = "a-start-sent";
 /// Collecting: a summary is persisted and not yet counted in the status.
 pub const AFTER_PERSIST: &str = "after-persist";
 

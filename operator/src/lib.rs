@@ -6,12 +6,12 @@
 //! - [`validate`]: what the schema cannot check in a spec, each problem with its field path
 //! - [`context`]: what every pass shares: configuration, API and HTTP clients, event recorder
 //! - [`controller`]: the watch, one traced pass per change or poll, the error policy, `run()`
-//! - [`reconcile`]: one pass over one run, deciding through [`state`]; the RBAC it needs
+//! - [`reconcile`]: one pass over one run, deciding through [`run_rules`]; the RBAC it needs
 //! - [`status`]: the status a pass builds: conditions, phase, events, server-side-apply writes
 //! - [`placement`]: where the workers run (perNode: Ready nodes, taints, required affinity)
 //! - [`workers`]: the pass's calls to the agents: status and summary probes, starts, shutdowns
 //! - [`finish`]: a finished run: pods cleaned up per policy, the run deleted after its TTL
-//! - [`state`]: pure decisions: pod classification, phase transitions, skew, aggregation
+//! - [`run_rules`]: pure decisions: pod classification, phase transitions, skew, aggregation
 //! - [`resources`]: pure builders for the objects a run owns (ConfigMap, token Secret, Pods)
 //! - [`client`]: the workers' control endpoint (`/v1/start`, `/v1/status`, `/v1/summary`)
 //! - [`results`]: persisting each worker's summary, merging, folding into the status
@@ -23,6 +23,7 @@
 //! - [`oplog`]: `spec.oplog` checked, and the directory a run's workers upload their op-logs to
 //! - [`netpol`]: the per-run NetworkPolicy: only the operator (and named scrapers) reach workers
 //! - [`policy`]: the administrator's limits on runs (worker images, hostPath)
+//! - [`autoscaler`]: what a node autoscaler said about an unschedulable worker, how long to wait
 //! - [`apicount`]: the operator's own API requests, counted by verb
 //! - [`backoff`]: retry delays of failed passes, per run (5 s doubling to 60 s)
 //! - [`metrics`]: the operator's own Prometheus metrics
@@ -32,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod apicount;
+pub mod autoscaler;
 pub mod backoff;
 pub mod baseline;
 pub mod children;
@@ -52,7 +54,7 @@ pub mod policy;
 pub mod reconcile;
 pub mod resources;
 pub mod results;
-pub mod state;
+pub mod run_rules;
 pub mod status;
 pub mod sweep;
 pub mod thresholds;

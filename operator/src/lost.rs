@@ -8,7 +8,7 @@
 //! - its node is gone, or its `Ready` condition has been False or Unknown for
 //!   [`NODE_LOST_AFTER`] (the node lifecycle controller's own grace period), or
 //! - the run's measured stage should have ended [`AGENT_LOST_GRACE`] ago and the agent has
-//!   been silent for at least [`crate::state::AGENT_SILENCE`].
+//!   been silent for at least [`crate::run_rules::AGENT_SILENCE`].
 //!
 //! An agent that answers is never lost, whatever its node says: a stopped kubelet leaves its
 //! containers running, and their results are collected as usual.
@@ -63,7 +63,7 @@ pub fn node_health(node: Option<&Node>, now: DateTime<Utc>) -> NodeHealth {
             since: c
                 .last_transition_time
                 .as_ref()
-                .map(crate::state::from_time)
+                .map(crate::run_rules::from_time)
                 // No transition time: judged from now on, never lost at once.
                 .unwrap_or(now),
             message: c.message.clone().unwrap_or_default(),
@@ -127,7 +127,7 @@ pub fn lost_worker(
     }
     let end = end?;
     let past = (now - end).to_std().ok()?;
-    if past >= AGENT_LOST_GRACE && silent >= crate::state::AGENT_SILENCE {
+    if past >= AGENT_LOST_GRACE && silent >= crate::run_rules::AGENT_SILENCE {
         return Some(format!(
             "its agent has not answered for {}s, and the run should have ended {}s ago (node {node_name})",
             silent.as_secs(),
@@ -160,7 +160,7 @@ mod tests {
                     type_: "Ready".into(),
                     status: status.into(),
                     message: Some("Kubelet stopped posting node status.".into()),
-                    last_transition_time: Some(crate::state::to_time(since)),
+                    last_transition_time: Some(crate::run_rules::to_time(since)),
                     ..Default::default()
                 }]),
                 ..Default::default()

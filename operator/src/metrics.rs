@@ -275,10 +275,13 @@ impl Metrics {
         }
         // The verdicts, for alerts; a condition not (yet) decided exports nothing.
         for (cond, gauge) in [
-            (crate::state::cond::THRESHOLDS_MET, &self.run_thresholds_met),
-            (crate::state::cond::REGRESSED, &self.run_regressed),
+            (
+                crate::run_rules::cond::THRESHOLDS_MET,
+                &self.run_thresholds_met,
+            ),
+            (crate::run_rules::cond::REGRESSED, &self.run_regressed),
         ] {
-            match crate::state::condition(&status.conditions, cond).map(|c| c.status.as_str()) {
+            match crate::run_rules::condition(&status.conditions, cond).map(|c| c.status.as_str()) {
                 Some("True") => gauge.with_label_values(&[ns, run]).set(1),
                 Some("False") => gauge.with_label_values(&[ns, run]).set(0),
                 _ => {}
@@ -447,7 +450,7 @@ mod tests {
         let m = Metrics::new();
         let mut st = BenchmarkRunStatus::default();
         let now = chrono::Utc::now();
-        crate::state::set_condition(
+        crate::run_rules::set_condition(
             &mut st.conditions,
             "ThresholdsMet",
             false,
@@ -456,7 +459,7 @@ mod tests {
             None,
             now,
         );
-        crate::state::set_condition(
+        crate::run_rules::set_condition(
             &mut st.conditions,
             "Regressed",
             true,
@@ -517,7 +520,7 @@ mod tests {
             st.results.insert(op.into(), Default::default());
         }
         for c in ["ThresholdsMet", "Regressed"] {
-            crate::state::set_condition(&mut st.conditions, c, true, c, "", None, now);
+            crate::run_rules::set_condition(&mut st.conditions, c, true, c, "", None, now);
         }
         // Its last status still had live progress: observed once more while running.
         let mut live = st.clone();

@@ -23,7 +23,7 @@ use crate::resources::{
     self, result_cm_name, worker_result_cm_name, MANAGER, RESULT_LABEL, RESULT_REJECTED,
     RESULT_SUMMARY, RUN_LABEL, SUMMARY_GZ_KEY, WORKER_LABEL,
 };
-use crate::state;
+use crate::run_rules;
 use crate::{Error, Result};
 
 /// Largest decompressed summary accepted from a result object: what a worker may send
@@ -285,18 +285,18 @@ impl WorkerFigures {
 
 /// Fill the run's aggregate figures from the merged summary.
 pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
-    status.results = state::op_results(merged);
-    status.endpoints = state::endpoint_results(merged);
+    status.results = run_rules::op_results(merged);
+    status.endpoints = run_rules::endpoint_results(merged);
     status.volume = merged.volume.clone();
     status.stopped_by = (!merged.stopped_by.is_empty()).then(|| merged.stopped_by.clone());
     if let Some(all) = status.results.get("all") {
-        status.throughput = Some(state::throughput_text(
+        status.throughput = Some(run_rules::throughput_text(
             all.ops_per_sec,
             Some(all.mib_per_sec),
         ));
         status.p99 = Some(format!("{:.3}ms", all.p99_ms));
     }
-    status.start_skew_ms = state::start_skew_ms(&status.workers);
+    status.start_skew_ms = run_rules::start_skew_ms(&status.workers);
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use tracing::warn;
 use crate::context::Context;
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus, Phase, WorkerPhase};
 use crate::resources::MANAGER;
-use crate::state::{self, cond};
+use crate::run_rules::{self, cond};
 use crate::{results, Result};
 
 /// Events of one reason in one pass beyond which they are published as one event with a
@@ -110,7 +110,7 @@ impl Draft {
         reason: &str,
         message: impl Into<String>,
     ) {
-        state::set_condition(
+        run_rules::set_condition(
             &mut self.status.conditions,
             type_,
             ok,
@@ -194,8 +194,8 @@ impl Draft {
 
     /// `workersSummary` and `workerPhases` from the workers' phases.
     pub(crate) fn refresh_counts(&mut self) {
-        self.status.workers_summary = Some(state::workers_summary(&self.status.workers));
-        self.status.worker_phases = state::phase_counts(&self.status.workers);
+        self.status.workers_summary = Some(run_rules::workers_summary(&self.status.workers));
+        self.status.worker_phases = run_rules::phase_counts(&self.status.workers);
     }
 }
 

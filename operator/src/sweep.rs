@@ -400,7 +400,7 @@ mod tests {
         };
         let parent = run("m", "p2", None, None);
         let mut deleting = run("m-4", "c4", Some("p2"), Some(Phase::Running));
-        deleting.metadata.deletion_timestamp = Some(crate::state::to_time(chrono::Utc::now()));
+        deleting.metadata.deletion_timestamp = Some(crate::run_rules::to_time(chrono::Utc::now()));
         let children = vec![
             run("m-1", "c1", Some("p2"), Some(Phase::Succeeded)),
             run("m-2", "c2", Some("p2"), Some(Phase::Running)),
@@ -444,7 +444,7 @@ mod tests {
         table.combinations[1].phase = Phase::Failed;
         progress(&mut d, &mut table, None);
         assert_eq!(d.status.phase, Phase::Failed);
-        let c = crate::state::condition(&d.status.conditions, crate::state::cond::COMPLETE)
+        let c = crate::run_rules::condition(&d.status.conditions, crate::run_rules::cond::COMPLETE)
             .expect("Complete");
         assert!(
             c.message

@@ -9,7 +9,7 @@ use benchrun_api::{Summary, Workload};
 
 use crate::crd::thresholds::{LatencyOf, Threshold, ThresholdCheck};
 use crate::crd::OpReport;
-use crate::state::cond;
+use crate::run_rules::cond;
 use crate::status::Draft;
 
 /// Check `thresholds` against the workload: each problem as "spec.thresholds[i]...: why".
@@ -61,7 +61,7 @@ pub fn validate(thresholds: &[Threshold], workload: &Workload) -> Vec<String> {
 /// figures as `status.results`). An op that did not run counts as zero throughput and no
 /// latency, so a minimum on it is missed rather than silently skipped.
 pub fn evaluate(thresholds: &[Threshold], merged: &Summary) -> Vec<ThresholdCheck> {
-    let results = crate::state::op_results(merged);
+    let results = crate::run_rules::op_results(merged);
     let mut out = vec![];
     for t in thresholds {
         let key = t.op.key();

@@ -17,7 +17,7 @@ use benchrun_api::agent::AgentStage;
 use benchrun_api::Workload;
 use chrono::{DateTime, Utc};
 
-use crate::state;
+use crate::run_rules;
 
 /// Longest wait, from the run's end (or its deletion), for its workers to remove what they
 /// created before their pods are deleted. The one bound of every path.
@@ -107,7 +107,7 @@ pub fn abandoned_message(w: &Workload, abandoned: &[String], what: &str) -> Stri
         .collect();
     format!(
         "workers {} had not finished removing what they created {}s after {what}; their pods were deleted and objects under those prefixes may be left",
-        state::bounded_list(&named, NAMED_AT_MOST),
+        run_rules::bounded_list(&named, NAMED_AT_MOST),
         CLEANUP_BOUND.as_secs(),
     )
 }

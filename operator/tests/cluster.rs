@@ -429,6 +429,133 @@ async fn operator_crash_between_start_time_and_start_requests_starts_every_worke
     check_merged(&env, &run, 2).await;
 }
 
+/// The start instant each worker's agent holds (`start_at` of `/v1/status`), by pod, for the
+/// agents that answer (asked the way the operator asks them: pod IP, the run's token).
+async fn agents_start_at(
+    env: &Env,
+    run: &BenchmarkRun,
+) -> std::collections::BTreeMap<String, Option<chrono::DateTime<chrono::Utc>>> {
+    use benchrun_operator::client::WorkerClient;
+    let uid = run.metadata.uid.as_deref().expect("uid");
+    let token = resources::worker_token(KEY, uid);
+    let http = WorkerClient::http(Duration::from_secs(5)).expect("http client");
+    let mut out = std::collections::BTreeMap::new();
+    for p in run_pods(env, run.metadata.name.as_deref().unwrap_or_default()).await {
+        let Some(ip) = p.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
+            continue;
+        };
+        let c = WorkerClient::new(
+            http.clone(),
+            &format!("{ip}:{}", resources::AGENT_PORT),
+            &token,
+        );
+        if let Ok(st) = c.status().await {
+            out.insert(p.metadata.name.clone().unwrap_or_default(), st.start_at);
+        }
+    }
+    out
+}
+
+/// The operator stops at `point`, between "every worker Ready" and "started", and a new one
+/// takes over: every agent holds one start instant, `status.startTime` names it (the one
+/// recorded before the crash, if it was), and every worker is measured and counted once.
+async fn restart_between_ready_and_started(prefix: &str, point: &str) {
+    let env = env(prefix).await;
+    let name = "rs";
+    let api = operator_crashes_at(&env, point, name, &per_node("3s", "cleanup: Always")).await;
+    let run = api.get(name).await.expect("run");
+    let st = run.status.clone().expect("status");
+    // At `start-decided` the pass that saw every worker Ready had not written yet: the status
+    // may still show some Preparing. Either way, none started.
+    assert!(
+        st.workers.iter().all(|w| matches!(
+            w.phase,
+            WorkerPhase::Pending | WorkerPhase::Preparing | WorkerPhase::Ready
+        )),
+        "the status says no worker started before the crash: {:#?}",
+        st.workers
+    );
+    let recorded = st.start_time.clone();
+    let held = agents_start_at(&env, &run).await;
+    assert_eq!(held.len(), NODES.len(), "every agent answers: {held:?}");
+    let told: Vec<_> = held.values().flatten().collect();
+    println!("{point}: start time recorded {recorded:?}; agents told before the crash: {held:?}");
+    if point == benchrun_operator::failpoint::START_DECIDED {
+        assert_eq!(recorded, None, "nothing written before the crash");
+        assert!(told.is_empty(), "nothing sent before the crash: {held:?}");
+    } else {
+        assert!(!told.is_empty(), "an agent was told before the crash");
+    }
+
+    let _op = spawn_operator(&env);
+    // Every agent holds a start instant (asked while they run; they exit once collected).
+    let mut starts = std::collections::BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while starts.len() < NODES.len() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every agent was seen holding a start time in 90 s: {starts:?}"
+        );
+        let run = api.get(name).await.expect("run");
+        for (pod, at) in agents_start_at(&env, &run).await {
+            if let Some(at) = at {
+                starts.insert(pod, at);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let run = wait_for(&api, name, Duration::from_secs(120), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let start: chrono::DateTime<chrono::Utc> = st
+        .start_time
+        .as_deref()
+        .expect("start time")
+        .parse()
+        .expect("rfc3339");
+    if let Some(recorded) = recorded {
+        assert_eq!(
+            st.start_time,
+            Some(recorded),
+            "the start time recorded before the crash"
+        );
+    }
+    for (pod, at) in &starts {
+        assert_eq!(*at, start, "agent of {pod} holds another start instant");
+    }
+    // Measured once each, from that instant.
+    assert_eq!(
+        result_objects(&env, name, resources::RESULT_SUMMARY).await,
+        [format!("{name}-result-w0"), format!("{name}-result-w1")]
+    );
+    for p in worker_summaries(&env, &run).await {
+        let off = (p.started_at - start).num_milliseconds().abs();
+        assert!(
+            off < 1000,
+            "worker {:?} started {off} ms from {start}",
+            p.worker_ids
+        );
+    }
+    check_merged(&env, &run, 2).await;
+}
+
+/// Between "all Ready" and "started": the start time chosen, not yet written nor sent.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn operator_restart_after_choosing_the_start_time_starts_every_worker_at_one_instant() {
+    restart_between_ready_and_started("op-rs-decided", benchrun_operator::failpoint::START_DECIDED)
+        .await;
+}
+
+/// Between "all Ready" and "started": the start time written and accepted by one agent, the
+/// status not yet saying any worker started.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn operator_restart_after_a_start_was_sent_starts_every_worker_at_one_instant() {
+    restart_between_ready_and_started("op-rs-sent", benchrun_operator::failpoint::A_START_SENT)
+        .await;
+}
+
 /// Collecting: the operator crashes exactly after persisting a worker's summary and before
 /// any status counts it. A new operator finds the persisted summary, counts it once, collects
 /// the other worker, and the merged result has each worker exactly once.
@@ -565,6 +692,205 @@ volume: {claimName: no-such-claim}
     assert_eq!(phase(&run), Phase::Failed);
     let c = condition(&run, "Complete").expect("Complete condition");
     assert!(c.message.contains("no-such-claim"), "{c:?}");
+}
+
+/// An unschedulable worker for which cluster-autoscaler reports a scale-up waits past
+/// `spec.workers.scheduleTimeout`, the condition naming the scale-up; a later
+/// `NotTriggerScaleUp` fails it with the autoscaler's message. The test cluster has no
+/// autoscaler: the test posts the pod's Events through the API as cluster-autoscaler does
+/// (core Events on the pod, source `cluster-autoscaler`).
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn a_scale_up_keeps_an_unschedulable_worker_waiting_and_a_refusal_fails_it() {
+    use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+    let env = env("op-scaleup").await;
+    let _op = spawn_operator(&env);
+    // No node has this label: the scheduler cannot place the worker.
+    let spec = r#"
+workload:
+  target: file:///data/bench
+  totalOps: 10
+  ops: [{op: get}]
+  dataset: {objects: 2, size: 4KiB}
+workers:
+  count: 1
+  scheduleTimeout: 20s
+  nodeSelector: {benchrun.test/pool: autoscaled}
+volume: {emptyDir: {}}
+"#;
+    let api = create_run(&env, "scaleup", spec).await;
+    wait_for(
+        &api,
+        "scaleup",
+        Duration::from_secs(30),
+        "WorkersScheduled=False/Unschedulable",
+        |r| condition(r, "WorkersScheduled").is_some_and(|c| c.reason == "Unschedulable"),
+    )
+    .await;
+    let pod = run_pods(&env, "scaleup")
+        .await
+        .pop()
+        .expect("the worker pod");
+    let events: Api<Event> = Api::namespaced(env.client.clone(), env.ns.name());
+    let post = |reason: &'static str, message: &'static str| {
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let ev = Event {
+            metadata: kube::api::ObjectMeta {
+                generate_name: Some(format!(
+                    "{}.",
+                    pod.metadata.name.clone().unwrap_or_default()
+                )),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: pod.metadata.name.clone(),
+                namespace: pod.metadata.namespace.clone(),
+                uid: pod.metadata.uid.clone(),
+                ..Default::default()
+            },
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            type_: Some("Normal".into()),
+            source: Some(EventSource {
+                component: Some("cluster-autoscaler".into()),
+                host: None,
+            }),
+            count: Some(1),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            ..Default::default()
+        };
+        let events = events.clone();
+        async move {
+            events
+                .create(&PostParams::default(), &ev)
+                .await
+                .unwrap_or_else(|e| panic!("posting the {reason} event: {e}"))
+        }
+    };
+    post(
+        "TriggeredScaleUp",
+        "pod triggered scale-up: [{benchrun-test-pool 0->1 (max: 3)}]",
+    )
+    .await;
+    // Past the 20 s timeout (the condition counts the seconds waited), still waiting, saying why.
+    let waited = |r: &BenchmarkRun| -> Option<u64> {
+        let c = condition(r, "WorkersScheduled")?;
+        // The last "waiting Ns of": the message starts "worker w0 (any node) is waiting for".
+        let rest = c.message.rsplit("waiting ").next()?;
+        rest.split('s').next()?.parse().ok()
+    };
+    let run = wait_for(
+        &api,
+        "scaleup",
+        Duration::from_secs(60),
+        "waiting for a node past its scheduleTimeout",
+        |r| {
+            finished(r)
+                || condition(r, "WorkersScheduled").is_some_and(|c| c.reason == "WaitingForNode")
+                    && waited(r).is_some_and(|s| s > 22)
+        },
+    )
+    .await;
+    assert!(
+        !finished(&run),
+        "failed despite the scale-up: {:#?}",
+        run.status
+    );
+    assert_eq!(worker(&run, "w0").phase, WorkerPhase::Pending);
+    let c = condition(&run, "WorkersScheduled").expect("condition");
+    assert!(
+        c.message.contains(
+            "is waiting for a node: cluster-autoscaler triggered a scale-up: pod triggered \
+             scale-up: [{benchrun-test-pool 0->1 (max: 3)}]"
+        ) && c
+            .message
+            .contains("of 60s, 3 x spec.workers.scheduleTimeout"),
+        "{c:?}"
+    );
+    // The autoscaler gives up: so does the run, with its message.
+    post(
+        "NotTriggerScaleUp",
+        "pod didn't trigger scale-up: 1 max node group size reached",
+    )
+    .await;
+    let run = wait_for(
+        &api,
+        "scaleup",
+        Duration::from_secs(30),
+        "finished",
+        finished,
+    )
+    .await;
+    assert_eq!(phase(&run), Phase::Failed);
+    let said = "cluster-autoscaler did not trigger a scale-up: pod didn't trigger scale-up: 1 \
+                max node group size reached";
+    let w = worker(&run, "w0");
+    assert_eq!(w.phase, WorkerPhase::Failed);
+    let msg = w.message.as_deref().unwrap_or_default();
+    assert!(
+        msg.starts_with(&format!(
+            "worker w0 (any node) cannot be scheduled: {said} (for 20s"
+        )),
+        "{msg}"
+    );
+    let c = condition(&run, "Complete").expect("Complete condition");
+    assert!(c.message.contains(said), "{c:?}");
+}
+
+/// A worker image that cannot be pulled (a mistyped tag; here a registry on 127.0.0.1:1,
+/// where nothing listens, so the kubelet's pull fails at once without leaving the machine)
+/// fails the run well within a minute, naming the image and what the kubelet said, instead
+/// of leaving it Preparing until its deadline.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn a_worker_image_that_cannot_be_pulled_fails_fast_naming_it() {
+    const IMAGE: &str = "127.0.0.1:1/benchrun/none:missing";
+    let env = env("op-badimage").await;
+    let _op = spawn_operator_configured(&env, |c| {
+        c.policy.allowed_images = vec!["127.0.0.1:1/benchrun/*".into()];
+    });
+    let spec = format!(
+        r#"
+workload:
+  target: file:///data/bench
+  totalOps: 10
+  ops: [{{op: get}}]
+  dataset: {{objects: 2, size: 4KiB}}
+workers: {{count: 1, image: "{IMAGE}"}}
+volume: {{emptyDir: {{}}}}
+timeout: 10m
+"#
+    );
+    let t0 = std::time::Instant::now();
+    let api = create_run(&env, "badimage", &spec).await;
+    let run = wait_for(
+        &api,
+        "badimage",
+        Duration::from_secs(60),
+        "finished",
+        finished,
+    )
+    .await;
+    let took = t0.elapsed();
+    assert_eq!(phase(&run), Phase::Failed, "{:#?}", run.status);
+    let w = worker(&run, "w0");
+    assert_eq!(w.phase, WorkerPhase::Failed);
+    let msg = w.message.as_deref().unwrap_or_default();
+    // The kubelet's reason, the image, and its message (which names the registry it tried).
+    assert!(
+        (msg.starts_with("ErrImagePull: ") || msg.starts_with("ImagePullBackOff: "))
+            && msg.contains(&format!("image {IMAGE}: "))
+            && msg.contains("127.0.0.1:1"),
+        "{msg}"
+    );
+    let c = condition(&run, "Complete").expect("Complete condition");
+    assert!(c.message.contains(IMAGE), "{c:?}");
+    println!("failed {took:?} after creation: {msg}");
 }
 
 /// The counting layer the operator's client is built with sees every request, by verb, on the

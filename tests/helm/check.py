@@ -297,7 +297,8 @@ def check_rbac(docs, overlay, values, documented):
     granted = {}
     for _, r in all_rules:
         for res in r["resources"]:
-            key = res if res != "events" else f"{r['apiGroups'][0]}/events"
+            # Core events are `events`, the events.k8s.io ones `events.k8s.io/events`.
+            key = f"{r['apiGroups'][0]}/events" if res == "events" and r["apiGroups"][0] else res
             granted.setdefault(key, set()).update(r["verbs"])
     granted.pop("leases", None)
     if not values.get("rbac", {}).get("listNodes", True):

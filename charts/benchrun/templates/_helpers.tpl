@@ -132,6 +132,11 @@ reference stay unreadable to the operator.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# The Events of an unschedulable worker pod, read by field selector: an autoscaler's
+# TriggeredScaleUp / NotTriggerScaleUp / Nominated. list only (no watch, no get).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["list"]
 {{- if .Values.workerNetworkPolicy.enabled }}
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]

@@ -280,8 +280,11 @@ pub struct WorkersSpec {
     pub seccomp_profile: Option<SeccompProfile>,
     /// How long a worker pod may stay unschedulable before the run fails it (under
     /// `failurePolicy: Abort`, the run). Default 5m: a cluster autoscaler or Karpenter takes
-    /// 1 to 5 minutes for a node, and a previous run's pods may still be terminating. The
-    /// `WorkersScheduled` condition says what the scheduler said meanwhile.
+    /// 1 to 5 minutes for a node, and a previous run's pods may still be terminating. While
+    /// an autoscaler reports a scale-up for the pod (cluster-autoscaler's `TriggeredScaleUp`,
+    /// Karpenter's `Nominated` pod events) the wait goes on up to 3 times this; a
+    /// `NotTriggerScaleUp` ends it. The `WorkersScheduled` condition says what the scheduler
+    /// and the autoscaler said meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_timeout: Option<HumanDuration>,
 }

@@ -8,14 +8,13 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::runtime::events::EventType;
-use tracing::warn;
 
-use super::decide::Collected;
+use super::decide::{self, Collected};
 use super::Reconciler;
 use crate::children::{create_if_absent, create_unique};
 use crate::client::{fan_out, SummaryError, WorkerClient};
 use crate::crd::WorkerPhase;
-use crate::state::{self, cond};
+use crate::run_rules;
 use crate::{netpol, resources, results, worker_cleanup, Error, Result};
 
 impl Reconciler<'_> {
@@ -74,7 +73,7 @@ impl Reconciler<'_> {
             .into_iter()
             .filter_map(|i| {
                 let w = &self.draft.status.workers[i];
-                let ip = pods.get(&w.pod)?.status.as_ref()?.pod_ip.as_deref()?;
+                let ip = run_rules::pod_ip(pods.get(&w.pod)?)?;
                 Some((i, w.name.clone(), self.worker_client(ip, token)))
             })
             .collect();
@@ -100,7 +99,7 @@ impl Reconciler<'_> {
             .iter()
             .filter_map(|&i| {
                 let w = &self.draft.status.workers[i];
-                let ip = pods.get(&w.pod)?.status.as_ref()?.pod_ip.as_deref()?;
+                let ip = run_rules::pod_ip(pods.get(&w.pod)?)?;
                 Some((w.name.clone(), self.worker_client(ip, token)))
             })
             .collect();
@@ -125,76 +124,32 @@ impl Reconciler<'_> {
             if w.phase != WorkerPhase::Ready {
                 continue;
             }
-            let Some(ip) = pods
-                .get(&w.pod)
-                .and_then(|p| p.status.as_ref())
-                .and_then(|s| s.pod_ip.clone())
-            else {
+            let Some(ip) = pods.get(&w.pod).and_then(run_rules::pod_ip) else {
                 continue;
             };
-            jobs.push((i, self.worker_client(&ip, token)));
+            jobs.push((i, self.worker_client(ip, token)));
         }
         if jobs.is_empty() {
             return;
         }
         let sent_at = Utc::now();
+        let first = jobs.iter().map(|(i, _)| *i).min();
         let answers = fan_out(jobs, self.parallelism(), |(i, client)| async move {
             let r = client.start(at).await;
+            if r.is_ok() && Some(i) == first {
+                crate::failpoint::hit(crate::failpoint::A_START_SENT);
+            }
             (i, r, Utc::now())
         })
         .await;
-        let mut last = None;
-        let mut sent = 0;
-        let d = &mut self.draft;
-        for (i, r, answered) in answers {
-            match r {
-                Ok(started) => {
-                    let w = &mut d.status.workers[i];
-                    w.clock_offset_ms = Some((started.clock_offset_ms * 1000.0).round() / 1000.0);
-                    w.phase = WorkerPhase::Running;
-                    sent += 1;
-                    last = last.max(Some(answered));
-                }
-                Err(e) => warn!("start {}: {e}", d.status.workers[i].name),
-            }
-        }
-        if let Some(last) = last {
-            let took = (last - sent_at).num_milliseconds();
-            let margin = (at - last).num_milliseconds();
-            // What was measured replaces the estimate made before sending (whose warning
-            // stays in the events); a late start measured on an earlier pass stays.
-            let late_before = state::condition(&d.status.conditions, cond::START_ON_TIME)
-                .is_some_and(|c| c.reason == "StartedLate");
-            if margin < 0 {
-                let msg = format!(
-                    "{sent} start requests took {took} ms; the last answer came {} ms after the start time {}: raise startDelay",
-                    -margin,
-                    at.to_rfc3339()
-                );
-                d.condition(cond::START_ON_TIME, false, "StartedLate", msg.clone());
-                d.event(EventType::Warning, "StartedLate", msg);
-            } else if !late_before {
-                d.condition(
-                    cond::START_ON_TIME,
-                    true,
-                    "OnTime",
-                    format!("{sent} start requests answered in {took} ms, {margin} ms before the start time"),
-                );
-            }
-        }
-        let running = d
-            .status
-            .workers
-            .iter()
-            .any(|w| w.phase == WorkerPhase::Running);
-        if running && state::condition(&d.status.conditions, cond::STARTED).is_none() {
-            d.condition(
-                cond::STARTED,
-                true,
-                "Started",
-                format!("start time {} sent to the workers", at.to_rfc3339()),
-            );
-        }
+        let answers = answers
+            .into_iter()
+            .map(|(i, r, answered)| {
+                let r = r.map(|st| st.clock_offset_ms).map_err(|e| e.to_string());
+                (i, r, answered)
+            })
+            .collect();
+        decide::starts_answered(&mut self.draft, at, sent_at, answers);
     }
 
     /// Ask every reachable worker to stop (the run failed); pods go per cleanup policy.
@@ -245,7 +200,7 @@ impl Reconciler<'_> {
             .status
             .workers
             .iter()
-            .filter(|w| state::is_live(w))
+            .filter(|w| run_rules::is_live(w))
             .map(|w| w.name.clone())
             .collect();
         let names: Vec<&str> = live.iter().map(String::as_str).collect();
@@ -254,7 +209,7 @@ impl Reconciler<'_> {
         let merged = match results::merge_persisted(&self.api(), self.run, &names).await {
             Ok(m) => m,
             Err(Error::Result(e)) => {
-                self.draft.fail("MergeFailed", e);
+                decide::merge_failed(&mut self.draft, e);
                 self.stop_workers().await;
                 return Ok(());
             }
@@ -262,24 +217,13 @@ impl Reconciler<'_> {
         };
         let text = serde_json::to_string(&merged)?;
         results::persist_merged(&self.api::<ConfigMap>(), &self.name, &text).await?;
-        let d = &mut self.draft;
-        results::fold_merged(&mut d.status, &merged);
-        d.status.progress = None;
-        d.status.finish_time = Some(d.now.to_rfc3339());
-        let cm = resources::result_cm_name(&self.name);
-        let msg = state::merged_message(&d.status.workers, &cm);
+        let msg = decide::merged(
+            &mut self.draft,
+            &merged,
+            &resources::result_cm_name(&self.name),
+        );
         self.compare_with_baseline(&merged).await;
-        let d = &mut self.draft;
-        if let Some(missed) = crate::thresholds::verdict(d, &self.run.spec.thresholds, &merged) {
-            // The result is kept (persisted above, in the status); only the verdict fails.
-            d.fail(
-                "ThresholdsNotMet",
-                format!("{msg}; thresholds not met: {missed}"),
-            );
-            return Ok(());
-        }
-        let throughput = d.status.throughput.clone().unwrap_or_default();
-        d.succeed(msg.clone(), format!("{msg}; {throughput}"));
+        decide::verdict(&mut self.draft, &self.run.spec.thresholds, &merged, msg);
         Ok(())
     }
 }

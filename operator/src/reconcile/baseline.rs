@@ -5,7 +5,7 @@ use kube::runtime::events::EventType;
 
 use super::Reconciler;
 use crate::baseline;
-use crate::state::{self, cond};
+use crate::run_rules::{self, cond};
 
 impl Reconciler<'_> {
     /// Compare with `spec.baselineRef` into the status and `Regressed`. A baseline that cannot
@@ -46,7 +46,7 @@ impl Reconciler<'_> {
                 self.draft.status.baseline = Some(b);
             }
             Err(e) => {
-                state::set_condition_status(
+                run_rules::set_condition_status(
                     &mut self.draft.status.conditions,
                     cond::REGRESSED,
                     "Unknown",

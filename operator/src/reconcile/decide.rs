@@ -1,6 +1,6 @@
 //! The pass's decisions, pure: what the observations mean for each worker and for the run,
 //! written into the pass's [`Draft`] of the status. No API server and no network here, so
-//! every rule is unit-tested (below, and in [`crate::state`]).
+//! every rule is unit-tested (below, and in [`crate::run_rules`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,14 +11,16 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
+use crate::autoscaler::{self, ScaleUp, ScheduleWait};
 use crate::context::POLL;
 use crate::crd::{
     BenchmarkRun, BenchmarkRunSpec, BenchmarkRunStatus, Phase, Progress, WorkerPhase, WorkerStatus,
 };
-use crate::results::WorkerFigures;
-use crate::state::{self, cond, PodView};
+use crate::results::{self, WorkerFigures};
+use crate::run_rules::{self, cond, PodView};
 use crate::status::Draft;
 use crate::Error;
+use benchrun_api::Summary;
 
 /// Whether the pass goes on.
 #[derive(Debug, PartialEq)]
@@ -43,14 +45,14 @@ pub(crate) fn admit(
         d.fail(reason, msg);
         return Admission::Refused;
     }
-    if state::condition(&d.status.conditions, cond::VALID).is_none() {
+    if run_rules::condition(&d.status.conditions, cond::VALID).is_none() {
         d.condition(cond::VALID, true, "Valid", "the workload is valid");
     }
     let created: DateTime<Utc> = run
         .metadata
         .creation_timestamp
         .as_ref()
-        .map(state::from_time)
+        .map(run_rules::from_time)
         .unwrap_or(d.now);
     let timeout = run.spec.deadline();
     if (d.now - created).to_std().unwrap_or_default() > timeout {
@@ -120,12 +122,15 @@ pub(crate) fn creating(d: &Draft) -> bool {
 /// Apply what the workers' pods and the persisted results (`persisted`: the workers whose
 /// summaries earlier passes persisted without counting them, with their figures when they
 /// could be read) say; the workers whose agents are to be asked, with their pods' IPs.
-/// A worker pod unschedulable for `schedule_timeout` (`spec.workers.scheduleTimeout`) fails.
+/// A worker pod unschedulable for `schedule_timeout` (`spec.workers.scheduleTimeout`) fails,
+/// unless an autoscaler reports a scale-up for it (`scale_ups`, by pod name: see
+/// [`crate::autoscaler`]).
 pub(crate) fn from_pods(
     d: &mut Draft,
     pods: &BTreeMap<String, Pod>,
     persisted: BTreeMap<String, Option<WorkerFigures>>,
     schedule_timeout: std::time::Duration,
+    scale_ups: &BTreeMap<String, ScaleUp>,
 ) -> Vec<(usize, String)> {
     let started = d.status.start_time.is_some();
     let mut ask = Vec::new();
@@ -147,7 +152,7 @@ pub(crate) fn from_pods(
         if !w.phase.is_live() || w.phase == WorkerPhase::Collected {
             continue;
         }
-        let view = state::classify_pod(pod);
+        let view = run_rules::classify_pod(pod);
         match view {
             PodView::Missing | PodView::Terminating => {
                 if started {
@@ -168,31 +173,51 @@ pub(crate) fn from_pods(
             } => {
                 let since = since.unwrap_or(d.now);
                 let waited = (d.now - since).to_std().unwrap_or_default();
-                let m = format!(
-                    "worker {} ({}) cannot be scheduled: the scheduler says: {msg}",
+                let who = format!(
+                    "worker {} ({})",
                     w.name,
                     w.node.as_deref().unwrap_or("any node")
                 );
-                if waited >= schedule_timeout {
-                    d.worker_failed(
-                        i,
-                        "Unschedulable",
-                        format!(
-                            "{m} (for {}s, spec.workers.scheduleTimeout)",
-                            schedule_timeout.as_secs()
-                        ),
-                    );
+                let m = format!("{who} cannot be scheduled: the scheduler says: {msg}");
+                match autoscaler::schedule_wait(waited, schedule_timeout, scale_ups.get(&w.pod)) {
+                    ScheduleWait::GiveUp { autoscaler, bound } => {
+                        // The autoscaler's word first: a run-level message keeps only the
+                        // start of a worker's.
+                        let why = match autoscaler {
+                            Some(said) => format!(
+                                "{who} cannot be scheduled: {said} ({bound}; the scheduler says: {msg})"
+                            ),
+                            None => format!("{m} ({bound})"),
+                        };
+                        d.worker_failed(i, "Unschedulable", why.clone());
+                        d.condition(cond::SCHEDULED, false, "Unschedulable", why);
+                    }
+                    ScheduleWait::Waiting {
+                        bound,
+                        autoscaler,
+                        extended,
+                    } => {
+                        let of = format!(
+                            "waiting {}s of {}s, {}spec.workers.scheduleTimeout",
+                            waited.as_secs(),
+                            bound.as_secs(),
+                            if extended {
+                                format!("{} x ", autoscaler::SCALE_UP_WAIT_FACTOR)
+                            } else {
+                                String::new()
+                            }
+                        );
+                        let (reason, text) = match autoscaler {
+                            Some(said) if extended => (
+                                "WaitingForNode",
+                                format!("{who} is waiting for a node: {said} (the scheduler says: {msg}; {of})"),
+                            ),
+                            Some(said) => ("Unschedulable", format!("{m}; {said} ({of})")),
+                            None => ("Unschedulable", format!("{m} ({of})")),
+                        };
+                        d.condition(cond::SCHEDULED, false, reason, text);
+                    }
                 }
-                d.condition(
-                    cond::SCHEDULED,
-                    false,
-                    "Unschedulable",
-                    format!(
-                        "{m} (waiting {}s of {}s, spec.workers.scheduleTimeout)",
-                        waited.as_secs(),
-                        schedule_timeout.as_secs()
-                    ),
-                );
             }
             PodView::Pending {
                 unschedulable: None,
@@ -203,7 +228,7 @@ pub(crate) fn from_pods(
     }
     let unschedulable = pods.values().any(|p| {
         matches!(
-            state::classify_pod(Some(p)),
+            run_rules::classify_pod(Some(p)),
             PodView::Pending {
                 unschedulable: Some(_)
             }
@@ -218,6 +243,106 @@ pub(crate) fn from_pods(
         );
     }
     ask
+}
+
+/// Apply the agents' answers to the start requests sent at `sent_at` for the start time
+/// `at` (each: the worker, its clock offset in ms or the error, when the answer came): the
+/// workers that accepted are Running; whether the last answer came before the start time
+/// (`StartRequestsOnTime`), and `Started` once any worker runs.
+pub(crate) fn starts_answered(
+    d: &mut Draft,
+    at: DateTime<Utc>,
+    sent_at: DateTime<Utc>,
+    answers: Vec<(usize, Result<f64, String>, DateTime<Utc>)>,
+) {
+    let mut last = None;
+    let mut sent = 0;
+    for (i, r, answered) in answers {
+        match r {
+            Ok(offset_ms) => {
+                let w = &mut d.status.workers[i];
+                w.clock_offset_ms = Some((offset_ms * 1000.0).round() / 1000.0);
+                w.phase = WorkerPhase::Running;
+                sent += 1;
+                last = last.max(Some(answered));
+            }
+            Err(e) => tracing::warn!("start {}: {e}", d.status.workers[i].name),
+        }
+    }
+    if let Some(last) = last {
+        let took = (last - sent_at).num_milliseconds();
+        let margin = (at - last).num_milliseconds();
+        // What was measured replaces the estimate made before sending (whose warning
+        // stays in the events); a late start measured on an earlier pass stays.
+        let late_before = run_rules::condition(&d.status.conditions, cond::START_ON_TIME)
+            .is_some_and(|c| c.reason == "StartedLate");
+        if margin < 0 {
+            let msg = format!(
+                "{sent} start requests took {took} ms; the last answer came {} ms after the start time {}: raise startDelay",
+                -margin,
+                at.to_rfc3339()
+            );
+            d.condition(cond::START_ON_TIME, false, "StartedLate", msg.clone());
+            d.event(EventType::Warning, "StartedLate", msg);
+        } else if !late_before {
+            d.condition(
+                cond::START_ON_TIME,
+                true,
+                "OnTime",
+                format!(
+                    "{sent} start requests answered in {took} ms, {margin} ms before the start time"
+                ),
+            );
+        }
+    }
+    let running = d
+        .status
+        .workers
+        .iter()
+        .any(|w| w.phase == WorkerPhase::Running);
+    if running && run_rules::condition(&d.status.conditions, cond::STARTED).is_none() {
+        d.condition(
+            cond::STARTED,
+            true,
+            "Started",
+            format!("start time {} sent to the workers", at.to_rfc3339()),
+        );
+    }
+}
+
+/// The merged result is persisted: fold it into the status and say what was merged (the
+/// message the final condition carries). The verdict follows the baseline comparison:
+/// [`verdict`].
+pub(crate) fn merged(d: &mut Draft, merged: &Summary, result_cm: &str) -> String {
+    results::fold_merged(&mut d.status, merged);
+    d.status.progress = None;
+    d.status.finish_time = Some(d.now.to_rfc3339());
+    run_rules::merged_message(&d.status.workers, result_cm)
+}
+
+/// The run's verdict on its merged result: `ThresholdsNotMet` when a limit of `thresholds`
+/// is missed (the result is kept), else Succeeded. `msg`: what [`merged`] said.
+pub(crate) fn verdict(
+    d: &mut Draft,
+    thresholds: &[crate::crd::thresholds::Threshold],
+    merged: &Summary,
+    msg: String,
+) {
+    if let Some(missed) = crate::thresholds::verdict(d, thresholds, merged) {
+        d.fail(
+            "ThresholdsNotMet",
+            format!("{msg}; thresholds not met: {missed}"),
+        );
+        return;
+    }
+    let throughput = d.status.throughput.clone().unwrap_or_default();
+    d.succeed(msg.clone(), format!("{msg}; {throughput}"));
+}
+
+/// The persisted summaries do not merge (they will not on a later pass either): the run
+/// fails saying which; the data stays.
+pub(crate) fn merge_failed(d: &mut Draft, why: String) {
+    d.fail("MergeFailed", why);
 }
 
 /// A worker's agent's answer to a pass.
@@ -259,7 +384,7 @@ pub(crate) fn from_agents(d: &mut Draft, answers: Vec<(usize, Answer)>) -> (Tall
                     w.unanswered_since = Some(now.to_rfc3339());
                 }
                 let quiet = (now - since).to_std().unwrap_or_default();
-                if quiet >= state::AGENT_SILENCE {
+                if quiet >= run_rules::AGENT_SILENCE {
                     silent.push(format!(
                         "{} (pod {}, node {}) for {}s: {e}",
                         w.name,
@@ -296,17 +421,17 @@ pub(crate) fn from_agents(d: &mut Draft, answers: Vec<(usize, Answer)>) -> (Tall
     (tally, collect)
 }
 
-/// Say which agents have not answered for [`state::AGENT_SILENCE`], and with what error (the
+/// Say which agents have not answered for [`run_rules::AGENT_SILENCE`], and with what error (the
 /// run does not fail for it: a cut that heals loses nothing); True again once all answer.
 fn agents_answering(d: &mut Draft, asked: bool, silent: &[String]) {
     if !silent.is_empty() {
         let msg = format!(
             "agents not answering: {}",
-            state::bounded_list_by(silent, state::DEAD_NAMED_AT_MOST, "; ")
+            run_rules::bounded_list_by(silent, run_rules::DEAD_NAMED_AT_MOST, "; ")
         );
         d.condition(cond::AGENTS_ANSWERING, false, "AgentUnreachable", msg);
     } else if asked
-        && state::condition(&d.status.conditions, cond::AGENTS_ANSWERING)
+        && run_rules::condition(&d.status.conditions, cond::AGENTS_ANSWERING)
             .is_some_and(|c| c.status == "False")
     {
         d.condition(
@@ -462,7 +587,7 @@ pub(crate) fn run_step(
     if d.status.phase.is_finished() {
         return RunStep::Stop;
     }
-    if let Some((reason, which)) = state::dead_workers(&d.status.workers) {
+    if let Some((reason, which)) = run_rules::dead_workers(&d.status.workers) {
         d.condition(cond::LOST, true, reason, which);
     }
     let recorded = d
@@ -471,25 +596,26 @@ pub(crate) fn run_step(
         .as_deref()
         .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.with_timezone(&Utc));
-    let step = match state::next_step(&d.status.workers, spec.failure_policy, recorded.is_some()) {
-        state::Next::Fail { reason, message } => {
-            d.fail(reason, message);
-            return RunStep::Stop;
-        }
-        state::Next::Start => match start_time(d, spec, parallelism) {
-            Some(at) => RunStep::Start(at),
-            None => return RunStep::Wait,
-        },
-        state::Next::Complete => RunStep::Complete,
-        state::Next::Collecting => {
-            d.set_phase(Phase::Collecting, "Collecting", "every worker has finished");
-            RunStep::Wait
-        }
-        state::Next::Wait => match recorded {
-            Some(at) => RunStep::Resend(at),
-            None => RunStep::Wait,
-        },
-    };
+    let step =
+        match run_rules::next_step(&d.status.workers, spec.failure_policy, recorded.is_some()) {
+            run_rules::Next::Fail { reason, message } => {
+                d.fail(reason, message);
+                return RunStep::Stop;
+            }
+            run_rules::Next::Start => match start_time(d, spec, parallelism) {
+                Some(at) => RunStep::Start(at),
+                None => return RunStep::Wait,
+            },
+            run_rules::Next::Complete => RunStep::Complete,
+            run_rules::Next::Collecting => {
+                d.set_phase(Phase::Collecting, "Collecting", "every worker has finished");
+                RunStep::Wait
+            }
+            run_rules::Next::Wait => match recorded {
+                Some(at) => RunStep::Resend(at),
+                None => RunStep::Wait,
+            },
+        };
     if let Some(start) = recorded {
         progress(d, start, progress_interval, tally);
     }
@@ -503,9 +629,9 @@ fn start_time(d: &mut Draft, spec: &BenchmarkRunSpec, parallelism: usize) -> Opt
         .status
         .workers
         .iter()
-        .filter(|w| state::is_live(w))
+        .filter(|w| run_rules::is_live(w))
         .count();
-    let budget = state::start_budget(live, parallelism);
+    let budget = run_rules::start_budget(live, parallelism);
     let delay = match spec.start_delay.map(|d| d.0) {
         Some(delay) => {
             if delay < budget {
@@ -524,7 +650,7 @@ fn start_time(d: &mut Draft, spec: &BenchmarkRunSpec, parallelism: usize) -> Opt
             }
             delay
         }
-        None => state::default_start_delay(live, parallelism),
+        None => run_rules::default_start_delay(live, parallelism),
     };
     // Bounded by validation; checked anyway, since a panic here would crash-loop the operator
     // on this run.
@@ -566,7 +692,7 @@ fn progress(d: &mut Draft, start: DateTime<Utc>, interval: Duration, tally: Tall
         return;
     }
     let ops_per_sec = ((tally.ops as f64 / elapsed) * 10.0).round() / 10.0;
-    d.status.throughput = Some(state::throughput_text(ops_per_sec, None));
+    d.status.throughput = Some(run_rules::throughput_text(ops_per_sec, None));
     d.status.progress = Some(Progress {
         elapsed_seconds: elapsed,
         ops: tally.ops,
@@ -630,7 +756,7 @@ workers: {count: 2}
                     status: "False".into(),
                     reason: Some("Unschedulable".into()),
                     message: Some("0/2 nodes are available: 2 Insufficient cpu.".into()),
-                    last_transition_time: Some(state::to_time(since)),
+                    last_transition_time: Some(run_rules::to_time(since)),
                     ..Default::default()
                 }]),
                 ..Default::default()
@@ -650,11 +776,11 @@ workers: {count: 2}
             d.status.workers[0].unanswered_since,
             Some(now().to_rfc3339())
         );
-        assert!(state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).is_none());
+        assert!(run_rules::condition(&d.status.conditions, cond::AGENTS_ANSWERING).is_none());
         // 30 s later, still silent: named, with the error.
         d.now = now() + chrono::Duration::seconds(30);
         from_agents(&mut d, vec![(0, cut()), (1, agent(AgentStage::Running, 9))]);
-        let c = state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
+        let c = run_rules::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("False", "AgentUnreachable")
@@ -671,7 +797,7 @@ workers: {count: 2}
         // It answers again: cleared.
         from_agents(&mut d, vec![(0, agent(AgentStage::Running, 7))]);
         assert_eq!(d.status.workers[0].unanswered_since, None);
-        let c = state::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
+        let c = run_rules::condition(&d.status.conditions, cond::AGENTS_ANSWERING).expect("said");
         assert_eq!(c.status, "True");
     }
 
@@ -683,9 +809,9 @@ workers: {count: 2}
         )]);
         // 90 s of the default 300 s: waiting (an autoscaler takes minutes for a node).
         let mut d = draft(&[WorkerPhase::Pending]);
-        from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE);
+        from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE, &BTreeMap::new());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
-        let c = state::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
+        let c = run_rules::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
             ("False", "Unschedulable")
@@ -701,12 +827,160 @@ workers: {count: 2}
             &pods,
             BTreeMap::new(),
             std::time::Duration::from_secs(60),
+            &BTreeMap::new(),
         );
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Failed);
         let msg = d.status.workers[0].message.as_deref().unwrap_or_default();
         assert!(
             msg.ends_with("(for 60s, spec.workers.scheduleTimeout)"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_scale_up_keeps_an_unschedulable_worker_waiting_past_its_timeout_and_a_refusal_ends_it() {
+        // Unschedulable for 90 s, timeout 60 s: cluster-autoscaler is bringing up a node.
+        let pods = BTreeMap::from([unschedulable_pod(
+            "bench-w0",
+            now() - chrono::Duration::seconds(90),
+        )]);
+        let timeout = std::time::Duration::from_secs(60);
+        let up = BTreeMap::from([(
+            "bench-w0".to_string(),
+            ScaleUp::Triggered {
+                by: "cluster-autoscaler",
+                message: "pod triggered scale-up: [{pool 1->2 (max: 3)}]".into(),
+            },
+        )]);
+        let mut d = draft(&[WorkerPhase::Pending]);
+        from_pods(&mut d, &pods, BTreeMap::new(), timeout, &up);
+        assert_eq!(
+            d.status.workers[0].phase,
+            WorkerPhase::Pending,
+            "still waiting"
+        );
+        let c = run_rules::condition(&d.status.conditions, cond::SCHEDULED).expect("condition");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "WaitingForNode")
+        );
+        assert_eq!(
+            c.message,
+            "worker w0 (any node) is waiting for a node: cluster-autoscaler triggered a \
+             scale-up: pod triggered scale-up: [{pool 1->2 (max: 3)}] (the scheduler says: 0/2 \
+             nodes are available: 2 Insufficient cpu.; waiting 90s of 180s, 3 x \
+             spec.workers.scheduleTimeout)"
+        );
+        // The autoscaler then says it cannot: the worker fails with its message.
+        let no = BTreeMap::from([(
+            "bench-w0".to_string(),
+            ScaleUp::Refused("pod didn't trigger scale-up: 1 max node group size reached".into()),
+        )]);
+        let mut d = draft(&[WorkerPhase::Pending]);
+        from_pods(&mut d, &pods, BTreeMap::new(), timeout, &no);
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Failed);
+        let msg = d.status.workers[0].message.as_deref().unwrap_or_default();
+        assert_eq!(
+            msg,
+            "worker w0 (any node) cannot be scheduled: cluster-autoscaler did not trigger a \
+             scale-up: pod didn't trigger scale-up: 1 max node group size reached (for 60s, \
+             spec.workers.scheduleTimeout; the scheduler says: 0/2 nodes are available: 2 \
+             Insufficient cpu.)"
+        );
+    }
+
+    #[test]
+    fn answered_starts_run_their_workers_and_say_whether_they_came_in_time() {
+        let at = now() + chrono::Duration::seconds(5);
+        let mut d = draft(&[WorkerPhase::Ready, WorkerPhase::Ready]);
+        let answered = now() + chrono::Duration::milliseconds(40);
+        starts_answered(
+            &mut d,
+            at,
+            now(),
+            vec![
+                (0, Ok(1.23456), answered),
+                (1, Err("connection refused".into()), answered),
+            ],
+        );
+        assert_eq!(d.status.workers[0].phase, WorkerPhase::Running);
+        assert_eq!(d.status.workers[0].clock_offset_ms, Some(1.235));
+        assert_eq!(d.status.workers[1].phase, WorkerPhase::Ready, "asked again");
+        let c = run_rules::condition(&d.status.conditions, cond::START_ON_TIME).expect("said");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            (
+                "True",
+                "OnTime",
+                "1 start requests answered in 40 ms, 4960 ms before the start time"
+            )
+        );
+        let c = run_rules::condition(&d.status.conditions, cond::STARTED).expect("started");
+        assert_eq!(
+            c.message,
+            format!("start time {} sent to the workers", at.to_rfc3339())
+        );
+        // The other answers after the start time: late, said and kept.
+        let late = at + chrono::Duration::milliseconds(300);
+        starts_answered(&mut d, at, now(), vec![(1, Ok(0.0), late)]);
+        let c = run_rules::condition(&d.status.conditions, cond::START_ON_TIME).expect("said");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "StartedLate")
+        );
+        assert!(
+            c.message.contains("300 ms after the start time"),
+            "{}",
+            c.message
+        );
+        starts_answered(&mut d, at, now(), vec![]);
+        let c = run_rules::condition(&d.status.conditions, cond::START_ON_TIME).expect("said");
+        assert_eq!(c.reason, "StartedLate", "a late start stays reported");
+        // No worker accepted: not Started.
+        let mut d = draft(&[WorkerPhase::Ready]);
+        starts_answered(&mut d, at, now(), vec![(0, Err("reset".into()), answered)]);
+        assert!(run_rules::condition(&d.status.conditions, cond::STARTED).is_none());
+        assert!(run_rules::condition(&d.status.conditions, cond::START_ON_TIME).is_none());
+    }
+
+    #[test]
+    fn the_verdict_succeeds_or_fails_on_thresholds_keeping_the_result() {
+        let merged = Summary {
+            target: "file:///data".into(),
+            workers: 1,
+            worker_ids: vec!["w0".into()],
+            elapsed_seconds: 10.0,
+            ..Default::default()
+        };
+        let mut d = draft(&[WorkerPhase::Collected]);
+        let msg = super::merged(&mut d, &merged, "bench-result");
+        assert_eq!(d.status.finish_time, Some(now().to_rfc3339()));
+        assert_eq!(d.status.progress, None);
+        verdict(&mut d, &[], &merged, msg.clone());
+        assert_eq!(d.status.phase, Phase::Succeeded);
+        let c = run_rules::condition(&d.status.conditions, cond::COMPLETE).expect("complete");
+        assert_eq!(
+            (c.status.as_str(), c.message.as_str()),
+            ("True", msg.as_str())
+        );
+
+        let limits: Vec<crate::crd::thresholds::Threshold> =
+            serde_yaml::from_str("[{op: all, minOpsPerSec: 1000}]").expect("thresholds");
+        let mut d = draft(&[WorkerPhase::Collected]);
+        let msg = super::merged(&mut d, &merged, "bench-result");
+        verdict(&mut d, &limits, &merged, msg.clone());
+        assert_eq!(d.status.phase, Phase::Failed);
+        let c = run_rules::condition(&d.status.conditions, cond::FAILED).expect("failed");
+        assert_eq!(c.reason, "ThresholdsNotMet");
+        assert!(d.status.finish_time.is_some(), "the result is kept");
+
+        let mut d = draft(&[WorkerPhase::Collected]);
+        merge_failed(&mut d, "w0: unknown format".into());
+        assert_eq!(d.status.phase, Phase::Failed);
+        let c = run_rules::condition(&d.status.conditions, cond::FAILED).expect("failed");
+        assert_eq!(
+            (c.reason.as_str(), c.message.as_str()),
+            ("MergeFailed", "w0: unknown format")
         );
     }
 
@@ -783,7 +1057,7 @@ workers: {count: 2}
     fn running_pods_are_asked_and_their_nodes_recorded() {
         let mut d = draft(&[WorkerPhase::Pending, WorkerPhase::Pending]);
         let pods = BTreeMap::from([running_pod("bench-w1", "10.0.0.7", "node-b")]);
-        let ask = from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE);
+        let ask = from_pods(&mut d, &pods, BTreeMap::new(), SCHEDULE, &BTreeMap::new());
         assert_eq!(ask, vec![(1, "10.0.0.7".to_string())]);
         assert_eq!(d.status.workers[1].node.as_deref(), Some("node-b"));
         // w0 has no pod yet, before the start: it stays pending, to be created.
@@ -794,13 +1068,26 @@ workers: {count: 2}
     fn a_pod_gone_before_the_start_is_recreated_and_after_it_is_lost() {
         let mut d = draft(&[WorkerPhase::Ready]);
         d.status.workers[0].unanswered_since = Some(now().to_rfc3339());
-        assert!(from_pods(&mut d, &BTreeMap::new(), BTreeMap::new(), SCHEDULE).is_empty());
+        assert!(from_pods(
+            &mut d,
+            &BTreeMap::new(),
+            BTreeMap::new(),
+            SCHEDULE,
+            &BTreeMap::new()
+        )
+        .is_empty());
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Pending);
         assert_eq!(d.status.workers[0].unanswered_since, None);
 
         let mut d = draft(&[WorkerPhase::Running]);
         d.status.start_time = Some(now().to_rfc3339());
-        from_pods(&mut d, &BTreeMap::new(), BTreeMap::new(), SCHEDULE);
+        from_pods(
+            &mut d,
+            &BTreeMap::new(),
+            BTreeMap::new(),
+            SCHEDULE,
+            &BTreeMap::new(),
+        );
         assert_eq!(d.status.workers[0].phase, WorkerPhase::Lost);
         assert_eq!(d.events.len(), 1, "{:?}", d.events);
         assert_eq!(d.events[0].1, "WorkerLost");
@@ -812,7 +1099,7 @@ workers: {count: 2}
         d.status.start_time = Some(now().to_rfc3339());
         let pods = BTreeMap::from([running_pod("bench-w0", "10.0.0.7", "node-a")]);
         let persisted = BTreeMap::from([("w0".to_string(), Some(figures()))]);
-        assert!(from_pods(&mut d, &pods, persisted, SCHEDULE).is_empty());
+        assert!(from_pods(&mut d, &pods, persisted, SCHEDULE, &BTreeMap::new()).is_empty());
         let w = &d.status.workers[0];
         assert_eq!(w.phase, WorkerPhase::Collected);
         assert_eq!(w.p99_ms, Some(2.5));
@@ -979,7 +1266,7 @@ workers: {count: 2}
             RunStep::Stop
         );
         assert_eq!(d.status.phase, Phase::Failed);
-        assert!(state::condition(&d.status.conditions, cond::LOST).is_some());
+        assert!(run_rules::condition(&d.status.conditions, cond::LOST).is_some());
     }
 
     #[test]
@@ -1010,7 +1297,7 @@ workers: {count: 2}
         s.failure_policy = FailurePolicy::Continue;
         let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
         assert_eq!(step, RunStep::Complete);
-        assert!(state::condition(&d.status.conditions, cond::LOST).is_some());
+        assert!(run_rules::condition(&d.status.conditions, cond::LOST).is_some());
     }
 
     /// w0 collected, w1 running on `vm2` whose agent has not answered for 5 s; the run
@@ -1058,7 +1345,7 @@ workers: {count: 2}
         assert_eq!(d.status.workers[1].phase, WorkerPhase::Lost);
         let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
         assert_eq!(step, RunStep::Complete);
-        let lost = state::condition(&d.status.conditions, cond::LOST).expect("WorkersLost");
+        let lost = run_rules::condition(&d.status.conditions, cond::LOST).expect("WorkersLost");
         assert_eq!(lost.reason, "WorkerLost");
         assert!(
             lost.message.starts_with(
@@ -1078,7 +1365,7 @@ workers: {count: 2}
         let step = run_step(&mut d, &s, 64, Duration::from_secs(5), Tally::default());
         assert_eq!(step, RunStep::Stop);
         assert_eq!(d.status.phase, Phase::Failed);
-        let c = state::condition(&d.status.conditions, cond::COMPLETE).expect("Complete");
+        let c = run_rules::condition(&d.status.conditions, cond::COMPLETE).expect("Complete");
         assert_eq!(c.reason, "WorkerLost");
         assert!(
             c.message.contains("w1 (pod bench-w1, node vm2)"),
@@ -1116,7 +1403,7 @@ workers: {count: 2}
         };
         assert!(refusal(&mut d, &e).is_some());
         assert_eq!(d.status.phase, Phase::Failed);
-        let valid = state::condition(&d.status.conditions, cond::VALID).expect("Valid");
+        let valid = run_rules::condition(&d.status.conditions, cond::VALID).expect("Valid");
         assert!(valid.message.contains("quantities must match"), "{valid:?}");
 
         let mut d = draft(&[WorkerPhase::Pending]);
@@ -1127,7 +1414,7 @@ workers: {count: 2}
         };
         assert!(refusal(&mut d, &e).is_some());
         assert_eq!(d.status.phase, Phase::Preparing);
-        let ready = state::condition(&d.status.conditions, cond::READY).expect("WorkersReady");
+        let ready = run_rules::condition(&d.status.conditions, cond::READY).expect("WorkersReady");
         assert_eq!(ready.reason, "WaitingForEarlierRun");
         // Anything else is retried, not shown.
         assert!(refusal(&mut d, &Error::Invalid("network".into())).is_none());
@@ -1137,7 +1424,7 @@ workers: {count: 2}
     fn a_run_past_its_deadline_fails_and_stops() {
         let mut run = BenchmarkRun::new("bench", spec());
         let created = now() - chrono::Duration::hours(48);
-        run.metadata.creation_timestamp = Some(state::to_time(created));
+        run.metadata.creation_timestamp = Some(run_rules::to_time(created));
         let mut d = draft(&[WorkerPhase::Running]);
         d.status.phase = Phase::Running;
         d.status.worker_phases = [("Running".to_string(), 2), ("Pending".to_string(), 1)].into();
@@ -1145,7 +1432,7 @@ workers: {count: 2}
         assert_eq!(d.status.phase, Phase::Failed);
         // The message names the setting that gave the limit and where the run stalled.
         let failed = |d: &Draft| {
-            state::condition(&d.status.conditions, cond::FAILED)
+            run_rules::condition(&d.status.conditions, cond::FAILED)
                 .expect("Failed condition")
                 .message
                 .clone()
@@ -1167,7 +1454,7 @@ workers: {count: 2}
         let mut d = draft(&[WorkerPhase::Running]);
         let problems = Some(("InvalidWorkload", vec!["spec.x: bad".to_string()]));
         assert_eq!(admit(&mut d, &run, problems), Admission::Refused);
-        let valid = state::condition(&d.status.conditions, cond::VALID).expect("Valid");
+        let valid = run_rules::condition(&d.status.conditions, cond::VALID).expect("Valid");
         assert_eq!(
             (valid.status.as_str(), valid.message.as_str()),
             ("False", "spec.x: bad")

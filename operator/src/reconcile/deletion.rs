@@ -11,15 +11,14 @@
 use chrono::Utc;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tracing::info;
 
-use super::Reconciler;
+use super::{cleanup_rules, Reconciler};
 use crate::context::POLL;
 use crate::crd::BenchmarkRun;
-use crate::worker_cleanup::{self, CleanupStep};
+use crate::worker_cleanup;
 use crate::Result;
 
 /// The operator's finalizer on every run.
@@ -63,15 +62,23 @@ pub(crate) fn add_finalizer_patch(run: &BenchmarkRun) -> serde_json::Value {
     }
 }
 
-/// Remove the finalizer (tested like [`add_finalizer`]).
+/// Remove the finalizer (see [`remove_finalizer_patch`]).
 async fn remove_finalizer(api: &Api<BenchmarkRun>, run: &BenchmarkRun) -> Result<()> {
+    patch_finalizers(api, run, remove_finalizer_patch(run))
+        .await
+        .map(|_| ())
+}
+
+/// The JSON patch that removes the finalizer: it tests the list it read, so a finalizer
+/// another controller added or removed meanwhile is not undone (the patch fails, 422, and the
+/// pass is retried on the new version).
+pub(crate) fn remove_finalizer_patch(run: &BenchmarkRun) -> serde_json::Value {
     let f = run.finalizers();
     let rest: Vec<&String> = f.iter().filter(|x| *x != FINALIZER).collect();
-    let patch = json!([
+    json!([
         {"op": "test", "path": "/metadata/finalizers", "value": f},
         {"op": "replace", "path": "/metadata/finalizers", "value": rest},
-    ]);
-    patch_finalizers(api, run, patch).await.map(|_| ())
+    ])
 }
 
 /// Apply a finalizer patch: the run's new resource version (`None` when it is gone).
@@ -111,7 +118,7 @@ impl Reconciler<'_> {
             .metadata
             .deletion_timestamp
             .as_ref()
-            .map(crate::state::from_time)
+            .map(crate::run_rules::from_time)
             .unwrap_or(self.draft.now);
         // A run that finished first had its bound start then.
         let finished = self
@@ -121,36 +128,13 @@ impl Reconciler<'_> {
             .is_finished()
             .then_some(self.draft.status.finish_time.as_deref())
             .flatten()
-            .and_then(crate::state::parse_time);
+            .and_then(crate::run_rules::parse_time);
         let since = worker_cleanup::bound_start(finished, Some(deleted), self.draft.now);
         let busy = self.stop_and_find_busy().await?;
-        match worker_cleanup::step(since, self.draft.now, POLL, busy) {
-            CleanupStep::Wait { busy, retry } => {
-                // Said on the first pass after the deletion (a pass a poll later is past it).
-                let waited = (self.draft.now - deleted).to_std().unwrap_or_default();
-                if waited < POLL {
-                    self.draft.event(
-                        EventType::Normal,
-                        "Stopping",
-                        format!(
-                            "the run is being deleted: stopping {} workers, which remove what they created",
-                            busy.len()
-                        ),
-                    );
-                }
-                return Ok(Action::requeue(retry));
-            }
-            CleanupStep::Delete { abandoned } if !abandoned.is_empty() => {
-                // Only an event: the run is going, no status of it will be read.
-                let msg = worker_cleanup::abandoned_message(
-                    &self.run.spec.workload,
-                    &abandoned,
-                    "the run was deleted",
-                );
-                self.draft
-                    .event(EventType::Warning, "CleanupAbandoned", msg);
-            }
-            CleanupStep::Delete { .. } => {}
+        let step = worker_cleanup::step(since, self.draft.now, POLL, busy);
+        let w = &self.run.spec.workload;
+        if let Some(retry) = cleanup_rules::deletion_wait(&mut self.draft, w, deleted, step) {
+            return Ok(Action::requeue(retry));
         }
         self.ctx.metrics.forget(&self.ns, &self.name);
         self.ctx.forget(&format!("{}/{}", self.ns, self.name));
@@ -197,6 +181,17 @@ mod tests {
             json!([
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
                 {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+            ])
+        );
+    }
+
+    #[test]
+    fn removing_the_finalizer_keeps_anothers_and_tests_the_list_read() {
+        assert_eq!(
+            remove_finalizer_patch(&run(Some(vec!["other.io/x", FINALIZER]), Some("7"))),
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": ["other.io/x", FINALIZER]},
+                {"op": "replace", "path": "/metadata/finalizers", "value": ["other.io/x"]},
             ])
         );
     }

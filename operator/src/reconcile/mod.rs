@@ -29,7 +29,8 @@
 //!   get/list, so credentials referenced by runs stay unreadable to the operator)
 //! - `nodes`: list (perNode placement; and, by name with a field selector, the nodes of
 //!   workers whose agents do not answer, to tell a lost node); `events.k8s.io/events`:
-//!   create, patch
+//!   create, patch; core `events`: list (by field selector, the Events of an unschedulable
+//!   worker pod: an autoscaler's `TriggeredScaleUp`, `NotTriggerScaleUp`, `Nominated`)
 //! - `networkpolicies`: create (with `--worker-network-policy`: one per run, see `netpol.rs`)
 //!
 //! With `--leader-elect`, also get, create and update on Leases (coordination.k8s.io) in the
@@ -40,6 +41,7 @@
 
 mod act;
 mod baseline;
+mod cleanup_rules;
 pub(crate) mod decide;
 pub mod deletion;
 mod finish;
@@ -190,11 +192,13 @@ impl Reconciler<'_> {
         // 4. The pods and the persisted results.
         let pods = self.pods();
         let persisted = self.persisted().await?;
+        let scale_ups = self.scale_ups(&pods).await;
         let ask = decide::from_pods(
             &mut self.draft,
             &pods,
             persisted,
             self.run.spec.workers.schedule_timeout(),
+            &scale_ups,
         );
         // 5. The agents.
         let token = self.token()?;
@@ -247,6 +251,7 @@ impl Reconciler<'_> {
                 // Conditional on the version read: of two operator processes deciding on the
                 // same run, one records its start time and tells the agents; the other's write
                 // fails, and its next pass resends the recorded one.
+                crate::failpoint::hit(crate::failpoint::START_DECIDED);
                 if !self.persist().await? {
                     return Ok(Action::requeue(SUPERSEDED_RETRY));
                 }

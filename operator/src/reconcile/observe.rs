@@ -4,24 +4,26 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
 use super::decide::Answer;
 use super::Reconciler;
+use crate::autoscaler::{self, ScaleUp};
+use crate::children::owned_by;
 use crate::client::{fan_out, WorkerClient};
 use crate::crd::WorkerPhase;
 use crate::lost::{node_health, NodeHealth};
 use crate::resources::RUN_LABEL;
 use crate::results::{self, WorkerFigures};
+use crate::run_rules::{self, classify_pod, PodView};
 use crate::Result;
 
 impl Reconciler<'_> {
     /// The run's pods, from the controller's pod store (a pod created in this pass shows up
     /// in a later one).
     pub(crate) fn pods(&self) -> BTreeMap<String, Pod> {
-        let uid = self.run.metadata.uid.as_ref();
         self.ctx
             .pods
             .state()
@@ -30,7 +32,7 @@ impl Reconciler<'_> {
             .filter(|p| {
                 p.namespace().as_deref() == Some(self.ns.as_str())
                     && p.labels().get(RUN_LABEL) == Some(&self.name)
-                    && p.owner_references().iter().any(|o| Some(&o.uid) == uid)
+                    && owned_by(self.run, p.owner_references())
             })
             .map(|p| (p.name_any(), Pod::clone(&p)))
             .collect()
@@ -107,6 +109,60 @@ impl Reconciler<'_> {
         out
     }
 
+    /// What an autoscaler last said about each unschedulable pod (by name), from the pod's
+    /// Events (`list` on core `events`, by field selector on the pod's name and UID, so an
+    /// earlier pod of the same name does not count). Only unschedulable pods are looked at, so
+    /// a run whose pods are scheduled reads no events. An error (no `list` on events, the API
+    /// server) is logged and leaves the pod without a verdict: it waits its scheduleTimeout.
+    pub(crate) async fn scale_ups(
+        &self,
+        pods: &BTreeMap<String, Pod>,
+    ) -> BTreeMap<String, ScaleUp> {
+        let unschedulable: Vec<(String, String)> = pods
+            .iter()
+            .filter(|(_, p)| {
+                matches!(
+                    classify_pod(Some(p)),
+                    PodView::Pending {
+                        unschedulable: Some(_)
+                    }
+                )
+            })
+            .filter_map(|(name, p)| Some((name.clone(), p.metadata.uid.clone()?)))
+            .collect();
+        if unschedulable.is_empty() {
+            return BTreeMap::new();
+        }
+        let api = self.api::<Event>();
+        let read = fan_out(unschedulable, self.parallelism(), |(name, uid)| {
+            let api = api.clone();
+            async move {
+                let lp = ListParams::default().fields(&format!(
+                    "involvedObject.kind=Pod,involvedObject.name={name},involvedObject.uid={uid}"
+                ));
+                let r = api.list(&lp).await;
+                (name, r)
+            }
+        })
+        .await;
+        let mut out = BTreeMap::new();
+        for (name, r) in read {
+            match r {
+                Ok(list) => {
+                    if let Some(v) = autoscaler::latest(&list.items) {
+                        out.insert(name, v);
+                    }
+                }
+                Err(e) => tracing::debug!(
+                    "{}/{}: reading the events of pod {name}: {e}",
+                    self.ns,
+                    self.name
+                ),
+            }
+        }
+        out
+    }
+
     /// A client for the agent of each of these pods that has an IP, by pod name.
     pub(crate) fn agents<'p>(
         &self,
@@ -114,7 +170,7 @@ impl Reconciler<'_> {
         token: &str,
     ) -> Vec<(String, WorkerClient)> {
         pods.filter_map(|p| {
-            let ip = p.status.as_ref()?.pod_ip.as_deref()?;
+            let ip = run_rules::pod_ip(p)?;
             Some((p.name_any(), self.worker_client(ip, token)))
         })
         .collect()

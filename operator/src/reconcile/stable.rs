@@ -21,7 +21,7 @@ use super::decide::Answer;
 use super::Reconciler;
 use crate::client::fan_out;
 use crate::crd::{BenchmarkRunSpec, RunStable};
-use crate::state;
+use crate::run_rules;
 use crate::status::Draft;
 
 /// What the pass does about the run's stability: the stop instant and why, and the workers
@@ -79,7 +79,7 @@ pub(crate) fn decide(
     // Every live worker must be measuring and counting: a worker not yet started, already
     // done, or an older agent (no seconds) leaves the decision undone.
     let live: Vec<usize> = (0..workers.len())
-        .filter(|&i| state::is_live(&workers[i]))
+        .filter(|&i| run_rules::is_live(&workers[i]))
         .collect();
     let mut seconds: Vec<SecondCounts> = Vec::with_capacity(live.len());
     for i in &live {
@@ -152,7 +152,7 @@ fn decision_of(rs: &RunStable) -> StableDecision {
 /// every worker must come first (the start requests' budget, and never less than
 /// [`MIN_MARGIN`]). An agent told late would stop at once, later than the others.
 pub(crate) fn margin(workers: usize, parallelism: usize) -> std::time::Duration {
-    state::start_budget(workers, parallelism).max(MIN_MARGIN)
+    run_rules::start_budget(workers, parallelism).max(MIN_MARGIN)
 }
 
 /// The shortest lead of the stop instant over the decision.

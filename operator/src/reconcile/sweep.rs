@@ -13,7 +13,7 @@ use crate::children::{create_if_absent, delete_exact, Deleted};
 use crate::context::POLL;
 use crate::crd::matrix::{CombinationRow, MatrixStatus};
 use crate::crd::{BenchmarkRun, Phase};
-use crate::state::cond;
+use crate::run_rules::cond;
 use crate::sweep::{self, Slot};
 use crate::{resources, Result};
 
@@ -97,7 +97,6 @@ impl Reconciler<'_> {
     ) -> Result<Combination> {
         let n = table.combinations.len();
         let runs: Api<BenchmarkRun> = self.api();
-        let uid = self.run.uid().unwrap_or_default();
         let mut repeats = vec![];
         for (name, slot) in sweep::slots(&self.name, k, m) {
             let Some(child) = runs.get_opt(&name).await? else {
@@ -115,11 +114,7 @@ impl Reconciler<'_> {
                     .event(EventType::Normal, "CombinationStarted", note);
                 return Ok(Combination::Current);
             };
-            let ours = child
-                .owner_references()
-                .iter()
-                .any(|o| o.uid == uid && o.controller == Some(true));
-            if !ours {
+            if !crate::children::owned_by(self.run, child.owner_references()) {
                 let msg = format!(
                     "run {name} exists and is not this run's combination {}: delete or rename it",
                     k + 1

@@ -66,6 +66,22 @@ pub fn spawn_operator_sharing(env: &Env, metrics: Arc<Metrics>) -> JoinHandle<()
     tokio::spawn(async move { run.await.expect("the controller starts") })
 }
 
+/// The controller with its configuration changed by `change` (a policy, say).
+pub fn spawn_operator_configured(env: &Env, change: impl FnOnce(&mut Config)) -> JoinHandle<()> {
+    let mut config = Config {
+        namespace: Some(env.ns.name().to_string()),
+        ..Config::new(KEY.to_vec(), env.images.worker.clone())
+    };
+    change(&mut config);
+    let run = controller::run(
+        env.client.clone(),
+        config,
+        Arc::new(Metrics::new()),
+        std::future::pending(),
+    );
+    tokio::spawn(async move { run.await.expect("the controller starts") })
+}
+
 /// The value of the sample `name{labels}` in a Prometheus text exposition.
 pub fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| {

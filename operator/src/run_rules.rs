@@ -1,4 +1,6 @@
-//! Pure decisions of the reconciler: no API server, no network, so unit tests cover them.
+//! The rules a pass decides by, pure: what a worker pod's status means, the run's next step,
+//! the start's budget and skew, the conditions' types and how they are set, the figures the
+//! status shows. No API server, no network, so unit tests cover them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -79,6 +81,12 @@ pub enum PodView {
     Failed(String),
 }
 
+/// The IP a pod's agent answers on, once it has one: the one lookup every call to an agent
+/// goes through.
+pub fn pod_ip(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.pod_ip.as_deref()
+}
+
 /// Classify a worker pod (pure).
 pub fn classify_pod(pod: Option<&Pod>) -> PodView {
     let Some(pod) = pod else {
@@ -99,7 +107,7 @@ pub fn classify_pod(pod: Option<&Pod>) -> PodView {
         .find(|c| c.name == crate::resources::CONTAINER);
     match status.phase.as_deref() {
         Some("Running") => PodView::Running {
-            ip: status.pod_ip.clone(),
+            ip: pod_ip(pod).map(str::to_string),
         },
         Some("Succeeded") => PodView::Succeeded,
         Some("Failed") => {
