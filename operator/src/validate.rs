@@ -35,16 +35,6 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
             ));
         }
     }
-    // The agent does not run these yet: refused here rather than run as something else
-    // (docs/TRAINING.md).
-    for (set, key) in [
-        (spec.workload.training.is_some(), "training"),
-        (spec.workload.checkpoint.is_some(), "checkpoint"),
-    ] {
-        if set {
-            errs.push(format!("spec.workload.{key}: {key} workloads run standalone for now (`benchrun-worker run --worker-index I --workers N` on each node); BenchmarkRun support is not there yet"));
-        }
-    }
     errs.extend(ca_ref(spec));
     errs.extend(volume_mode(spec));
     errs.extend(claim_template(spec));
@@ -189,25 +179,30 @@ pub fn run(s: &BenchmarkRunSpec, name: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// Training and checkpoint workloads are runs like any other (the agents split them by
+    /// rank: operator/tests/agent_ranked.rs); a checkpoint's op-log is refused, naming why.
     #[test]
-    fn training_and_checkpoint_workloads_are_refused_until_the_agent_runs_them() {
-        for (section, key) in [
-            (
-                "ops: [{op: get}], training: {preset: unet3d}",
-                "spec.workload.training",
-            ),
-            (
-                "ops: [{op: put}], checkpoint: {preset: llama3-8b}",
-                "spec.workload.checkpoint",
-            ),
+    fn training_and_checkpoint_workloads_are_valid_runs() {
+        for section in [
+            "ops: [{op: get}], training: {preset: unet3d}",
+            "ops: [{op: put}], checkpoint: {preset: llama3-8b}",
         ] {
             let run: BenchmarkRunSpec = serde_yaml::from_str(&format!(
                 "{{workload: {{target: 'file:///data', {section}}}}}"
             ))
             .unwrap();
-            let errs = spec(&run).expect_err("refused");
-            assert!(errs.iter().any(|e| e.starts_with(key)), "{errs:?}");
+            assert_eq!(spec(&run), Ok(()), "{section}");
         }
+        let run: BenchmarkRunSpec = serde_yaml::from_str(
+            "{workload: {target: 's3://b/', ops: [{op: put}], checkpoint: {preset: llama3-8b}}, oplog: {uri: 's3://b/logs/'}}",
+        )
+        .unwrap();
+        let errs = spec(&run).expect_err("no op-log of a checkpoint");
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("spec.oplog: records object operations and training reads")),
+            "{errs:?}"
+        );
     }
 
     #[test]

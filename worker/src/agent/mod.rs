@@ -32,10 +32,13 @@
 //! - `mod.rs`: the options, the shared state and its token check, and `main`
 //! - `server.rs`: the HTTP routes and handlers of `/v1/*`
 //! - `drive.rs`: one workload driven through the agent's stages by the engine
+//! - `ranked.rs`: training and checkpoint workloads, split over the run's ranks
+//!   (`--worker-index`, `--workers`)
 //! - `oplog.rs`: the op-log recorded to a spool and uploaded after the run (`--oplog-uri`)
 
 mod drive;
 mod oplog;
+mod ranked;
 mod server;
 
 use std::net::SocketAddr;
@@ -75,6 +78,14 @@ pub struct AgentArgs {
     /// Name of this worker in summaries and in the keys its PUTs write.
     #[arg(long, env = "BENCHRUN_WORKER_ID", default_value = "worker")]
     pub worker_id: String,
+    /// This worker's index among the run's workers (0-based): its rank for training and
+    /// checkpoint workloads, which split the dataset and the checkpoint over the workers. The
+    /// operator sets it, and `--workers`, from the run's worker list.
+    #[arg(long, env = "BENCHRUN_WORKER_INDEX", default_value_t = 0)]
+    pub worker_index: u32,
+    /// The number of workers of the run (see --worker-index).
+    #[arg(long, env = "BENCHRUN_WORKERS", default_value_t = 1)]
+    pub workers: u32,
     /// After the run, serve the summary at most this long when nobody sends /v1/shutdown.
     #[arg(long, default_value = "10m")]
     pub linger: HumanDuration,
@@ -135,6 +146,8 @@ pub struct Agent {
     oplog: Option<Arc<OplogPlan>>,
     /// Longest wait, once ready, for the start time (`--start-timeout`).
     start_timeout: std::time::Duration,
+    /// This worker's index among the run's workers, and their number.
+    rank: (u32, u32),
 }
 
 /// `--start-timeout` by default: an agent nobody starts does not hold its node for ever.
@@ -161,7 +174,14 @@ impl Agent {
             shutdown: Arc::new(Notify::new()),
             oplog: None,
             start_timeout: DEFAULT_START_TIMEOUT,
+            rank: (0, 1),
         }
+    }
+
+    /// The same agent as worker `index` of `count` (training and checkpoint workloads).
+    pub fn with_rank(mut self, index: u32, count: u32) -> Self {
+        self.rank = (index, count);
+        self
     }
 
     /// The same agent waiting at most `timeout` for its start time once ready.
@@ -292,8 +312,9 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let token = read_token(&args.token_file)?;
     let metrics = Arc::new(Metrics::new());
-    let mut agent =
-        Agent::new(&args.worker_id, &token, metrics).with_start_timeout(args.start_timeout.get());
+    let mut agent = Agent::new(&args.worker_id, &token, metrics)
+        .with_start_timeout(args.start_timeout.get())
+        .with_rank(args.worker_index, args.workers);
     if let Some(uri) = &args.oplog_uri {
         agent = agent.with_oplog(OplogPlan {
             uri: uri.clone(),
