@@ -288,6 +288,14 @@ pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
     status.results = state::op_results(merged);
     status.endpoints = state::endpoint_results(merged);
     status.volume = merged.volume.clone();
+    status.training = merged
+        .training
+        .as_ref()
+        .map(crate::crd::training::TrainingStatus::of);
+    status.checkpoint = merged
+        .checkpoint
+        .as_ref()
+        .map(crate::crd::training::CheckpointStatus::of);
     if let Some(all) = status.results.get("all") {
         status.throughput = Some(state::throughput_text(
             all.ops_per_sec,
