@@ -18,6 +18,7 @@ const TOKEN: &str = "tok";
 
 struct Running {
     client: WorkerClient,
+    addr: String,
     task: tokio::task::JoinHandle<Result<(), String>>,
 }
 
@@ -44,6 +45,7 @@ async fn spawn_agent(yaml: &str, index: u32, count: u32) -> Running {
     let http = WorkerClient::http(Duration::from_secs(10)).expect("http client");
     Running {
         client: WorkerClient::new(http, &addr.to_string(), TOKEN),
+        addr: addr.to_string(),
         task,
     }
 }
@@ -65,11 +67,13 @@ async fn wait_stage(c: &WorkerClient, want: AgentStage) -> AgentStatus {
 }
 
 /// Both agents prepared and ready, started at one instant, done: their summaries.
-async fn run_two(yaml: &str) -> Vec<Summary> {
+async fn run_two(yaml: &str) -> Vec<(Summary, String)> {
     let agents = vec![spawn_agent(yaml, 0, 2).await, spawn_agent(yaml, 1, 2).await];
     for a in &agents {
         let st = wait_stage(&a.client, AgentStage::Ready).await;
         assert_eq!(st.start_at, None, "ready before any start time");
+        // The kubelet's readiness probe agrees.
+        assert_eq!(get(&a.addr, "/readyz").await.0, 200);
     }
     let at = Utc::now() + chrono::Duration::milliseconds(400);
     for a in &agents {
@@ -78,6 +82,8 @@ async fn run_two(yaml: &str) -> Vec<Summary> {
     let mut out = vec![];
     for a in agents {
         wait_stage(&a.client, AgentStage::Done).await;
+        let (_, metrics) = get(&a.addr, "/metrics").await;
+        assert!(metrics.contains("benchrun_stage 5"), "{metrics}");
         let (_, summary) = a.client.summary().await.expect("summary");
         // The measured part began at the start instant, not at the end of the prepare.
         assert!(summary.started_at >= at, "{} < {at}", summary.started_at);
@@ -91,9 +97,25 @@ async fn run_two(yaml: &str) -> Vec<Summary> {
             .await
             .expect("exits after shutdown");
         assert_eq!(r.expect("no panic"), Ok(()));
-        out.push(summary);
+        out.push((summary, metrics));
     }
     out
+}
+
+/// An unauthenticated GET of the agent's `path`: status code and body.
+async fn get(addr: &str, path: &str) -> (u16, String) {
+    let r = reqwest::get(format!("http://{addr}{path}"))
+        .await
+        .expect("GET");
+    let code = r.status().as_u16();
+    (code, r.text().await.expect("body"))
+}
+
+/// The value of the unlabelled series `name` in a Prometheus exposition.
+fn series(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
 }
 
 fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -119,7 +141,18 @@ async fn two_agents_run_a_training_workload_from_one_start_instant() {
         "target: file://{}\nops: [{{op: get}}]\nseed: 7\ntraining:\n  samples: 60\n  sampleSize: 8KiB\n  batchSize: 3\n  readers: 1\n  computeTime: 1ms\n  epochs: 2\n  minAU: 1\n",
         dir.path().display()
     );
-    let parts = run_two(&yaml).await;
+    let (parts, metrics): (Vec<_>, Vec<_>) = run_two(&yaml).await.into_iter().unzip();
+    // Each worker's /metrics counted its sample reads and its accelerator's steps: 30
+    // samples a epoch in batches of 3, two epochs.
+    for m in &metrics {
+        assert!(m.contains("benchrun_ops_total{op=\"get\"} 60"), "{m}");
+        assert_eq!(series(m, "benchrun_training_data_wait_seconds_count"), 20.0);
+        let (compute, step) = (
+            series(m, "benchrun_training_compute_seconds_total"),
+            series(m, "benchrun_training_step_seconds_total"),
+        );
+        assert!(compute >= 0.02 && compute <= step, "{compute} {step}");
+    }
     // The dataset was prepared once, split between the workers: 60 one-sample files.
     assert_eq!(files_under(dir.path()).len(), 60);
     for (i, p) in parts.iter().enumerate() {
@@ -158,7 +191,7 @@ async fn two_agents_run_a_checkpoint_workload_from_one_start_instant() {
         "target: file://{}\nops: [{{op: put}}]\ncheckpoint: {{totalSize: 8MiB, ranks: 4, ranksPerWorker: 2, repeats: 2}}\n",
         dir.path().display()
     );
-    let parts = run_two(&yaml).await;
+    let parts: Vec<Summary> = run_two(&yaml).await.into_iter().map(|(s, _)| s).collect();
     let mut slowest = [0u64; 2];
     for (i, p) in parts.iter().enumerate() {
         let c = p.checkpoint.as_ref().expect("checkpoint figures");

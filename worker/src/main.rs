@@ -441,6 +441,7 @@ async fn run_training(
         count: args.workers,
         oplog: log.as_ref().map(|w| w.sink()),
         prepare_wait: training::PREPARE_WAIT,
+        metrics: None,
     };
     let run = training::run(engine.workload(), engine.target().clone(), opts, stop).await;
     let logged = match log {

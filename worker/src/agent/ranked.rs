@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use super::drive::{no_start_message, serve, wait_for_start, Waited};
 use super::{Agent, AgentStage};
+use crate::metrics::Stage;
 use crate::{checkpoint, training, Engine, Workload};
 
 /// Drive a training or checkpoint workload through the agent's stages.
@@ -35,6 +36,9 @@ pub(super) async fn drive(
         // A saved shard is on the storage, not in the page cache: files are fsync'd.
         workload.write.fsync = true;
     }
+    // The engine's prepare, which sets the exported stage (and `/readyz`) for object
+    // workloads, is not run here: the stages are set as they are reached.
+    agent.metrics.set_stage(Stage::Preparing);
     let engine = Engine::open(workload, agent.metrics.clone(), &worker_id)
         .await
         .map_err(|e| format!("opening the target: {e}"))?;
@@ -59,6 +63,7 @@ pub(super) async fn drive(
             count,
             oplog: sink,
             prepare_wait: training::PREPARE_WAIT,
+            metrics: Some(agent.metrics.clone()),
         };
         tokio::select! {
             r = training::prepare(engine.workload(), engine.target().clone(), opts) => {
@@ -68,12 +73,14 @@ pub(super) async fn drive(
         }
     };
     agent.set_stage(AgentStage::Ready);
+    agent.metrics.set_stage(Stage::Ready);
     let start_at = match wait_for_start(agent).await? {
         Waited::Start(at) => at,
         Waited::Stopped => return Ok(()),
         Waited::TimedOut => return Err(no_start_message(agent.start_timeout)),
     };
     agent.set_stage(AgentStage::Running);
+    agent.metrics.set_stage(Stage::Running);
     // The measured part begins at the run's start instant on every worker.
     tokio::select! {
         _ = tokio::time::sleep(crate::engine::until(SystemTime::from(start_at))) => {}
@@ -103,6 +110,7 @@ pub(super) async fn drive(
     if let Some(r) = recording {
         summary.oplog = Some(r.finish(engine.workload(), &worker_id).await);
     }
+    agent.metrics.set_stage(Stage::Done);
     serve(agent, summary, linger).await;
     Ok(())
 }

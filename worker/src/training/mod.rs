@@ -53,6 +53,8 @@ pub struct Options {
     pub oplog: Option<Arc<Sink>>,
     /// How long to wait for the other workers' dataset files.
     pub prepare_wait: Duration,
+    /// The live metrics to count sample reads and steps in (`/metrics`), if served.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// Run a training workload: prepare (or reuse) the dataset, then its epochs.
@@ -189,6 +191,7 @@ impl Prepared {
             run_start,
             stop: stop_flag.clone(),
             deadline: workload.duration.map(|d| run_start + d.0),
+            metrics: opts.metrics.clone(),
         });
         let started_at = Utc::now();
         let before = ProcessStats::now();
