@@ -35,6 +35,7 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
             ));
         }
     }
+    errs.extend(checkpoint_ranks(spec));
     errs.extend(ca_ref(spec));
     errs.extend(volume_mode(spec));
     errs.extend(claim_template(spec));
@@ -52,6 +53,32 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
     } else {
         Err(errs)
     }
+}
+
+/// A checkpoint split over `ranks` ranks needs workers x `ranksPerWorker` = `ranks` (or
+/// `subset: true` and at most that many): known here for `workers.count`; with `perNode` the
+/// count is the nodes', and each agent says so at its start if it does not fit.
+fn checkpoint_ranks(spec: &BenchmarkRunSpec) -> Vec<String> {
+    let Some(c) = &spec.workload.checkpoint else {
+        return vec![];
+    };
+    if spec.workers.per_node() {
+        return vec![];
+    }
+    // A bad model is named by the workload's own validation.
+    let Ok((_, ranks)) = c.model() else {
+        return vec![];
+    };
+    let count = spec.workers.count.unwrap_or(1).max(1) as u64;
+    let per = u64::from(c.ranks_per_worker.max(1));
+    let run = count * per;
+    if run > u64::from(ranks) || (!c.subset && run != u64::from(ranks)) {
+        return vec![format!(
+            "spec.workers.count: {count} workers x {per} checkpoint.ranksPerWorker = {run} ranks, but the checkpoint is split over {ranks} ranks: set workers.count to {}, or checkpoint.subset: true to write only this run's share",
+            u64::from(ranks).div_ceil(per)
+        )];
+    }
+    vec![]
 }
 
 /// `caRef` sets the workers' CA file: only for object storage, exactly one of its sources, and
@@ -185,7 +212,7 @@ mod tests {
     fn training_and_checkpoint_workloads_are_valid_runs() {
         for section in [
             "ops: [{op: get}], training: {preset: unet3d}",
-            "ops: [{op: put}], checkpoint: {preset: llama3-8b}",
+            "ops: [{op: put}], checkpoint: {preset: llama3-8b, ranksPerWorker: 8}",
         ] {
             let run: BenchmarkRunSpec = serde_yaml::from_str(&format!(
                 "{{workload: {{target: 'file:///data', {section}}}}}"
@@ -193,8 +220,25 @@ mod tests {
             .unwrap();
             assert_eq!(spec(&run), Ok(()), "{section}");
         }
+        // llama3-8b is 8 ranks: 2 workers x 4 fit, 3 x 4 do not (unless a subset, and 12 > 8
+        // never).
+        let ckpt = |workers: &str, extra: &str| {
+            let run: BenchmarkRunSpec = serde_yaml::from_str(&format!(
+                "{{workload: {{target: 'file:///d', ops: [{{op: put}}], checkpoint: {{preset: llama3-8b, ranksPerWorker: 4{extra}}}}}, workers: {workers}}}"
+            ))
+            .unwrap();
+            spec(&run)
+        };
+        assert_eq!(ckpt("{count: 2}", ""), Ok(()));
+        assert_eq!(ckpt("{perNode: true}", ""), Ok(()));
+        assert_eq!(ckpt("{count: 1}", ", subset: true"), Ok(()));
+        assert_eq!(
+            ckpt("{count: 1}", ""),
+            Err(vec!["spec.workers.count: 1 workers x 4 checkpoint.ranksPerWorker = 4 ranks, but the checkpoint is split over 8 ranks: set workers.count to 2, or checkpoint.subset: true to write only this run's share".to_string()])
+        );
+        assert!(ckpt("{count: 3}", ", subset: true").is_err());
         let run: BenchmarkRunSpec = serde_yaml::from_str(
-            "{workload: {target: 's3://b/', ops: [{op: put}], checkpoint: {preset: llama3-8b}}, oplog: {uri: 's3://b/logs/'}}",
+            "{workload: {target: 's3://b/', ops: [{op: put}], checkpoint: {preset: llama3-8b, ranksPerWorker: 8}}, oplog: {uri: 's3://b/logs/'}}",
         )
         .unwrap();
         let errs = spec(&run).expect_err("no op-log of a checkpoint");
