@@ -36,6 +36,7 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
         }
     }
     errs.extend(checkpoint_ranks(spec));
+    errs.extend(training_volume(spec));
     errs.extend(ca_ref(spec));
     errs.extend(volume_mode(spec));
     errs.extend(claim_template(spec));
@@ -79,6 +80,37 @@ fn checkpoint_ranks(spec: &BenchmarkRunSpec) -> Vec<String> {
         )];
     }
     vec![]
+}
+
+/// Every worker of a training run reads the whole dataset (each epoch's order is split over
+/// all of them): a volume each worker has to itself would hold only its own share, and the
+/// prepare would wait for the others' in vain. Several workers need storage they share.
+fn training_volume(spec: &BenchmarkRunSpec) -> Vec<String> {
+    let (Some(_), Some(v)) = (&spec.workload.training, &spec.volume) else {
+        return vec![];
+    };
+    if !spec.workers.per_node() && spec.workers.count.unwrap_or(1) <= 1 {
+        return vec![];
+    }
+    let per_worker = if v.empty_dir.is_some() {
+        Some("emptyDir")
+    } else if v.claim_template.is_some() {
+        Some("claimTemplate")
+    } else if v
+        .claim_name
+        .as_deref()
+        .is_some_and(|n| n.contains("{worker}"))
+    {
+        Some("claimName with {worker}")
+    } else {
+        None
+    };
+    match per_worker {
+        Some(kind) => vec![format!(
+            "spec.volume: a training dataset is read by every worker, but {kind} gives each worker a volume of its own (holding only its share): use a claim every worker mounts (volume.claimName of a ReadWriteMany claim) or object storage, or run one worker"
+        )],
+        None => vec![],
+    }
 }
 
 /// `caRef` sets the workers' CA file: only for object storage, exactly one of its sources, and
@@ -230,6 +262,30 @@ mod tests {
             spec(&run)
         };
         assert_eq!(ckpt("{count: 2}", ""), Ok(()));
+        // A training run's workers share the dataset: not on volumes of their own.
+        let train = |rest: &str| {
+            let run: BenchmarkRunSpec = serde_yaml::from_str(&format!(
+                "{{workload: {{target: 'file:///d', ops: [{{op: get}}], training: {{preset: unet3d}}}}, {rest}}}"
+            ))
+            .unwrap();
+            spec(&run)
+        };
+        assert_eq!(
+            train("workers: {count: 2}, volume: {claimName: shared}"),
+            Ok(())
+        );
+        assert_eq!(train("workers: {count: 1}, volume: {emptyDir: {}}"), Ok(()));
+        for (volume, kind) in [
+            ("{emptyDir: {}}", "emptyDir"),
+            ("{claimName: 'data-{worker}'}", "claimName with {worker}"),
+        ] {
+            let errs = train(&format!("workers: {{perNode: true}}, volume: {volume}"))
+                .expect_err("per-worker volume");
+            assert!(
+                errs[0].contains(&format!("but {kind} gives each worker")),
+                "{errs:?}"
+            );
+        }
         assert_eq!(ckpt("{perNode: true}", ""), Ok(()));
         assert_eq!(ckpt("{count: 1}", ", subset: true"), Ok(()));
         assert_eq!(
