@@ -1,9 +1,11 @@
-//! The bodies of the worker agent's HTTP endpoint (`/v1/status`, `/v1/start`), shared by the
+//! The bodies of the worker agent's HTTP endpoint (`/v1/status`, `/v1/start`, `/v1/stop-at`), shared by the
 //! agent (the worker's `agent` module serves them) and the operator (which sends and reads
 //! them). The summary of `GET /v1/summary` is [`Summary`](crate::stats::Summary).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use crate::stable::{SecondCounts, StableDecision};
 
 /// Where the agent is. Serialized in camelCase on `/v1/status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +52,37 @@ pub struct AgentStatus {
     pub worker_time: DateTime<Utc>,
     /// Whether the summary was fetched.
     pub summary_fetched: bool,
+    /// With `stopWhenStable`, while running: the ops completed in each of the last seconds
+    /// of the measured stage, from which the operator decides a run of several workers is
+    /// steady (absent otherwise, and from older agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<SecondCounts>,
+    /// The instant the operator told this agent to end its measured stage
+    /// (`POST /v1/stop-at`), once it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_at: Option<DateTime<Utc>>,
+}
+
+/// Body of `POST /v1/stop-at`: end the measured stage at `stopAt` (on the worker's clock) as
+/// if its duration ended there, because the run is steady. An instant already past ends it
+/// at once.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StopAtRequest {
+    /// When the measured stage ends, the same instant for every worker of the run.
+    pub stop_at: DateTime<Utc>,
+    /// Why: the run's steady window, written into the summary's `stable`.
+    pub stable: StableDecision,
+}
+
+/// Answer of `POST /v1/stop-at`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StopAtResponse {
+    /// This worker's clock when the request arrived.
+    pub worker_time: DateTime<Utc>,
+    /// The stop instant accepted (the one of the request).
+    pub stop_at: DateTime<Utc>,
 }
 
 /// Body of `POST /v1/start`.

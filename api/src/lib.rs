@@ -19,6 +19,7 @@
 //! - [`size_buckets`]: figures per object-size bucket, for workloads whose sizes vary
 //! - [`change`]: relative changes and the median repeat, for every comparison table
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
+//! - [`stable`]: the `stopWhenStable` rule, for one worker and for a run's merged seconds
 //! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
 
 #![warn(missing_docs)]
@@ -33,6 +34,7 @@ pub mod metric_family;
 pub mod quote;
 pub mod size_buckets;
 pub mod spec;
+pub mod stable;
 pub mod stats;
 pub mod summary_read;
 pub mod timeline;

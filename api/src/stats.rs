@@ -547,8 +547,18 @@ pub struct Summary {
     /// `inFlightAtDeadline`, do not stretch it), else from its start until its last op
     /// finished (`totalOps`, a stop); the longest, once merged.
     pub elapsed_seconds: f64,
-    /// Why the measured stage ended: `duration`, `totalOps`, `errorBudget: ...`, `interrupted`.
+    /// Why the measured stage ended: `duration`, `totalOps`, `stable: ...` (`stopWhenStable`,
+    /// see `stable`), `errorBudget: ...`, `interrupted`.
     pub stopped_by: String,
+    /// Wall-clock end of the measured stage (`startedAt` + `elapsedSeconds`), RFC 3339 UTC;
+    /// the latest, once merged. Absent in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>", extend("format" = "date-time"))]
+    pub stopped_at: Option<DateTime<Utc>>,
+    /// When `stopWhenStable` ended the stage: who found it steady (the worker alone, or the
+    /// run from all workers' merged throughput), when, and the window's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable: Option<crate::stable::StableDecision>,
     /// Per-operation statistics.
     pub ops: BTreeMap<OpKind, OpStats>,
     /// Figures derived from `ops`, recomputed whenever the summary changes.
@@ -670,6 +680,8 @@ impl Default for Summary {
             started_at: DateTime::<Utc>::default(),
             elapsed_seconds: 0.0,
             stopped_by: String::new(),
+            stopped_at: None,
+            stable: None,
             ops: BTreeMap::new(),
             report: BTreeMap::new(),
             timeline: Vec::new(),
@@ -813,6 +825,11 @@ impl Summary {
             out.elapsed_seconds = out.elapsed_seconds.max(p.elapsed_seconds);
             if p.stopped_by != out.stopped_by && !out.stopped_by.contains(&p.stopped_by) {
                 out.stopped_by = format!("{}; {}", out.stopped_by, p.stopped_by);
+            }
+            out.stopped_at = out.stopped_at.max(p.stopped_at);
+            // Workers a run stopped together carry the run's one decision; else the first.
+            if out.stable.is_none() {
+                out.stable = p.stable.clone();
             }
             for (k, v) in &p.ops {
                 out.ops.entry(*k).or_default().merge(v);

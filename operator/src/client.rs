@@ -248,6 +248,25 @@ impl WorkerClient {
         })
     }
 
+    /// `POST /v1/stop-at`: end the measured stage at `at` (the run is steady, `stable` says
+    /// how). The instant the agent accepted.
+    pub async fn stop_at(
+        &self,
+        at: DateTime<Utc>,
+        stable: &benchrun_api::stable::StableDecision,
+    ) -> CallResult<DateTime<Utc>> {
+        let resp = self
+            .send(self.http.post(format!("{}/v1/stop-at", self.base)).json(
+                &benchrun_api::agent::StopAtRequest {
+                    stop_at: at,
+                    stable: stable.clone(),
+                },
+            ))
+            .await?;
+        let response: benchrun_api::agent::StopAtResponse = self.json(resp, "stop-at").await?;
+        Ok(response.stop_at)
+    }
+
     /// The raw JSON text of the summary (persisted as is) and its parsed form.
     pub async fn summary(&self) -> Result<(String, Summary), SummaryError> {
         let resp = self
@@ -271,6 +290,32 @@ mod tests {
     use super::*;
 
     const BASE: &str = "http://10.0.0.7:8080";
+
+    /// The longest `stopWhenStable` window (1 h) and the seconds kept beyond it, at a billion
+    /// ops per second each: the agent's status still fits the body limit of a status read.
+    #[test]
+    fn a_status_with_the_longest_window_of_seconds_fits_the_limit() {
+        let keep = 3600 + benchrun_api::stable::SECONDS_KEPT_BEYOND_WINDOW as usize;
+        let st = AgentStatus {
+            worker_id: "w".repeat(63),
+            stage: benchrun_api::agent::AgentStage::Running,
+            error: None,
+            start_at: Some(Utc::now()),
+            started_at: Some(Utc::now()),
+            ops: u64::MAX,
+            bytes: u64::MAX,
+            errors: u64::MAX,
+            worker_time: Utc::now(),
+            summary_fetched: false,
+            seconds: Some(benchrun_api::stable::SecondCounts {
+                first: u64::MAX / 2,
+                ops: vec![1_000_000_000; keep],
+            }),
+            stop_at: Some(Utc::now()),
+        };
+        let len = serde_json::to_vec(&st).unwrap().len();
+        assert!(len < MAX_SMALL_BODY, "{len} bytes");
+    }
 
     #[test]
     fn a_cut_body_is_retried_and_a_bad_one_is_not() {

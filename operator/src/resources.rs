@@ -627,6 +627,27 @@ pub fn set_rank(pod: &mut Pod, index: usize, count: usize) {
 /// The environment variable of the agent's `--start-timeout`.
 pub const START_TIMEOUT_ENV: &str = "BENCHRUN_START_TIMEOUT";
 
+/// The environment variable of the agent's `--stable-by-run`.
+pub const STABLE_BY_RUN_ENV: &str = "BENCHRUN_STABLE_BY_RUN";
+
+/// A run of several workers with `stopWhenStable`: the run decides (the operator, from all
+/// workers' merged throughput) and stops every worker at one instant, so each agent is told
+/// not to stop on its own. An environment variable, so an older worker image ignores it (and
+/// stops on its own stability, as before). One worker decides alone, as standalone.
+pub fn leave_stability_to_the_run(pod: &mut Pod, run: &BenchmarkRun, workers: usize) {
+    if workers < 2 || run.spec.workload.stop_when_stable.is_none() {
+        return;
+    }
+    let containers = pod.spec.iter_mut().flat_map(|s| s.containers.iter_mut());
+    for c in containers.filter(|c| c.name == CONTAINER) {
+        c.env.get_or_insert_with(Vec::new).push(EnvVar {
+            name: STABLE_BY_RUN_ENV.into(),
+            value: Some("true".into()),
+            ..Default::default()
+        });
+    }
+}
+
 /// The agent's command line. With `spec.oplog`, the run's op-log directory, and the pod's
 /// writable scratch `/tmp` (an emptyDir; the root filesystem is read-only) as the spool.
 fn worker_args(run: &BenchmarkRun, linger: &str) -> Vec<String> {
@@ -690,6 +711,30 @@ secretRef: {name: creds}
             phase: crate::crd::WorkerPhase::Pending,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn only_a_run_of_several_workers_with_stop_when_stable_decides_stability() {
+        let by_run = |spec: &str, workers: usize| {
+            let r = run(spec);
+            let mut p = worker_pod(&r, &worker(), "img:1").unwrap();
+            leave_stability_to_the_run(&mut p, &r, workers);
+            let env = p.spec.unwrap().containers[0]
+                .env
+                .clone()
+                .unwrap_or_default();
+            env.iter()
+                .find(|e| e.name == STABLE_BY_RUN_ENV)
+                .and_then(|e| e.value.clone())
+        };
+        let stable = SPEC.replace(
+            "  duration: 5s\n",
+            "  duration: 5s\n  stopWhenStable: {window: 3s}\n",
+        );
+        assert_ne!(stable, SPEC);
+        assert_eq!(by_run(&stable, 4).as_deref(), Some("true"));
+        assert_eq!(by_run(&stable, 1), None, "one worker decides alone");
+        assert_eq!(by_run(SPEC, 4), None, "no stopWhenStable");
     }
 
     #[test]

@@ -296,6 +296,7 @@ pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
         .checkpoint
         .as_ref()
         .map(crate::crd::training::CheckpointStatus::of);
+    status.stopped_by = (!merged.stopped_by.is_empty()).then(|| merged.stopped_by.clone());
     if let Some(all) = status.results.get("all") {
         status.throughput = Some(state::throughput_text(
             all.ops_per_sec,

@@ -277,18 +277,31 @@ fn load_with(path: &std::path::Path, sets: &[overrides::Set]) -> Result<Plan> {
 
 /// Print the table, and write the JSON summary where asked.
 fn emit(s: &Summary, summary: Option<&std::path::Path>, units: Units, wide: bool) -> Result<()> {
-    let json = serde_json::to_string_pretty(s)?;
+    print_text(summary, &report::table_with(s, units, wide));
+    write_json(summary, serde_json::to_string_pretty(s)?)
+}
+
+/// Print human-readable text: to stderr when the JSON summary goes to stdout (`--summary -`),
+/// so that stdout stays one JSON document a pipe can parse; to stdout otherwise.
+fn print_text(summary: Option<&std::path::Path>, text: &str) {
+    if summary.is_some_and(|p| p.as_os_str() == "-") {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+}
+
+/// Write the JSON document where `--summary` says (`-`: stdout), if it says anywhere.
+fn write_json(summary: Option<&std::path::Path>, json: String) -> Result<()> {
     match summary {
         Some(p) if p.as_os_str() == "-" => {
-            eprint!("{}", report::table_with(s, units, wide));
             let mut out = std::io::stdout().lock();
             writeln!(out, "{json}")?;
         }
         Some(p) => {
-            print!("{}", report::table_with(s, units, wide));
-            std::fs::write(p, json + "\n").with_context(|| format!("writing {}", p.display()))?;
+            std::fs::write(p, json + "\n").with_context(|| format!("writing {}", p.display()))?
         }
-        None => print!("{}", report::table_with(s, units, wide)),
+        None => {}
     }
     Ok(())
 }
@@ -452,16 +465,7 @@ async fn run_training(
     summary.oplog = logged;
     emit(&summary, args.summary.as_deref(), args.units, args.wide)?;
     let passed = summary.training.as_ref().and_then(|t| {
-        let table = training::table(t);
-        if args
-            .summary
-            .as_deref()
-            .is_some_and(|p| p.as_os_str() == "-")
-        {
-            eprint!("{table}");
-        } else {
-            print!("{table}");
-        }
+        print_text(args.summary.as_deref(), &training::table(t));
         t.passed()
     });
     if summary.partial {
@@ -501,16 +505,7 @@ async fn run_checkpoint(
     let summary = checkpoint::run(engine.workload(), engine.target().clone(), opts, stop).await?;
     emit(&summary, args.summary.as_deref(), args.units, args.wide)?;
     let errors = summary.checkpoint.as_ref().map_or(0, |c| {
-        let table = checkpoint::table(c);
-        if args
-            .summary
-            .as_deref()
-            .is_some_and(|p| p.as_os_str() == "-")
-        {
-            eprint!("{table}");
-        } else {
-            print!("{table}");
-        }
+        print_text(args.summary.as_deref(), &checkpoint::table(c));
         c.errors()
     });
     if summary.partial {
@@ -627,19 +622,11 @@ async fn run_sweep(
         stop,
     )
     .await?;
-    let table = sweep::table(&result, args.units);
-    let json = serde_json::to_string_pretty(&result)?;
-    match args.summary.as_deref() {
-        Some(p) if p.as_os_str() == "-" => {
-            eprint!("{table}");
-            println!("{json}");
-        }
-        Some(p) => {
-            print!("{table}");
-            std::fs::write(p, json + "\n").with_context(|| format!("writing {}", p.display()))?;
-        }
-        None => print!("{table}"),
-    }
+    print_text(args.summary.as_deref(), &sweep::table(&result, args.units));
+    write_json(
+        args.summary.as_deref(),
+        serde_json::to_string_pretty(&result)?,
+    )?;
     let partial = result
         .combinations
         .iter()

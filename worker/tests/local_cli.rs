@@ -498,6 +498,28 @@ fn stop_when_stable_ends_the_run_early_and_says_why() {
     let elapsed = s["elapsedSeconds"].as_f64().expect("elapsed");
     assert!((2.0..30.0).contains(&elapsed), "ended at {elapsed}s");
     assert!(s["ops"]["get"]["count"].as_u64().unwrap_or(0) > 0);
+    // Standalone, the worker decided alone, and says when and on what figures.
+    let st = &s["stable"];
+    assert_eq!(st["decidedBy"], "worker", "{st}");
+    assert_eq!(st["workers"], 1);
+    assert_eq!(st["windowSeconds"], 2);
+    assert_eq!(st["bandPercent"], 100.0);
+    let mean = st["meanOpsPerSecond"].as_f64().expect("mean");
+    assert_eq!(
+        stopped_by,
+        format!("stable: every second of the last 2s within 100% of {mean:.1} ops/s")
+    );
+    assert!(
+        st["minOpsPerSecond"].as_f64() <= Some(mean)
+            && st["maxOpsPerSecond"].as_f64() >= Some(mean)
+    );
+    // The stage's end is its start plus its length.
+    let at = |k: &str| {
+        chrono::DateTime::parse_from_rfc3339(s[k].as_str().unwrap_or_else(|| panic!("{k}")))
+            .expect(k)
+    };
+    let length = (at("stoppedAt") - at("startedAt")).num_milliseconds() as f64 / 1000.0;
+    assert!((length - elapsed).abs() < 0.002, "{length} vs {elapsed}");
 
     // It needs a duration to bound the run.
     let file = dir.path().join("bad.yaml");

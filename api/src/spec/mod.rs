@@ -103,7 +103,10 @@ pub struct Workload {
     pub error_budget: Option<ErrorBudget>,
     /// End the measured stage early once throughput has held steady (warp's autoterm): every
     /// second of the last `window` within `bandPercent` of their mean. `duration` stays the
-    /// longest it may run; the summary's `stoppedBy` says `stable: ...` when this ended it.
+    /// longest it may run; the summary's `stoppedBy` says `stable: ...` when this ended it,
+    /// and its `stable` who decided, when, and on what figures. In a cluster run of several
+    /// workers the run decides, from all workers' merged throughput, and stops every worker
+    /// at the same instant (docs/SWEEPS.md, "Stop when stable").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_when_stable: Option<StableSpec>,
     /// Seed for every random choice (op mix, keys, sizes, data). Same seed, same sequence.

@@ -38,7 +38,7 @@ pub mod training;
 
 use baseline::BaselineRef;
 pub use status::{
-    BenchmarkRunStatus, OpReport, Phase, Progress, WorkerPhase, WorkerStatus, MERGED_KEY,
+    BenchmarkRunStatus, OpReport, Phase, Progress, RunStable, WorkerPhase, WorkerStatus, MERGED_KEY,
 };
 use thresholds::Threshold;
 

@@ -93,6 +93,16 @@ pub struct BenchmarkRunStatus {
     /// Live progress while running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
+    /// Why the measured stage ended, from the merged result: `duration`, `totalOps`,
+    /// `stable: ...` (`stopWhenStable`), `errorBudget: ...`, `interrupted` (several, `; `
+    /// separated, when workers differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+    /// With `stopWhenStable` in a run of several workers: the run's merged throughput found
+    /// steady, and the instant every worker was told to end its measured stage. Recorded
+    /// before any worker is told, so a restarted operator resends the same instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable: Option<RunStable>,
     /// Per-operation results computed from the merged histograms of every collected worker.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub results: BTreeMap<String, OpReport>,
@@ -132,6 +142,30 @@ pub struct BenchmarkRunStatus {
     /// `summary.json.gz`), written as it is collected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_config_map: Option<String>,
+}
+
+/// The run found steady (`status.stable`): when, on what figures, and when it stops.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStable {
+    /// The instant every worker's measured stage ends (RFC 3339).
+    #[schemars(extend("format" = "date-time"))]
+    pub stop_at: String,
+    /// The end of the steady window (RFC 3339).
+    #[schemars(extend("format" = "date-time"))]
+    pub steady_at: String,
+    /// The workers whose seconds were merged.
+    pub workers: u32,
+    /// The window's length in seconds.
+    pub window_seconds: u64,
+    /// The band every second stayed in, in percent of the mean.
+    pub band_percent: f64,
+    /// The window's mean ops/s, all workers together.
+    pub mean_ops_per_second: f64,
+    /// The window's slowest second, ops/s.
+    pub min_ops_per_second: f64,
+    /// The window's fastest second, ops/s.
+    pub max_ops_per_second: f64,
 }
 
 /// Where one worker is, in `status.workers[].phase`.

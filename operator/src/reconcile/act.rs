@@ -48,6 +48,7 @@ impl Reconciler<'_> {
                 create_if_absent(&self.api::<PersistentVolumeClaim>(), &pvc, run).await?;
             }
             let mut pod = resources::worker_pod(run, &w, &self.ctx.config.worker_image)?;
+            resources::leave_stability_to_the_run(&mut pod, run, self.draft.status.workers.len());
             resources::default_pull_secrets(&mut pod, &self.ctx.config.worker_image_pull_secrets);
             resources::set_rank(&mut pod, index, count);
             if create_if_absent(&pods, &pod, run).await? {

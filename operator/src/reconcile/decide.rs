@@ -764,6 +764,8 @@ workers: {count: 2}
             errors: 1,
             worker_time: now(),
             summary_fetched: false,
+            seconds: None,
+            stop_at: None,
         })
     }
 

@@ -45,6 +45,7 @@ pub mod deletion;
 mod finish;
 mod observe;
 mod place;
+mod stable;
 mod sweep;
 
 use std::sync::Arc;
@@ -198,6 +199,21 @@ impl Reconciler<'_> {
         // 5. The agents.
         let token = self.token()?;
         let answers = self.ask_agents(ask, &token).await;
+        // `stopWhenStable` across the workers: once their merged throughput is steady, every
+        // one stops at one instant, recorded before any is told (a restart resends it).
+        let margin = stable::margin(self.draft.status.workers.len(), self.parallelism());
+        if let Some(stop) = stable::decide(
+            &mut self.draft,
+            &self.run.spec,
+            &answers,
+            Utc::now(),
+            margin,
+        ) {
+            if stop.new && !self.persist().await? {
+                return Ok(Action::requeue(SUPERSEDED_RETRY));
+            }
+            self.send_stops(&stop, &pods, &token).await;
+        }
         let (tally, collect) = decide::from_agents(&mut self.draft, answers);
         // The nodes of the silent workers: a worker on a lost node is lost, not waited for
         // until the deadline (its pod may never be evicted).

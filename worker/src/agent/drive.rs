@@ -48,6 +48,16 @@ async fn drive_inner(
     let mut engine = Engine::open(workload, agent.metrics.clone(), &worker_id)
         .await
         .map_err(|e| format!("opening the target: {e}"))?;
+    if engine.workload().stop_when_stable.is_some() {
+        // The seconds are counted for the operator in any case (an operator that decides only
+        // for runs of several workers ignores them); with --stable-by-run this worker leaves
+        // the decision to the run and ends at the instant the operator sends.
+        engine = engine.with_run_stability(crate::engine::RunStability {
+            local: !agent.stable_by_run,
+            seconds: agent.seconds.clone(),
+            stop_at: agent.stop_at_tx.subscribe(),
+        });
+    }
     // The spool is created before anything is prepared, so a bad one fails first.
     let mut recording = None;
     if let Some(plan) = &agent.oplog {

@@ -21,7 +21,13 @@
 //!   this worker's clock when the request arrived, for the operator's clock-offset estimate.
 //!   Repeating the same `startAt` is accepted (an operator restarted mid-start resends it); a
 //!   different one once started is `409`.
-//! - `GET /v1/status` → [`AgentStatus`].
+//! - `POST /v1/stop-at` `{"stopAt": "<RFC 3339>", "stable": {...}}` → `{"workerTime", "stopAt"}`:
+//!   end the running measured stage at that instant, as its duration would (an instant
+//!   already past: at once), because the run is steady (`stopWhenStable` decided by the
+//!   operator from all workers' merged throughput; the summary's `stable` says so). Repeating
+//!   the same instant is accepted; another one is `409`, as is a stop before the start.
+//! - `GET /v1/status` → [`AgentStatus`]; with `stopWhenStable`, while running, its `seconds`
+//!   are the measured stage's last per-second op counts the operator decides on.
 //! - `GET /v1/summary` → the [`Summary`] once `done` (`409` before).
 //! - `POST /v1/shutdown`: stop (interrupting a running measured stage) and exit once done.
 //!
@@ -52,7 +58,12 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{watch, Notify};
 
 // The wire types live in the api crate, which the operator uses without the engine.
-pub use benchrun_api::agent::{AgentStage, AgentStatus, StartRequest, StartResponse};
+pub use benchrun_api::agent::{
+    AgentStage, AgentStatus, StartRequest, StartResponse, StopAtRequest, StopAtResponse,
+};
+use benchrun_api::stable::SecondCounts;
+
+use crate::engine::StopAt;
 
 use crate::metrics::Metrics;
 use crate::stats::Summary;
@@ -95,6 +106,13 @@ pub struct AgentArgs {
     /// deadline (as an environment variable, which an older agent ignores).
     #[arg(long, env = "BENCHRUN_START_TIMEOUT", default_value = "1h")]
     pub start_timeout: HumanDuration,
+    /// With `stopWhenStable`: the run (the operator, from all its workers' merged
+    /// throughput) decides when the stage is steady and sends the stop instant
+    /// (`POST /v1/stop-at`); this worker does not stop on its own stability. The operator
+    /// sets it (as an environment variable, which an older agent ignores) for runs of
+    /// several workers.
+    #[arg(long, env = STABLE_BY_RUN_ENV, default_value_t = false)]
+    pub stable_by_run: bool,
     /// After a failure, keep reporting it on /v1/status this long before exiting 1.
     #[arg(long, default_value = "30s")]
     pub error_linger: HumanDuration,
@@ -126,6 +144,7 @@ struct Inner {
     started_at: Option<DateTime<Utc>>,
     summary: Option<Summary>,
     summary_fetched: bool,
+    stop_at: Option<DateTime<Utc>>,
     shutdown: bool,
     /// The stage a SIGTERM/Ctrl-C arrived in (eviction, pod deletion), as opposed to the
     /// operator's `POST /v1/shutdown`.
@@ -148,7 +167,16 @@ pub struct Agent {
     start_timeout: std::time::Duration,
     /// This worker's index among the run's workers, and their number.
     rank: (u32, u32),
+    /// `--stable-by-run`: the operator decides `stopWhenStable`.
+    stable_by_run: bool,
+    /// The measured stage's last seconds, with `stopWhenStable` (see `RunStability`).
+    seconds: Arc<Mutex<Option<SecondCounts>>>,
+    /// Wakes the engine when the operator's stop instant arrives.
+    stop_at_tx: watch::Sender<Option<StopAt>>,
 }
+
+/// The environment variable of `--stable-by-run`.
+pub const STABLE_BY_RUN_ENV: &str = "BENCHRUN_STABLE_BY_RUN";
 
 /// `--start-timeout` by default: an agent nobody starts does not hold its node for ever.
 pub const DEFAULT_START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -165,6 +193,7 @@ impl Agent {
                 started_at: None,
                 summary: None,
                 summary_fetched: false,
+                stop_at: None,
                 shutdown: false,
                 signalled_in: None,
             })),
@@ -175,12 +204,21 @@ impl Agent {
             oplog: None,
             start_timeout: DEFAULT_START_TIMEOUT,
             rank: (0, 1),
+            stable_by_run: false,
+            seconds: Arc::new(Mutex::new(None)),
+            stop_at_tx: watch::channel(None).0,
         }
     }
 
     /// The same agent as worker `index` of `count` (training and checkpoint workloads).
     pub fn with_rank(mut self, index: u32, count: u32) -> Self {
         self.rank = (index, count);
+        self
+    }
+
+    /// The same agent leaving `stopWhenStable` to the run (`--stable-by-run`).
+    pub fn with_stable_by_run(mut self, by_run: bool) -> Self {
+        self.stable_by_run = by_run;
         self
     }
 
@@ -227,6 +265,16 @@ impl Agent {
             errors,
             worker_time: Utc::now(),
             summary_fetched: i.summary_fetched,
+            // Only while measuring: what the operator decides on.
+            seconds: (i.stage == AgentStage::Running)
+                .then(|| {
+                    self.seconds
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone()
+                })
+                .flatten(),
+            stop_at: i.stop_at,
         }
     }
 
@@ -314,7 +362,8 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(Metrics::new());
     let mut agent = Agent::new(&args.worker_id, &token, metrics)
         .with_start_timeout(args.start_timeout.get())
-        .with_rank(args.worker_index, args.workers);
+        .with_rank(args.worker_index, args.workers)
+        .with_stable_by_run(args.stable_by_run);
     if let Some(uri) = &args.oplog_uri {
         agent = agent.with_oplog(OplogPlan {
             uri: uri.clone(),

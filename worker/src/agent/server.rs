@@ -7,7 +7,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::Utc;
 
-use super::{Agent, AgentStage, StartRequest, StartResponse};
+use super::{Agent, AgentStage, StartRequest, StartResponse, StopAtRequest, StopAtResponse};
 
 fn unauthorized() -> Response {
     (
@@ -30,6 +30,7 @@ pub fn router(agent: Agent) -> Router {
     let control = Router::new()
         .route("/v1/status", get(status_handler))
         .route("/v1/start", post(start_handler))
+        .route("/v1/stop-at", post(stop_at_handler))
         .route("/v1/summary", get(summary_handler))
         .route("/v1/shutdown", post(shutdown_handler))
         .with_state(agent.clone());
@@ -73,6 +74,46 @@ async fn start_handler(
     Json(StartResponse {
         worker_time,
         start_at: req.start_at,
+    })
+    .into_response()
+}
+
+/// `POST /v1/stop-at`: the run is steady; end the measured stage at the given instant.
+async fn stop_at_handler(
+    State(agent): State<Agent>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let worker_time = Utc::now();
+    if !agent.authorized(&headers) {
+        return unauthorized();
+    }
+    let req: StopAtRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({"error": format!("expected {{\"stopAt\": RFC 3339, \"stable\": {{...}}}}: {e}")})),
+        )
+            .into_response(),
+    };
+    {
+        let mut i = agent.lock();
+        match (i.stage, i.stop_at) {
+            // Resent (an operator restarted, or an answer lost): the same instant is accepted.
+            (_, Some(at)) if at == req.stop_at => {}
+            (_, Some(at)) => return conflict(format!("already stopping at {}", at.to_rfc3339())),
+            (AgentStage::Running, None) => i.stop_at = Some(req.stop_at),
+            (stage, None) => {
+                return conflict(format!("not in the measured stage (stage {stage:?})"))
+            }
+        }
+    }
+    agent
+        .stop_at_tx
+        .send_replace(Some((req.stop_at, req.stable)));
+    Json(StopAtResponse {
+        worker_time,
+        stop_at: req.stop_at,
     })
     .into_response()
 }

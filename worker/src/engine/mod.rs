@@ -133,7 +133,25 @@ pub struct Engine {
     volume: Option<Arc<Volume>>,
     /// With `run --oplog`: where every op of the measured stage (and warm-up) is recorded.
     oplog: Option<Arc<crate::oplog::Sink>>,
+    /// `stopWhenStable` in an agent of a run of several workers (see [`RunStability`]).
+    run_stability: Option<RunStability>,
 }
+
+/// `stopWhenStable` decided by the run, not by this worker: the seconds it counts are shared
+/// (the agent serves them to the operator), it does not stop on its own stability, and the
+/// operator's stop instant ends its measured stage.
+#[derive(Clone, Debug)]
+pub struct RunStability {
+    /// Whether this worker still stops on its own stability (false: the run decides).
+    pub local: bool,
+    /// The measured stage's ops per second, the last ones, filled while running.
+    pub seconds: Arc<Mutex<Option<benchrun_api::stable::SecondCounts>>>,
+    /// The run's stop: the wall-clock instant and why.
+    pub stop_at: tokio::sync::watch::Receiver<Option<StopAt>>,
+}
+
+/// The operator's stop instant (wall clock) and the decision behind it.
+pub type StopAt = (chrono::DateTime<Utc>, benchrun_api::stable::StableDecision);
 
 impl Engine {
     /// Open the workload's target and check it can be used.
@@ -196,6 +214,7 @@ impl Engine {
             dataset_sizes,
             volume: None,
             oplog: None,
+            run_stability: None,
         })
     }
 
@@ -203,6 +222,13 @@ impl Engine {
     /// workloads only: a block workload's I/Os are not recorded.
     pub fn with_oplog(mut self, sink: Arc<crate::oplog::Sink>) -> Self {
         self.oplog = Some(sink);
+        self
+    }
+
+    /// The same engine with `stopWhenStable` watched as `s` says (the agent's, see
+    /// [`RunStability`]).
+    pub fn with_run_stability(mut self, s: RunStability) -> Self {
+        self.run_stability = Some(s);
         self
     }
 
@@ -264,6 +290,9 @@ struct RunCtx {
     /// Which dataset object each read visits (`dataset.access`).
     keys: keys::KeyPicker,
     stop_reason: Mutex<Option<String>>,
+    /// Why `stopWhenStable` ended the stage: this worker's decision, or the run's (which
+    /// counts only if the stage reached the schedule's cut).
+    stable: Mutex<Option<benchrun_api::stable::StableDecision>>,
     /// With `run --oplog`: the op-log's sink.
     oplog: Option<Arc<crate::oplog::Sink>>,
 }

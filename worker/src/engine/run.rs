@@ -161,6 +161,7 @@ impl Engine {
                 w.seed,
             ),
             stop_reason: Mutex::new(None),
+            stable: Mutex::new(None),
             oplog: self.oplog.clone(),
         })
     }
@@ -200,13 +201,39 @@ impl Engine {
             }
             _ => None,
         };
+        let run_stability = self.run_stability.clone();
         let _stable = self.workload.stop_when_stable.clone().map(|spec| {
             let (count, stop) = (ctx.clone(), ctx.clone());
+            let local = run_stability.as_ref().is_none_or(|r| r.local);
+            let seconds = run_stability.as_ref().map(|r| r.seconds.clone());
             stable::AbortOnDrop(tokio::spawn(stable::watch(
                 spec,
                 measured_start,
                 Arc::new(move || count.done.load(Ordering::Relaxed)),
-                move |reason| stop.stop(reason),
+                seconds,
+                local.then_some(move |figures: benchrun_api::stable::StableFigures| {
+                    *stop.stable.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(benchrun_api::stable::StableDecision {
+                            decided_by: benchrun_api::stable::BY_WORKER.into(),
+                            workers: 1,
+                            steady_at: Utc::now(),
+                            figures: figures.clone(),
+                        });
+                    stop.stop(&figures.reason());
+                }),
+            )))
+        });
+        // The run's stop instant, whenever the operator sends it.
+        let _cut = run_stability.map(|r| {
+            let ctx = ctx.clone();
+            stable::AbortOnDrop(tokio::spawn(stable::cut_when_told(
+                r.stop_at,
+                measured_start,
+                move |at, decision| {
+                    if ctx.schedule.cut_at(at) {
+                        *ctx.stable.lock().unwrap_or_else(|e| e.into_inner()) = Some(decision);
+                    }
+                },
             )))
         });
         let mut all = Recorder::new(self.metrics.clone(), Recorder::mix_ops(&self.workload));
@@ -308,20 +335,35 @@ impl Engine {
             None => None,
         };
         self.metrics.set_stage(Stage::Done);
-        let stopped_by = setup
+        let explicit = setup
             .ctx
             .stop_reason
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_else(|| {
-                if w.total_ops.is_some() {
-                    "totalOps"
-                } else {
-                    "duration"
-                }
-                .to_string()
-            });
+            .clone();
+        let stable = setup
+            .ctx
+            .stable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // The run's stop counts when it ended the stage (not its duration, op count or
+        // anything else first); this worker's own decision when it stopped the stage.
+        let reached_cut = schedule.ended_by_cut();
+        let (stopped_by, stable) = match (explicit, stable) {
+            (Some(r), Some(d)) if r.starts_with("stable") => (Some(r), Some(d)),
+            (Some(r), _) => (Some(r), None),
+            (None, Some(d)) if reached_cut => (Some(d.figures.reason()), Some(d)),
+            (None, _) => (None, None),
+        };
+        let stopped_by = stopped_by.unwrap_or_else(|| {
+            if w.total_ops.is_some() {
+                "totalOps"
+            } else {
+                "duration"
+            }
+            .to_string()
+        });
         // Stopped from outside (signal, shutdown request) before the duration or op count.
         let partial = stopped_by == INTERRUPTED;
         let sizes = all.sizes_by_op();
@@ -335,7 +377,9 @@ impl Engine {
             worker_ids: vec![self.worker_id.clone()],
             started_at,
             elapsed_seconds: elapsed.as_secs_f64(),
+            stopped_at: Some(started_at + chrono::Duration::from_std(elapsed).unwrap_or_default()),
             stopped_by,
+            stable,
             ops: OpKind::ALL
                 .iter()
                 .zip(all.ops)

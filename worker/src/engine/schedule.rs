@@ -38,6 +38,9 @@ pub struct Schedule {
     max_ops: Option<u64>,
     interval: Option<Duration>,
     next: AtomicU64,
+    /// An earlier end than `duration` set while running (the operator's `POST /v1/stop-at`):
+    /// the stage ends there exactly as at its deadline.
+    cut: OnceLock<Instant>,
     stopped: AtomicBool,
     /// Wakes tasks sleeping until their ticket is due when the stage is stopped.
     stop_signal: tokio::sync::watch::Sender<bool>,
@@ -56,6 +59,7 @@ impl Schedule {
             // then none, never a panic.
             interval: rate.map(|r| Duration::try_from_secs_f64(1.0 / r).unwrap_or(Duration::MAX)),
             next: AtomicU64::new(0),
+            cut: OnceLock::new(),
             stopped: AtomicBool::new(false),
             stop_signal: tokio::sync::watch::channel(false).0,
         }
@@ -105,10 +109,44 @@ impl Schedule {
         at < self.measured_start()
     }
 
-    /// When the measured stage's `duration` runs out (`None`: it has none).
+    /// When the measured stage ends on its own: its `duration` run out, or the earlier end
+    /// [`cut_at`](Schedule::cut_at) set (`None`: neither).
     pub fn deadline(&self) -> Option<Instant> {
-        self.duration
-            .and_then(|d| self.measured_start().checked_add(d))
+        let by_duration = self
+            .duration
+            .and_then(|d| self.measured_start().checked_add(d));
+        match (by_duration, self.cut.get().copied()) {
+            (Some(d), Some(c)) => Some(d.min(c)),
+            (d, c) => d.or(c),
+        }
+    }
+
+    /// End the measured stage at `at` as if its duration ended there (the first call counts):
+    /// no ticket after it, ops in flight then counted as at a deadline, and every rate over
+    /// the stage up to `at`. Whether this call set it.
+    pub fn cut_at(&self, at: Instant) -> bool {
+        self.cut.set(at).is_ok()
+    }
+
+    /// The earlier end set by [`cut_at`](Schedule::cut_at), if any.
+    pub fn cut(&self) -> Option<Instant> {
+        self.cut.get().copied()
+    }
+
+    /// Whether the cut is what ended the stage: set before the duration's end, and the op
+    /// count (if any) not spent. Not "the last op finished at the cut": in open loop the
+    /// tasks leave at their last ticket due before it, a few milliseconds earlier.
+    pub fn ended_by_cut(&self) -> bool {
+        let Some(cut) = self.cut() else {
+            return false;
+        };
+        let by_duration = self
+            .duration
+            .and_then(|d| self.measured_start().checked_add(d));
+        let ops_left = self
+            .max_ops
+            .is_none_or(|m| self.next.load(Ordering::Relaxed) <= m);
+        by_duration.is_none_or(|d| cut < d) && ops_left
     }
 
     /// Whether tickets come at a fixed rate (latency measured from when each was due).
@@ -231,6 +269,33 @@ mod tests {
         assert_eq!(s.due_before(start + Duration::from_millis(500)), Some(0));
         assert_eq!(s.due_before(start + Duration::from_millis(1_500)), Some(50));
         assert_eq!(s.due_before(start + Duration::from_secs(60)), Some(200));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_ends_the_stage_before_its_duration() {
+        let start = Instant::now();
+        let s = Schedule::starting(start, Some(Duration::from_secs(10)), None, Some(100.0));
+        assert_eq!(s.deadline(), Some(start + Duration::from_secs(10)));
+        assert!(s.cut_at(start + Duration::from_secs(2)));
+        assert!(
+            !s.cut_at(start + Duration::from_secs(3)),
+            "the first cut counts"
+        );
+        assert_eq!(s.deadline(), Some(start + Duration::from_secs(2)));
+        let mut n = 0;
+        while s.next(start).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 200, "100 ops/s until the cut");
+        assert_eq!(s.due_before(start + Duration::from_secs(60)), Some(200));
+        assert!(s.ended_by_cut());
+        let uncut = Schedule::starting(start, Some(Duration::from_secs(1)), None, None);
+        assert!(!uncut.ended_by_cut());
+        // A cut after the duration's end changes nothing.
+        let late = Schedule::starting(start, Some(Duration::from_secs(1)), None, None);
+        late.cut_at(start + Duration::from_secs(5));
+        assert_eq!(late.deadline(), Some(start + Duration::from_secs(1)));
+        assert!(!late.ended_by_cut(), "the duration ended it first");
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,85 +1,100 @@
 //! Stop when stable (`stopWhenStable`, warp's autoterm): sample the ops completed each second
 //! and end the measured stage once every second of the last window is within the band of the
 //! window's mean. Rates are per measured interval, so a late timer tick (a busy machine) does
-//! not read as a dip.
+//! not read as a dip. The rule itself is `benchrun_api::stable`'s, shared with the operator.
+//!
+//! In an agent of a run of several workers the run decides: the seconds are counted for the
+//! operator, this worker does not stop on its own, and the operator's stop instant
+//! ([`cut_when_told`]) ends the stage as a deadline would, at the same instant on every worker.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use benchrun_api::stable::{
+    window_seconds, SecondCounts, StableDecision, StableFigures, Steady, SECONDS_KEPT_BEYOND_WINDOW,
+};
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::spec::StableSpec;
 
-/// The last `window` per-second rates and the band they must stay in.
-#[derive(Debug)]
-pub struct Steady {
-    window: usize,
-    band: f64,
-    rates: VecDeque<f64>,
-}
-
-impl Steady {
-    /// A detector for `spec`'s window and band.
-    pub fn new(spec: &StableSpec) -> Self {
-        let window = spec.window.0.as_secs().max(2) as usize;
-        Self {
-            window,
-            band: spec.band_percent / 100.0,
-            rates: VecDeque::with_capacity(window + 1),
-        }
-    }
-
-    /// Add one interval's rate (ops/s); the reason to stop once the window is steady.
-    pub fn push(&mut self, rate: f64) -> Option<String> {
-        self.rates.push_back(rate);
-        if self.rates.len() > self.window {
-            self.rates.pop_front();
-        }
-        if self.rates.len() < self.window {
-            return None;
-        }
-        let mean = self.rates.iter().sum::<f64>() / self.window as f64;
-        let steady = mean > 0.0
-            && self
-                .rates
-                .iter()
-                .all(|r| (r - mean).abs() <= mean * self.band);
-        steady.then(|| {
-            format!(
-                "stable: every second of the last {}s within {}% of {mean:.1} ops/s",
-                self.window,
-                self.band * 100.0
-            )
-        })
-    }
-}
-
-/// Sample `done` each second from `start` (the measured stage's, after any warm-up); call
-/// `stop` with the reason once steady.
+/// Sample `done` each second from `start` (the measured stage's, after any warm-up): each
+/// second's count goes to `seconds` (for the operator, when the run decides), and with
+/// `stop`, the rule runs here and `stop` gets the window's figures once steady.
 pub async fn watch(
     spec: StableSpec,
     start: Instant,
     done: Arc<dyn Fn() -> u64 + Send + Sync>,
-    stop: impl Fn(&str) + Send,
+    seconds: Option<Arc<Mutex<Option<SecondCounts>>>>,
+    stop: Option<impl Fn(StableFigures) + Send>,
 ) {
     let mut steady = Steady::new(&spec);
+    let keep = (window_seconds(&spec) + SECONDS_KEPT_BEYOND_WINDOW) as usize;
     let mut tick = tokio::time::interval_at(start, Duration::from_secs(1));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     // The count at `start` is the baseline: after a warm-up, ops have run before it.
     let mut last_at = tick.tick().await;
     let mut last = done();
+    if let Some(s) = &seconds {
+        *s.lock().unwrap_or_else(|e| e.into_inner()) = Some(SecondCounts::default());
+    }
     loop {
         let now = tick.tick().await;
         let n = done();
         let dt = (now - last_at).as_secs_f64();
+        let ops = n.saturating_sub(last);
+        if let Some(s) = &seconds {
+            // A late tick (a busy machine) covers more than a second: it is counted as the
+            // one second it stands for, at its rate, so the seconds stay aligned with the run.
+            let per_second = if dt > 0.0 {
+                (ops as f64 / dt).round() as u64
+            } else {
+                ops
+            };
+            s.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(SecondCounts::default)
+                .push(per_second, keep);
+        }
         if dt > 0.0 {
-            if let Some(reason) = steady.push(n.saturating_sub(last) as f64 / dt) {
-                stop(&reason);
-                return;
+            if let Some(figures) = steady.push(ops as f64 / dt) {
+                if let Some(stop) = &stop {
+                    stop(figures);
+                    return;
+                }
             }
         }
         (last_at, last) = (now, n);
+    }
+}
+
+/// Wait for the run's stop instant and hand it to `cut` as an instant of this process's clock
+/// (not before `measured_start`; one already past is now: the stage ends at once).
+pub async fn cut_when_told(
+    mut stop_at: watch::Receiver<Option<(DateTime<Utc>, StableDecision)>>,
+    measured_start: Instant,
+    cut: impl Fn(Instant, StableDecision) + Send,
+) {
+    let Ok(told) = stop_at.wait_for(|s| s.is_some()).await else {
+        return;
+    };
+    let Some((at, decision)) = told.clone() else {
+        return;
+    };
+    drop(told);
+    cut(
+        instant_of(at, Utc::now(), Instant::now()).max(measured_start),
+        decision,
+    );
+}
+
+/// The instant of this clock at wall-clock `at`, given that `now_wall` is `now`; `now` when
+/// `at` is already past.
+pub fn instant_of(at: DateTime<Utc>, now_wall: DateTime<Utc>, now: Instant) -> Instant {
+    match (at - now_wall).to_std() {
+        Ok(ahead) => now + ahead,
+        Err(_) => now,
     }
 }
 
@@ -95,40 +110,46 @@ impl Drop for AbortOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::HumanDuration;
-
-    fn steady(window: u64, band: f64) -> Steady {
-        Steady::new(&StableSpec {
-            window: HumanDuration(Duration::from_secs(window)),
-            band_percent: band,
-        })
-    }
 
     #[test]
-    fn steady_only_after_a_full_window_inside_the_band() {
-        let mut s = steady(3, 5.0);
-        assert_eq!(s.push(100.0), None);
-        assert_eq!(s.push(104.0), None, "window not full yet");
-        // 100, 104, 120: mean 108, 120 is 11% off.
-        assert_eq!(s.push(120.0), None);
-        // 104, 120, 101: mean 108.3, 120 still 10.8% off.
-        assert_eq!(s.push(101.0), None);
-        // 120, 101, 99: still out. Then 101, 99, 100: mean 100, within 1%.
-        assert_eq!(s.push(99.0), None);
+    fn a_stop_instant_maps_to_this_clock_and_a_past_one_is_now() {
+        let now = Instant::now();
+        let wall = Utc::now();
         assert_eq!(
-            s.push(100.0).as_deref(),
-            Some("stable: every second of the last 3s within 5% of 100.0 ops/s")
+            instant_of(wall + chrono::Duration::milliseconds(1500), wall, now),
+            now + Duration::from_millis(1500)
+        );
+        assert_eq!(
+            instant_of(wall - chrono::Duration::seconds(3), wall, now),
+            now
         );
     }
 
-    #[test]
-    fn an_idle_target_is_never_stable() {
-        let mut s = steady(2, 100.0);
-        assert_eq!(s.push(0.0), None);
-        assert_eq!(
-            s.push(0.0),
-            None,
-            "zero throughput is a stall, not a steady state"
-        );
+    /// The seconds are counted for the operator and, without a local stop, the watch never
+    /// ends the stage however steady it is.
+    #[tokio::test(start_paused = true)]
+    async fn the_seconds_are_counted_and_a_run_decided_watch_never_stops() {
+        let spec = StableSpec {
+            window: crate::units::HumanDuration(Duration::from_secs(2)),
+            band_percent: 5.0,
+        };
+        let start = Instant::now();
+        // 100 ops each second, as the clock goes.
+        let done: Arc<dyn Fn() -> u64 + Send + Sync> =
+            Arc::new(move || (Instant::now() - start).as_secs() * 100);
+        let seconds = Arc::new(Mutex::new(None));
+        let w = tokio::spawn(watch(
+            spec,
+            start,
+            done,
+            Some(seconds.clone()),
+            None::<fn(StableFigures)>,
+        ));
+        tokio::time::sleep(Duration::from_millis(5_500)).await;
+        assert!(!w.is_finished(), "the run decides, not this worker");
+        w.abort();
+        let s = seconds.lock().unwrap().clone().expect("counted");
+        assert_eq!(s.first, 0);
+        assert_eq!(s.ops, vec![100; 5]);
     }
 }
