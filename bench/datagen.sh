@@ -3,7 +3,8 @@
 #
 #   bench/datagen.sh            REPS=3 PUT_OBJECTS=1024 STREAMS=16 to change
 #   BR_BEFORE=/path/to/benchrun-worker bench/datagen.sh   adds the PUT rows of another build
-#                                (e.g. one before the keyed generator) to the same rounds
+#                                (e.g. one before the keyed generator) to the same rounds, and
+#                                its generator speed beside this build's
 #
 # 1. `benchrun-worker datagen-speed` (hidden): GiB/s generated into a 4 MiB buffer on one
 #    thread, and GiB/s verified (every sector regenerated and compared), for the default data
@@ -32,6 +33,10 @@ echo "== 1. generator, one thread ($(nproc) cores here, load $(cut -d' ' -f1 /pr
 for args in "--dedup-ratio 1 --compress-ratio 1" "--dedup-ratio 2 --compress-ratio 3"; do
   # shellcheck disable=SC2086
   echo "$args: $("$BR" datagen-speed --seconds 3 $args | tr '\n' ' ')"
+  if [ -n "${BR_BEFORE:-}" ]; then
+    # shellcheck disable=SC2086
+    echo "  before: $("$BR_BEFORE" datagen-speed --seconds 3 $args | tr '\n' ' ')"
+  fi
 done
 
 echo

@@ -11,6 +11,7 @@
 //! - [`latency`]: the latency histogram and its bounded serialization
 //! - [`checkpoint`]: a checkpoint run's per-rank save and restore times and their exact merge
 //! - [`training`]: a training run's AU, epoch and data-wait figures and their exact merge
+//! - [`training_search`]: a maximum-accelerators search's answer and probes
 //! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
 //! - [`timeline`]: the per-second timeline, coarser later in long runs, and its exact merge
 //! - [`stats`]: histograms, the summary and its exact merge
@@ -39,6 +40,7 @@ pub mod stats;
 pub mod summary_read;
 pub mod timeline;
 pub mod training;
+pub mod training_search;
 pub mod units;
 pub mod volume;
 

@@ -149,6 +149,10 @@ pub struct TrainingStats {
     /// Whether the page cache was dropped before every epoch (local files, `dropCache`)
     /// on every worker.
     pub cache_dropped: bool,
+    /// With `training.search`: the most accelerators at or above the mark and every probe
+    /// (the figures above are then the probe at the answer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<crate::training_search::SearchFigures>,
 }
 
 impl TrainingStats {
@@ -203,6 +207,9 @@ impl TrainingStats {
         if self.min_au_percent.is_none() {
             self.min_au_percent = o.min_au_percent;
         }
+        if self.search.is_none() {
+            self.search = o.search.clone();
+        }
         for e in &o.epochs {
             match self.epochs.iter_mut().find(|m| m.epoch == e.epoch) {
                 Some(m) => m.merge(e),
@@ -252,6 +259,7 @@ mod tests {
             min_au_percent: Some(90.0),
             client_ram_bytes: 100,
             cache_dropped: false,
+            search: None,
         }
     }
 

@@ -7,14 +7,18 @@
 //!
 //! # A sector
 //! Its first 8 bytes are a *generation* masked by a hash of (seed, stream, sector); the rest
-//! of its data bytes come from a wyrand-style generator (one 64x64->128 multiply per 8
-//! bytes) seeded by (seed, stream, sector, generation). Objects are written with generation
-//! 0 (a key is written once; a `write.maxObjects` overwrite rewrites the same bytes). Block
-//! writes, the layout and preconditioning write a fresh random generation each time, so an
-//! overwrite of a block never repeats what was there; a reader recovers the generation from
-//! the sector's first word and checks the rest against it (a corrupted first word yields a
-//! generation whose rest does not match). So by default every sector written in a run is
-//! unique (with odds of a repeat of 2^-64 per pair) and incompressible.
+//! of its data bytes are 16-byte blocks of three AES rounds over a counter keyed by (seed,
+//! stream, sector, generation) ([`rounds`]: the CPU's AES instructions where it has them, a
+//! portable version of the same rounds elsewhere, same bytes). Objects are written with
+//! generation 0 (a key is written once; a `write.maxObjects` overwrite rewrites the same
+//! bytes). Block writes, the layout and preconditioning write a fresh random generation each
+//! time, so an overwrite of a block never repeats what was there; a reader recovers the
+//! generation from the sector's first word and checks the rest against it (a corrupted first
+//! word yields a generation whose rest does not match). So by default every sector written in
+//! a run is unique (with odds of a repeat of 2^-64 per pair) and incompressible.
+//!
+//! The bytes are part of the data format: data written by a build before the AES rounds
+//! (one 64x64->128 multiply per 8 bytes) does not verify with this one, and the other way.
 //!
 //! # Reduction on request (`data`)
 //! - `compressRatio` C: each sector keeps about 512/C bytes of data (the generation word
@@ -23,6 +27,8 @@
 //!   and the others are copies of a pool of [`POOL_BLOCKS`] blocks keyed by the seed (which
 //!   copy: a hash of the stream and block), so fixed-block dedup keeps about 1/R of them.
 //!   Pool blocks carry no generation: a repeat is the same bytes every time.
+
+mod rounds;
 
 use bytes::{Bytes, BytesMut};
 
@@ -70,13 +76,6 @@ fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-/// wyhash's multiply-fold.
-#[inline]
-fn mum(a: u64, b: u64) -> u64 {
-    let r = a as u128 * b as u128;
-    (r as u64) ^ ((r >> 64) as u64)
 }
 
 /// The stream of an object key or a file name (FNV-1a: stable across builds and hosts).
@@ -162,21 +161,11 @@ impl DataPattern {
     #[inline]
     fn raw(&self, sk: u64, sector: u64, gen: u64, out: &mut [u8; SECTOR]) {
         let base = Self::mask(sk, sector);
+        let seed = mix(base ^ gen.wrapping_mul(P0) ^ P1);
+        // Whole blocks up to the end of the data; the zeros after it cover the last one's tail.
+        let end = self.data_len.div_ceil(rounds::BLOCK) * rounds::BLOCK;
+        rounds::blocks(seed, base, &mut out[..end]);
         out[..8].copy_from_slice(&(gen ^ base).to_le_bytes());
-        let mut st = mix(base ^ gen.wrapping_mul(P0) ^ P1);
-        let data = &mut out[8..self.data_len];
-        let mut words = data.chunks_exact_mut(8);
-        for w in &mut words {
-            st = st.wrapping_add(P0);
-            w.copy_from_slice(&mum(st, st ^ P1).to_le_bytes());
-        }
-        let tail = words.into_remainder();
-        if !tail.is_empty() {
-            st = st.wrapping_add(P0);
-            let v = mum(st, st ^ P1).to_le_bytes();
-            let n = tail.len();
-            tail.copy_from_slice(&v[..n]);
-        }
         out[self.data_len..].fill(0);
     }
 

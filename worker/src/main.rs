@@ -456,7 +456,17 @@ async fn run_training(
         prepare_wait: training::PREPARE_WAIT,
         metrics: None,
     };
-    let run = training::run(engine.workload(), engine.target().clone(), opts, stop).await;
+    let searching = engine
+        .workload()
+        .training
+        .as_ref()
+        .and_then(|t| t.search.as_ref())
+        .is_some_and(|s| s.max_accelerators);
+    let run = if searching {
+        training::search::run(engine.workload(), engine.target().clone(), opts, stop).await
+    } else {
+        training::run(engine.workload(), engine.target().clone(), opts, stop).await
+    };
     let logged = match log {
         Some(w) => Some(tokio::task::spawn_blocking(move || w.finish()).await??),
         None => None,
@@ -466,7 +476,14 @@ async fn run_training(
     emit(&summary, args.summary.as_deref(), args.units, args.wide)?;
     let passed = summary.training.as_ref().and_then(|t| {
         print_text(args.summary.as_deref(), &training::table(t));
-        t.passed()
+        match &t.search {
+            // A search passes when at least one accelerator stays at the mark.
+            Some(f) => {
+                print_text(args.summary.as_deref(), &training::search::table(f));
+                Some(f.max_accelerators > 0)
+            }
+            None => t.passed(),
+        }
     });
     if summary.partial {
         let message = format!(

@@ -1,11 +1,14 @@
 //! Training workloads on real files, through the `benchrun-worker` binary: the AU arithmetic
 //! (samples in memory keep 10 ms accelerators busy), coverage (two workers of one run read
 //! every sample exactly once per epoch, in another order each epoch, seen in their op-logs),
-//! record shards read by range and verified, and the AU mark's exit code.
+//! record shards read by range and verified, the AU mark's exit code, and the
+//! maximum-accelerators search behind a bandwidth limit (MinIO, ignored without it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+mod common;
 
 use benchrun_worker::oplog::Reader;
 use serde_json::Value;
@@ -288,4 +291,160 @@ fn a_run_below_its_au_mark_exits_4() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("FAILED"));
+}
+
+/// A loopback TCP proxy whose downloads (server to client) share one bandwidth of `rate`
+/// bytes per second over every connection: a store or link that serves so many bytes a
+/// second in all, however many readers ask. Each chunk is given the next free slot of the
+/// shared schedule and forwarded at its end (at most `CREDIT` of bytes in a burst after
+/// idleness). Returns the proxy's address.
+async fn shared_bandwidth_proxy(upstream: std::net::SocketAddr, rate: f64) -> std::net::SocketAddr {
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::time::Instant;
+    const CREDIT: std::time::Duration = std::time::Duration::from_millis(50);
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+    let addr = listener.local_addr().expect("proxy addr");
+    let next_free = Arc::new(Mutex::new(Instant::now()));
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let next_free = next_free.clone();
+            tokio::spawn(async move {
+                let Ok(server) = TcpStream::connect(upstream).await else {
+                    return;
+                };
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let up = async move {
+                    let _ = tokio::io::copy(&mut cr, &mut sw).await;
+                    let _ = sw.shutdown().await;
+                };
+                let down = async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match sr.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        let slot_end = {
+                            let mut nf = next_free.lock().unwrap();
+                            // A token bucket of `CREDIT`: a chunk woken late on a loaded
+                            // machine is caught up, so the rate holds; over a long busy
+                            // stretch the bucket is empty and the rate is exact.
+                            let now = Instant::now();
+                            let start = (*nf).max(now.checked_sub(CREDIT).unwrap_or(now));
+                            *nf = start + std::time::Duration::from_secs_f64(n as f64 / rate);
+                            *nf
+                        };
+                        tokio::time::sleep_until(slot_end).await;
+                        if cw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = cw.shutdown().await;
+                };
+                tokio::join!(up, down);
+            });
+        }
+    });
+    addr
+}
+
+/// The maximum-accelerators search behind a shared 8 MiB/s link to MinIO: each accelerator
+/// needs a 256 KiB sample per 106 ms step (2.35 MiB/s), so the link feeds k = 3.4
+/// accelerators and AU(n) is about min(100%, k / n): 85% at 4, 68% at 5. With a 75% mark the
+/// search must answer 4 (asserted within +-1: AU also loses the first batch's wait and the
+/// scheduler's share on a loaded machine), from probes 1, 2, 4, 8, then bisection, printing
+/// every probe and writing them in `training.search`.
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_search_finds_the_accelerators_a_bandwidth_limit_feeds() {
+    let env = common::storage_env();
+    let creds = common::s3_creds(&env);
+    let rate = 8.0 * 1048576.0;
+    let (sample, compute, mark): (f64, f64, f64) = (256.0 * 1024.0, 0.10625, 75.0);
+    let capacity = rate * compute / sample;
+    let predicted = (capacity / (mark / 100.0)).floor() as i64;
+    let proxy = shared_bandwidth_proxy(common::addr_of(&env["BENCHRUN_S3_ENDPOINT"]), rate).await;
+    let prefix = common::unique("training-search");
+    let dir = scratch();
+    let wl = write(
+        dir.path(),
+        "w.yaml",
+        &format!(
+            "target: s3://{bucket}/{prefix}/\nops: [{{op: get}}]\nconcurrency: 4\n\
+             storage: {{ endpoint: 'http://{proxy}', allowHttp: true, credentialsDir: '{creds}' }}\n\
+             training:\n  samples: 120\n  sampleSize: 256KiB\n  batchSize: 1\n  readers: 1\n  prefetch: 2\n  computeTime: {ms}ms\n  minAU: {mark}\n  search: {{maxAccelerators: true, epochsPerProbe: 1, upTo: 16}}\n",
+            bucket = env["BENCHRUN_S3_BUCKET"],
+            creds = creds.path().display(),
+            ms = compute * 1000.0,
+        ),
+    );
+    let out = dir.path().join("s.json");
+    let run = {
+        let (wl, out) = (wl.clone(), out.clone());
+        tokio::task::spawn_blocking(move || {
+            bin()
+                .arg("run")
+                .arg(&wl)
+                .arg("--summary")
+                .arg(&out)
+                .arg("--progress=never")
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    };
+    let text = String::from_utf8_lossy(&run.stdout).to_string();
+    eprintln!("{}\n{text}", String::from_utf8_lossy(&run.stderr));
+    let run = ok(run);
+    let s = summary(&out);
+    let f = &s["training"]["search"];
+    let found = f["maxAccelerators"].as_i64().expect("maxAccelerators");
+    assert!(
+        (found - predicted).abs() <= 1,
+        "found {found} accelerators, predicted {predicted} (capacity {capacity:.2}): {f}"
+    );
+    assert_eq!(f["mark"], mark);
+    let probes = f["probes"].as_array().unwrap();
+    let n: Vec<i64> = probes
+        .iter()
+        .map(|p| p["accelerators"].as_i64().unwrap())
+        .collect();
+    assert_eq!(&n[..3], &[1, 2, 4], "doubling first: {n:?}");
+    assert!(n.len() <= 7, "a search, not a grid: {n:?}");
+    // The answer passed and the count above it failed, both measured.
+    let verdict = |k: i64| {
+        probes
+            .iter()
+            .find(|p| p["accelerators"] == k)
+            .map(|p| p["passed"].clone())
+    };
+    assert_eq!(verdict(found), Some(Value::Bool(true)), "{f}");
+    assert_eq!(verdict(found + 1), Some(Value::Bool(false)), "{f}");
+    // The figures beside the search are the answer's probe's.
+    assert_eq!(s["training"]["accelerators"], found);
+    assert!(
+        text.contains(&format!("max accelerators per worker: {found}")),
+        "{text}"
+    );
+    let probe_lines = text
+        .lines()
+        .filter(|l| l.ends_with("  pass") || l.ends_with("  FAIL"))
+        .count();
+    assert_eq!(probe_lines, n.len(), "one line per probe: {text}");
+    // The dataset is kept by design: remove it.
+    let w = common::workload(
+        &std::fs::read_to_string(&wl)
+            .unwrap()
+            .replace(&format!("http://{proxy}"), &env["BENCHRUN_S3_ENDPOINT"]),
+    );
+    let e = common::engine(w).await;
+    let listed = e.target().list("").await.expect("list");
+    for o in listed.objects {
+        e.target().delete(&o.key).await.expect("delete");
+    }
+    drop(run);
 }

@@ -21,6 +21,7 @@ mod storage;
 #[cfg(test)]
 mod tests;
 pub mod training;
+pub mod training_search;
 mod uri;
 mod validate;
 
@@ -41,6 +42,7 @@ pub use error::{FieldError, SpecError};
 pub use parse::precheck;
 pub use size::{SizeDistribution, SizeSpec};
 pub use training::{TrainingPreset, TrainingShape, TrainingSpec};
+pub use training_search::TrainingSearch;
 pub use uri::TargetUri;
 pub use validate::{histogram_bytes_per_task, mix_ops};
 

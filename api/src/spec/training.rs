@@ -115,6 +115,10 @@ pub struct TrainingSpec {
     /// Default true. Object storage has no client page cache to drop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_cache: Option<bool>,
+    /// Search for the most accelerators per worker at or above the AU mark instead of one
+    /// run: `{maxAccelerators: true, epochsPerProbe: 1, upTo: 64}` (docs/TRAINING.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<super::training_search::TrainingSearch>,
 }
 
 /// A training workload with every figure resolved (preset, then the keys given).
@@ -326,6 +330,36 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
     if s.compute > std::time::Duration::from_secs(3600) {
         bad("training.computeTime", "must be at most 1h".into());
     }
+    if let Some(q) = t.search.as_ref().filter(|q| q.max_accelerators) {
+        if s.min_au.is_none() {
+            bad(
+                "training.search",
+                "the search looks for the most accelerators at or above the AU mark: give `minAU` or a `preset`".into(),
+            );
+        }
+        if !(1..=MAX_EPOCHS).contains(&q.epochs()) {
+            bad(
+                "training.search.epochsPerProbe",
+                format!("{} is outside 1 .. {MAX_EPOCHS}", q.epochs()),
+            );
+        }
+        if let Some(u) = q.up_to {
+            if !(1..=MAX_ACCELERATORS).contains(&u) {
+                bad(
+                    "training.search.upTo",
+                    format!("{u} is outside 1 .. {MAX_ACCELERATORS}"),
+                );
+            } else if u as u64 * s.readers as u64 > MAX_READER_THREADS {
+                bad(
+                    "training.search.upTo",
+                    format!(
+                        "upTo x readers is {}, above the {MAX_READER_THREADS} reader threads a worker may run",
+                        u as u64 * s.readers as u64
+                    ),
+                );
+            }
+        }
+    }
     if !(0.0..=100.0).contains(&s.compute_spread_percent) {
         bad(
             "training.computeSpreadPercent",
@@ -399,6 +433,18 @@ mod tests {
                 "training.readers",
             ),
             ("ops: [{op: get}]\ntraining: {preset: unet3d, minAU: 120}", "minAU"),
+            (
+                "ops: [{op: get}]\ntraining: {samples: 9, sampleSize: 4KiB, computeTime: 1ms, search: {maxAccelerators: true}}",
+                "training.search",
+            ),
+            (
+                "ops: [{op: get}]\ntraining: {preset: unet3d, search: {maxAccelerators: true, upTo: 2000}}",
+                "training.search.upTo",
+            ),
+            (
+                "ops: [{op: get}]\ntraining: {preset: unet3d, search: {maxAccelerators: true, epochsPerProbe: 0}}",
+                "training.search.epochsPerProbe",
+            ),
         ] {
             let e = w(&format!("target: file:///tmp/x\n{yaml}\n"))
                 .unwrap_err()

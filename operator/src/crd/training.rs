@@ -168,6 +168,7 @@ mod tests {
             min_au_percent: Some(85.0),
             client_ram_bytes: 1 << 20,
             cache_dropped: false,
+            ..Default::default()
         }
     }
 

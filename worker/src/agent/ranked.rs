@@ -31,6 +31,14 @@ pub(super) async fn drive(
             "worker index {index} of {count} workers (BENCHRUN_WORKER_INDEX, BENCHRUN_WORKERS): the index must be below the count"
         ));
     }
+    if workload
+        .training
+        .as_ref()
+        .is_some_and(|t| t.search.as_ref().is_some_and(|q| q.max_accelerators))
+    {
+        // The operator refuses it too: probes would have to run in step on every worker.
+        return Err("training.search runs standalone on one worker (benchrun-worker run), not under the operator yet".into());
+    }
     let is_checkpoint = workload.checkpoint.is_some();
     if is_checkpoint {
         // A saved shard is on the storage, not in the page cache: files are fsync'd.

@@ -12,12 +12,14 @@
 //! - `accel.rs`: one epoch: readers with bounded prefetch queues, accelerators computing
 //! - `cache.rs`: the page cache dropped before an epoch; the clients' RAM
 //! - `figures.rs`: the outcomes as summary figures, and the table
+//! - `search.rs`: the maximum-accelerators search (`training.search`), probe by probe
 
 mod accel;
 mod cache;
 pub mod dataset;
 mod figures;
 pub mod sampler;
+pub mod search;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
