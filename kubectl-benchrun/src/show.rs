@@ -112,7 +112,9 @@ async fn tables(t: &Target, run: &BenchmarkRun, per_worker: bool) -> Result<Stri
             out.push('\n');
         }
     } else {
-        out.push_str(&report::table(&fetch::merged(t, run).await?));
+        let merged = fetch::merged(t, run).await?;
+        out.push_str(&report::table(&merged));
+        out.push_str(&workload_tables(&merged));
         if per_worker {
             for (w, s) in fetch::worker_summaries(t, run).await? {
                 let _ = writeln!(out, "\nworker {w}:");
@@ -124,6 +126,19 @@ async fn tables(t: &Target, run: &BenchmarkRun, per_worker: bool) -> Result<Stri
     out.push_str(&thresholds(run));
     out.push_str(&baseline(run));
     Ok(out)
+}
+
+/// A training run's AU table per epoch, a checkpoint run's save and restore per repeat (the
+/// worker's own tables); empty for other runs.
+fn workload_tables(s: &benchrun_api::Summary) -> String {
+    let mut out = String::new();
+    if let Some(t) = &s.training {
+        out.push_str(&benchrun_worker::training::table(t));
+    }
+    if let Some(c) = &s.checkpoint {
+        out.push_str(&benchrun_worker::checkpoint::table(c));
+    }
+    out
 }
 
 /// The run against its baseline (`spec.baselineRef`), per op: the changes of ops/s, MiB/s,
@@ -174,6 +189,30 @@ pub fn baseline(run: &BenchmarkRun) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn training_and_checkpoint_runs_print_their_tables() {
+        use benchrun_api::training::{AuFigures, EpochFigures, TrainingStats};
+        let mut s = benchrun_api::Summary::default();
+        assert_eq!(super::workload_tables(&s), "");
+        s.training = Some(TrainingStats {
+            accelerators: 2,
+            epochs: vec![EpochFigures {
+                au: AuFigures::one(900, 1000),
+                samples: 10,
+                elapsed_us: 1000,
+                complete: true,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let text = super::workload_tables(&s);
+        assert!(text.contains("training: 2 accelerators"), "{text}");
+        assert!(text.contains("AU mean"), "{text}");
+        s.training = None;
+        s.checkpoint = Some(Default::default());
+        assert!(super::workload_tables(&s).contains("checkpoint:"));
+    }
+
     use super::*;
 
     #[test]

@@ -18,6 +18,12 @@ pub fn validate(spec: &BenchmarkRunSpec) -> Vec<String> {
                 .into(),
         );
     }
+    if spec.workload.checkpoint.is_some() {
+        errs.push(
+            "spec.oplog: records object operations and training reads, not a checkpoint's saves and restores"
+                .into(),
+        );
+    }
     if spec.matrix.is_some() {
         errs.push("spec.oplog: records one workload: a matrix runs several; run a combination on its own to record it".into());
     }

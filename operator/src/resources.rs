@@ -600,6 +600,30 @@ fn worker_container(
     }
 }
 
+/// The environment variables of the agent's `--worker-index` and `--workers`.
+pub const WORKER_INDEX_ENV: &str = "BENCHRUN_WORKER_INDEX";
+/// See [`WORKER_INDEX_ENV`].
+pub const WORKERS_ENV: &str = "BENCHRUN_WORKERS";
+
+/// Tell worker `index` of the run's `count` its place: training and checkpoint workloads
+/// split the dataset's epochs and the checkpoint's ranks by it. The index is the worker's
+/// place in `.status.workers`, fixed once the workers are placed (every pod is created after
+/// the list is). Environment variables, which an older worker image ignores.
+pub fn set_rank(pod: &mut Pod, index: usize, count: usize) {
+    let Some(c) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) else {
+        return;
+    };
+    let env = c.env.get_or_insert_with(Vec::new);
+    for (name, value) in [(WORKER_INDEX_ENV, index), (WORKERS_ENV, count)] {
+        env.retain(|e| e.name != name);
+        env.push(EnvVar {
+            name: name.into(),
+            value: Some(value.to_string()),
+            ..Default::default()
+        });
+    }
+}
+
 /// The environment variable of the agent's `--start-timeout`.
 pub const START_TIMEOUT_ENV: &str = "BENCHRUN_START_TIMEOUT";
 
@@ -1011,5 +1035,20 @@ volume:
         // Local targets have no credentials to read.
         let cm = workload_config_map(&run(SPEC)).unwrap();
         assert!(!cm.data.unwrap()["workload.yaml"].contains(CREDENTIALS_DIR));
+    }
+
+    #[test]
+    fn a_worker_pod_knows_its_rank() {
+        let mut p = worker_pod(&run(SPEC), &worker(), "img:1").unwrap();
+        set_rank(&mut p, 1, 3);
+        set_rank(&mut p, 2, 3);
+        let env = p.spec.unwrap().containers[0].env.clone().unwrap();
+        let get = |n: &str| {
+            let v: Vec<_> = env.iter().filter(|e| e.name == n).collect();
+            assert_eq!(v.len(), 1, "{n} once");
+            v[0].value.clone().unwrap()
+        };
+        assert_eq!(get(WORKER_INDEX_ENV), "2");
+        assert_eq!(get(WORKERS_ENV), "3");
     }
 }

@@ -288,6 +288,14 @@ pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
     status.results = run_rules::op_results(merged);
     status.endpoints = run_rules::endpoint_results(merged);
     status.volume = merged.volume.clone();
+    status.training = merged
+        .training
+        .as_ref()
+        .map(crate::crd::training::TrainingStatus::of);
+    status.checkpoint = merged
+        .checkpoint
+        .as_ref()
+        .map(crate::crd::training::CheckpointStatus::of);
     status.stopped_by = (!merged.stopped_by.is_empty()).then(|| merged.stopped_by.clone());
     if let Some(all) = status.results.get("all") {
         status.throughput = Some(run_rules::throughput_text(

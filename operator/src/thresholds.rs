@@ -31,9 +31,22 @@ pub fn validate(thresholds: &[Threshold], workload: &Workload) -> Vec<String> {
             t.max_p99.map(|_| 0.0),
             t.max_p999.map(|_| 0.0),
             t.max_error_rate,
+            t.min_au,
         ];
         if limits.iter().all(Option::is_none) {
             errs.push(format!("spec.thresholds[{i}]: give at least one limit"));
+        }
+        if let Some(au) = t.min_au {
+            if workload.training.is_none() {
+                errs.push(format!(
+                    "spec.thresholds[{i}].minAU: accelerator utilization is measured by training workloads only (spec.workload.training)"
+                ));
+            }
+            if !(0.0..=100.0).contains(&au) {
+                errs.push(format!(
+                    "spec.thresholds[{i}].minAU: must be a percentage from 0 to 100 (got {au})"
+                ));
+            }
         }
         for (name, v) in [
             ("minOpsPerSec", t.min_ops_per_sec),
@@ -133,8 +146,36 @@ pub fn evaluate(thresholds: &[Threshold], merged: &Summary) -> Vec<ThresholdChec
                 r.count > 0 && rate <= max,
             );
         }
+        if let Some(min) = t.min_au {
+            let (got, met) = lowest_au(merged, min);
+            push("minAU", format!(">= {min}%"), got, met);
+        }
+    }
+    // The workload's own mark (`training.minAU`, which a standalone run exits 4 on) is a
+    // limit of the run as well.
+    if let Some(min) = merged.training.as_ref().and_then(|t| t.min_au_percent) {
+        let (got, met) = lowest_au(merged, min);
+        out.push(ThresholdCheck {
+            op: "training".into(),
+            limit: "minAU".into(),
+            want: format!(">= {min}%"),
+            got,
+            met,
+        });
     }
     out
+}
+
+/// The lowest AU of any accelerator in any epoch, and whether it reaches `min` percent; a
+/// run that measured no epoch misses it.
+fn lowest_au(merged: &Summary, min: f64) -> (String, bool) {
+    match merged.training.as_ref().filter(|t| !t.epochs.is_empty()) {
+        Some(t) => {
+            let au = t.min_au();
+            (format!("{au:.2}%"), au >= min)
+        }
+        None => ("no epoch measured".into(), false),
+    }
 }
 
 /// Operations that succeeded (only they have a latency).
@@ -145,10 +186,10 @@ fn succeeded(r: &OpReport) -> u64 {
 /// Evaluate `thresholds` on the merged summary into the draft (`status.thresholds` and
 /// `ThresholdsMet`); the misses, if any.
 pub(crate) fn verdict(d: &mut Draft, thresholds: &[Threshold], merged: &Summary) -> Option<String> {
-    if thresholds.is_empty() {
+    let checks = evaluate(thresholds, merged);
+    if checks.is_empty() {
         return None;
     }
-    let checks = evaluate(thresholds, merged);
     let missed: Vec<String> = checks
         .iter()
         .filter(|c| !c.met)
@@ -218,6 +259,67 @@ mod tests {
 
     fn threshold(yaml: &str) -> Threshold {
         serde_yaml::from_str(yaml).expect("threshold parses")
+    }
+
+    /// A training run's lowest AU against `thresholds[].minAU` and the workload's own
+    /// `training.minAU`: each a check; a run with no epoch misses both.
+    #[test]
+    fn min_au_is_held_to_the_lowest_accelerator() {
+        use benchrun_api::training::{AuFigures, EpochFigures, TrainingStats};
+        let mut s = summary(1, 0);
+        let mut t = TrainingStats {
+            min_au_percent: Some(90.0),
+            ..Default::default()
+        };
+        for (w, compute) in [("w0", 950u64), ("w1", 880)] {
+            let mut one = TrainingStats {
+                accelerators: 1,
+                epochs: vec![EpochFigures {
+                    au: AuFigures::one(compute, 1000),
+                    samples: 1,
+                    complete: true,
+                    ..Default::default()
+                }],
+                workers: [(w.to_string(), AuFigures::one(compute, 1000))].into(),
+                ..Default::default()
+            };
+            one.min_au_percent = Some(90.0);
+            t.merge(&one);
+        }
+        s.training = Some(t);
+        let checks = evaluate(&[threshold("{op: all, minAU: 85}")], &s);
+        assert_eq!(
+            checks,
+            [
+                ThresholdCheck {
+                    op: "all".into(),
+                    limit: "minAU".into(),
+                    want: ">= 85%".into(),
+                    got: "88.00%".into(),
+                    met: true,
+                },
+                ThresholdCheck {
+                    op: "training".into(),
+                    limit: "minAU".into(),
+                    want: ">= 90%".into(),
+                    got: "88.00%".into(),
+                    met: false,
+                }
+            ]
+        );
+        // Without a training result: missed, and said so.
+        let none = evaluate(&[threshold("{op: all, minAU: 85}")], &summary(1, 0));
+        assert_eq!(none[0].got, "no epoch measured");
+        assert!(!none[0].met);
+        // Only with a training workload, and a percentage.
+        let w = Workload::from_yaml(
+            "target: file:///d\nops: [{op: get}]\nobjectSize: 1KiB\nduration: 1s\n",
+        )
+        .unwrap();
+        let errs = validate(&[threshold("{op: all, minAU: 120}")], &w);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].contains("training workloads only"), "{errs:?}");
+        assert!(errs[1].contains("from 0 to 100"), "{errs:?}");
     }
 
     #[test]

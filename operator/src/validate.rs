@@ -35,15 +35,16 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
             ));
         }
     }
-    // The agent does not run these yet: refused here rather than run as something else
-    // (docs/TRAINING.md).
-    for (set, key) in [
-        (spec.workload.training.is_some(), "training"),
-        (spec.workload.checkpoint.is_some(), "checkpoint"),
-    ] {
-        if set {
-            errs.push(format!("spec.workload.{key}: {key} workloads run standalone for now (`benchrun-worker run --worker-index I --workers N` on each node); BenchmarkRun support is not there yet"));
-        }
+    errs.extend(checkpoint_ranks(spec));
+    errs.extend(training_volume(spec));
+    if spec
+        .workload
+        .training
+        .as_ref()
+        .is_some_and(|t| t.search.as_ref().is_some_and(|q| q.max_accelerators))
+    {
+        // The probes would have to run in step on every worker and be judged merged.
+        errs.push("spec.workload.training.search: the search for the most accelerators runs standalone on one worker (`benchrun-worker run`), not as a BenchmarkRun yet (docs/TRAINING.md)".into());
     }
     errs.extend(ca_ref(spec));
     errs.extend(volume_mode(spec));
@@ -61,6 +62,63 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
         Ok(())
     } else {
         Err(errs)
+    }
+}
+
+/// A checkpoint split over `ranks` ranks needs workers x `ranksPerWorker` = `ranks` (or
+/// `subset: true` and at most that many): known here for `workers.count`; with `perNode` the
+/// count is the nodes', and each agent says so at its start if it does not fit.
+fn checkpoint_ranks(spec: &BenchmarkRunSpec) -> Vec<String> {
+    let Some(c) = &spec.workload.checkpoint else {
+        return vec![];
+    };
+    if spec.workers.per_node() {
+        return vec![];
+    }
+    // A bad model is named by the workload's own validation.
+    let Ok((_, ranks)) = c.model() else {
+        return vec![];
+    };
+    let count = spec.workers.count.unwrap_or(1).max(1) as u64;
+    let per = u64::from(c.ranks_per_worker.max(1));
+    let run = count * per;
+    if run > u64::from(ranks) || (!c.subset && run != u64::from(ranks)) {
+        return vec![format!(
+            "spec.workers.count: {count} workers x {per} checkpoint.ranksPerWorker = {run} ranks, but the checkpoint is split over {ranks} ranks: set workers.count to {}, or checkpoint.subset: true to write only this run's share",
+            u64::from(ranks).div_ceil(per)
+        )];
+    }
+    vec![]
+}
+
+/// Every worker of a training run reads the whole dataset (each epoch's order is split over
+/// all of them): a volume each worker has to itself would hold only its own share, and the
+/// prepare would wait for the others' in vain. Several workers need storage they share.
+fn training_volume(spec: &BenchmarkRunSpec) -> Vec<String> {
+    let (Some(_), Some(v)) = (&spec.workload.training, &spec.volume) else {
+        return vec![];
+    };
+    if !spec.workers.per_node() && spec.workers.count.unwrap_or(1) <= 1 {
+        return vec![];
+    }
+    let per_worker = if v.empty_dir.is_some() {
+        Some("emptyDir")
+    } else if v.claim_template.is_some() {
+        Some("claimTemplate")
+    } else if v
+        .claim_name
+        .as_deref()
+        .is_some_and(|n| n.contains("{worker}"))
+    {
+        Some("claimName with {worker}")
+    } else {
+        None
+    };
+    match per_worker {
+        Some(kind) => vec![format!(
+            "spec.volume: a training dataset is read by every worker, but {kind} gives each worker a volume of its own (holding only its share): use a claim every worker mounts (volume.claimName of a ReadWriteMany claim) or object storage, or run one worker"
+        )],
+        None => vec![],
     }
 }
 
@@ -189,25 +247,71 @@ pub fn run(s: &BenchmarkRunSpec, name: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// Training and checkpoint workloads are runs like any other (the agents split them by
+    /// rank: operator/tests/agent_ranked.rs); a checkpoint's op-log is refused, naming why.
     #[test]
-    fn training_and_checkpoint_workloads_are_refused_until_the_agent_runs_them() {
-        for (section, key) in [
-            (
-                "ops: [{op: get}], training: {preset: unet3d}",
-                "spec.workload.training",
-            ),
-            (
-                "ops: [{op: put}], checkpoint: {preset: llama3-8b}",
-                "spec.workload.checkpoint",
-            ),
+    fn training_and_checkpoint_workloads_are_valid_runs() {
+        for section in [
+            "ops: [{op: get}], training: {preset: unet3d}",
+            "ops: [{op: put}], checkpoint: {preset: llama3-8b, ranksPerWorker: 8}",
         ] {
             let run: BenchmarkRunSpec = serde_yaml::from_str(&format!(
                 "{{workload: {{target: 'file:///data', {section}}}}}"
             ))
             .unwrap();
-            let errs = spec(&run).expect_err("refused");
-            assert!(errs.iter().any(|e| e.starts_with(key)), "{errs:?}");
+            assert_eq!(spec(&run), Ok(()), "{section}");
         }
+        // llama3-8b is 8 ranks: 2 workers x 4 fit, 3 x 4 do not (unless a subset, and 12 > 8
+        // never).
+        let ckpt = |workers: &str, extra: &str| {
+            let run: BenchmarkRunSpec = serde_yaml::from_str(&format!(
+                "{{workload: {{target: 'file:///d', ops: [{{op: put}}], checkpoint: {{preset: llama3-8b, ranksPerWorker: 4{extra}}}}}, workers: {workers}}}"
+            ))
+            .unwrap();
+            spec(&run)
+        };
+        assert_eq!(ckpt("{count: 2}", ""), Ok(()));
+        // A training run's workers share the dataset: not on volumes of their own.
+        let train = |rest: &str| {
+            let run: BenchmarkRunSpec = serde_yaml::from_str(&format!(
+                "{{workload: {{target: 'file:///d', ops: [{{op: get}}], training: {{preset: unet3d}}}}, {rest}}}"
+            ))
+            .unwrap();
+            spec(&run)
+        };
+        assert_eq!(
+            train("workers: {count: 2}, volume: {claimName: shared}"),
+            Ok(())
+        );
+        assert_eq!(train("workers: {count: 1}, volume: {emptyDir: {}}"), Ok(()));
+        for (volume, kind) in [
+            ("{emptyDir: {}}", "emptyDir"),
+            ("{claimName: 'data-{worker}'}", "claimName with {worker}"),
+        ] {
+            let errs = train(&format!("workers: {{perNode: true}}, volume: {volume}"))
+                .expect_err("per-worker volume");
+            assert!(
+                errs[0].contains(&format!("but {kind} gives each worker")),
+                "{errs:?}"
+            );
+        }
+        assert_eq!(ckpt("{perNode: true}", ""), Ok(()));
+        assert_eq!(ckpt("{count: 1}", ", subset: true"), Ok(()));
+        assert_eq!(
+            ckpt("{count: 1}", ""),
+            Err(vec!["spec.workers.count: 1 workers x 4 checkpoint.ranksPerWorker = 4 ranks, but the checkpoint is split over 8 ranks: set workers.count to 2, or checkpoint.subset: true to write only this run's share".to_string()])
+        );
+        assert!(ckpt("{count: 3}", ", subset: true").is_err());
+        let run: BenchmarkRunSpec = serde_yaml::from_str(
+            "{workload: {target: 's3://b/', ops: [{op: put}], checkpoint: {preset: llama3-8b, ranksPerWorker: 8}}, oplog: {uri: 's3://b/logs/'}}",
+        )
+        .unwrap();
+        let errs = spec(&run).expect_err("no op-log of a checkpoint");
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("spec.oplog: records object operations and training reads")),
+            "{errs:?}"
+        );
     }
 
     #[test]

@@ -454,6 +454,7 @@ async fn run_training(
         count: args.workers,
         oplog: log.as_ref().map(|w| w.sink()),
         prepare_wait: training::PREPARE_WAIT,
+        metrics: None,
     };
     let searching = engine
         .workload()

@@ -8,6 +8,12 @@
 //! - `benchrun_ttfb_seconds{op}`: time to first byte of successful GETs (from the same start
 //!   as their latency), as a histogram with the latency's buckets
 //! - `benchrun_inflight_ops`: operations in flight
+//! - `benchrun_training_compute_seconds_total`, `benchrun_training_step_seconds_total`:
+//!   training workloads' accelerators, time computing and time per step (waiting for the
+//!   batch, then computing), summed over the worker's accelerators: their rates' ratio is the
+//!   worker's live accelerator utilization (AU)
+//! - `benchrun_training_data_wait_seconds`: histogram of each training step's wait for its
+//!   batch
 //! - `benchrun_stage`: 0 idle, 1 preparing, 2 ready, 3 running, 4 cleaning up, 5 done
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -54,6 +60,11 @@ pub struct Metrics {
     ttfb_get: Histogram,
     inflight: IntGauge,
     stage: IntGauge,
+    /// Training: accelerators' compute time, and their step time (wait + compute).
+    training_compute: prometheus::Counter,
+    training_step: prometheus::Counter,
+    /// Training: each step's wait for its batch.
+    training_wait: Histogram,
     /// The registered families, as `/metrics` exports them.
     families: Vec<MetricFamily>,
     ready: AtomicBool,
@@ -112,6 +123,25 @@ impl Metrics {
             "Worker stage: 0 idle, 1 preparing, 2 ready, 3 running, 4 cleaning up, 5 done",
         )
         .expect("valid metric");
+        let training_compute = prometheus::Counter::new(
+            "benchrun_training_compute_seconds_total",
+            "Training workloads: time the emulated accelerators computed, summed over accelerators",
+        )
+        .expect("valid metric");
+        let training_step = prometheus::Counter::new(
+            "benchrun_training_step_seconds_total",
+            "Training workloads: the accelerators' step time (waiting for the batch, then computing), summed over accelerators; compute / step is the live AU",
+        )
+        .expect("valid metric");
+        // 10us .. ~84s: from a batch already prefetched to a stalled store.
+        let training_wait = Histogram::with_opts(
+            HistogramOpts::new(
+                "benchrun_training_data_wait_seconds",
+                "Training workloads: each step's wait for its batch of samples",
+            )
+            .buckets(prometheus::exponential_buckets(10e-6, 2.0, 24).expect("valid buckets")),
+        )
+        .expect("valid metric");
         let mut families = Vec::new();
         for (c, kind) in [
             (
@@ -124,6 +154,9 @@ impl Metrics {
             (Box::new(ttfb_vec.clone()), MetricKind::Histogram),
             (Box::new(inflight.clone()), MetricKind::Gauge),
             (Box::new(stage.clone()), MetricKind::Gauge),
+            (Box::new(training_compute.clone()), MetricKind::Counter),
+            (Box::new(training_step.clone()), MetricKind::Counter),
+            (Box::new(training_wait.clone()), MetricKind::Histogram),
         ] {
             families.extend(MetricFamily::of(c.as_ref(), kind));
             registry.register(c).expect("metric names are unique");
@@ -139,6 +172,9 @@ impl Metrics {
             ttfb_get: ttfb_vec.with_label_values(&[OpKind::Get.as_str()]),
             inflight,
             stage,
+            training_compute,
+            training_step,
+            training_wait,
             registry,
             families,
             ready: AtomicBool::new(false),
@@ -176,6 +212,13 @@ impl Metrics {
         self.ops[i].inc();
         self.error_total.fetch_add(1, Ordering::Relaxed);
         self.errors.with_label_values(&[op.as_str(), kind]).inc();
+    }
+
+    /// One training step of one accelerator: `wait` for its batch, then `compute`.
+    pub fn training_step(&self, wait: Duration, compute: Duration) {
+        self.training_wait.observe(wait.as_secs_f64());
+        self.training_compute.inc_by(compute.as_secs_f64());
+        self.training_step.inc_by((wait + compute).as_secs_f64());
     }
 
     /// Enter `stage` (ready from `Ready` on).

@@ -34,6 +34,7 @@ pub mod matrix;
 pub mod oplog;
 pub mod status;
 pub mod thresholds;
+pub mod training;
 
 use baseline::BaselineRef;
 pub use status::{
@@ -76,6 +77,12 @@ use thresholds::Threshold;
         type_ = "string",
         json_path = ".status.p99",
         description = "p99 latency over all operations, from the merged histograms"
+    ),
+    printcolumn(
+        name = "AU",
+        type_ = "number",
+        json_path = ".status.training.au.mean",
+        description = "Training workloads: mean accelerator utilization, percent"
     ),
     printcolumn(
         name = "Age",
@@ -552,7 +559,7 @@ mod tests {
             .flatten()
             .map(|c| c.name.as_str())
             .collect();
-        assert_eq!(cols, ["Phase", "Workers", "Throughput", "P99", "Age"]);
+        assert_eq!(cols, ["Phase", "Workers", "Throughput", "P99", "AU", "Age"]);
         assert!(v
             .subresources
             .as_ref()

@@ -115,6 +115,13 @@ pub struct BenchmarkRunStatus {
     /// refused), the queue depth and how much of the dataset the page cache held, merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<benchrun_api::volume::VolumeStats>,
+    /// Training workloads: accelerator utilization (mean, lowest, per worker), samples and
+    /// MiB per second, the data wait, and whether `training.minAU` was met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training: Option<super::training::TrainingStatus>,
+    /// Checkpoint workloads: save and restore time (the slowest rank's) and throughput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<super::training::CheckpointStatus>,
     /// Printer column: all operations per second (and MiB/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<String>,

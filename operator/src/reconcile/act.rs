@@ -38,7 +38,8 @@ impl Reconciler<'_> {
             .await?;
         }
         let pods = self.api::<Pod>();
-        for w in self.draft.status.workers.clone() {
+        let count = self.draft.status.workers.len();
+        for (index, w) in self.draft.status.workers.clone().into_iter().enumerate() {
             if w.phase != WorkerPhase::Pending {
                 continue;
             }
@@ -48,6 +49,7 @@ impl Reconciler<'_> {
             let mut pod = resources::worker_pod(run, &w, &self.ctx.config.worker_image)?;
             resources::leave_stability_to_the_run(&mut pod, run, self.draft.status.workers.len());
             resources::default_pull_secrets(&mut pod, &self.ctx.config.worker_image_pull_secrets);
+            resources::set_rank(&mut pod, index, count);
             if create_if_absent(&pods, &pod, run).await? {
                 self.draft.event(
                     EventType::Normal,

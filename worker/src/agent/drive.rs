@@ -34,8 +34,8 @@ async fn drive_inner(
     linger: Duration,
 ) -> Result<(), String> {
     if workload.training.is_some() || workload.checkpoint.is_some() {
-        // The operator refuses these too; an agent never runs one as an object workload.
-        return Err("training and checkpoint workloads run standalone for now (benchrun-worker run --worker-index I --workers N); the agent does not run them yet".into());
+        // Split over the run's ranks, with a measured part of their own.
+        return super::ranked::drive(agent, workload, linger).await;
     }
     let cleanup = workload.dataset.cleanup;
     let worker_id = agent.lock().worker_id.clone();
@@ -73,16 +73,7 @@ async fn drive_inner(
         return stopped_before_start(&engine, cleanup).await;
     };
     agent.set_stage(AgentStage::Ready);
-    let mut start_rx = agent.start_tx.subscribe();
-    let waited = tokio::select! {
-        r = start_rx.wait_for(|s| s.is_some()) => match r {
-            Ok(s) => Waited::Start(s.unwrap_or_else(Utc::now)),
-            Err(_) => return Err("start channel closed".into()),
-        },
-        _ = agent.wait_shutdown() => Waited::Stopped,
-        _ = tokio::time::sleep(agent.start_timeout) => Waited::TimedOut,
-    };
-    let start_at = match waited {
+    let start_at = match wait_for_start(agent).await? {
         Waited::Start(at) => at,
         Waited::Stopped => return stopped_before_start(&engine, cleanup).await,
         // Nobody starts it (the operator gone, its start requests not reaching this pod):
@@ -125,6 +116,12 @@ async fn drive_inner(
     if let Some(r) = recording {
         summary.oplog = Some(r.finish(engine.workload(), &worker_id).await);
     }
+    serve(agent, summary, linger).await;
+    Ok(())
+}
+
+/// Offer `summary` (stage `done`) until the operator's shutdown or `linger`.
+pub(super) async fn serve(agent: &Agent, summary: crate::Summary, linger: Duration) {
     {
         let mut i = agent.lock();
         i.summary = Some(summary);
@@ -134,11 +131,23 @@ async fn drive_inner(
         _ = tokio::time::sleep(linger) => {}
         _ = agent.wait_shutdown() => {}
     }
-    Ok(())
+}
+
+/// Wait, once ready, for the operator's start time, a shutdown, or `--start-timeout`.
+pub(super) async fn wait_for_start(agent: &Agent) -> Result<Waited, String> {
+    let mut start_rx = agent.start_tx.subscribe();
+    Ok(tokio::select! {
+        r = start_rx.wait_for(|s| s.is_some()) => match r {
+            Ok(s) => Waited::Start(s.unwrap_or_else(Utc::now)),
+            Err(_) => return Err("start channel closed".into()),
+        },
+        _ = agent.wait_shutdown() => Waited::Stopped,
+        _ = tokio::time::sleep(agent.start_timeout) => Waited::TimedOut,
+    })
 }
 
 /// How the wait for the start time ended.
-enum Waited {
+pub(super) enum Waited {
     /// The start time came.
     Start(chrono::DateTime<Utc>),
     /// Shut down first (the run failed or was deleted).
@@ -148,7 +157,7 @@ enum Waited {
 }
 
 /// Why an agent ready for `waited` gave up on its start time.
-fn no_start_message(waited: Duration) -> String {
+pub(super) fn no_start_message(waited: Duration) -> String {
     format!(
         "no start time within {}s of being ready (--start-timeout): the operator never sent POST /v1/start (is it running, and can it reach this pod?)",
         waited.as_secs_f64()

@@ -38,10 +38,13 @@
 //! - `mod.rs`: the options, the shared state and its token check, and `main`
 //! - `server.rs`: the HTTP routes and handlers of `/v1/*`
 //! - `drive.rs`: one workload driven through the agent's stages by the engine
+//! - `ranked.rs`: training and checkpoint workloads, split over the run's ranks
+//!   (`--worker-index`, `--workers`)
 //! - `oplog.rs`: the op-log recorded to a spool and uploaded after the run (`--oplog-uri`)
 
 mod drive;
 mod oplog;
+mod ranked;
 mod server;
 
 use std::net::SocketAddr;
@@ -86,6 +89,14 @@ pub struct AgentArgs {
     /// Name of this worker in summaries and in the keys its PUTs write.
     #[arg(long, env = "BENCHRUN_WORKER_ID", default_value = "worker")]
     pub worker_id: String,
+    /// This worker's index among the run's workers (0-based): its rank for training and
+    /// checkpoint workloads, which split the dataset and the checkpoint over the workers. The
+    /// operator sets it, and `--workers`, from the run's worker list.
+    #[arg(long, env = "BENCHRUN_WORKER_INDEX", default_value_t = 0)]
+    pub worker_index: u32,
+    /// The number of workers of the run (see --worker-index).
+    #[arg(long, env = "BENCHRUN_WORKERS", default_value_t = 1)]
+    pub workers: u32,
     /// After the run, serve the summary at most this long when nobody sends /v1/shutdown.
     #[arg(long, default_value = "10m")]
     pub linger: HumanDuration,
@@ -154,6 +165,8 @@ pub struct Agent {
     oplog: Option<Arc<OplogPlan>>,
     /// Longest wait, once ready, for the start time (`--start-timeout`).
     start_timeout: std::time::Duration,
+    /// This worker's index among the run's workers, and their number.
+    rank: (u32, u32),
     /// `--stable-by-run`: the operator decides `stopWhenStable`.
     stable_by_run: bool,
     /// The measured stage's last seconds, with `stopWhenStable` (see `RunStability`).
@@ -190,10 +203,17 @@ impl Agent {
             shutdown: Arc::new(Notify::new()),
             oplog: None,
             start_timeout: DEFAULT_START_TIMEOUT,
+            rank: (0, 1),
             stable_by_run: false,
             seconds: Arc::new(Mutex::new(None)),
             stop_at_tx: watch::channel(None).0,
         }
+    }
+
+    /// The same agent as worker `index` of `count` (training and checkpoint workloads).
+    pub fn with_rank(mut self, index: u32, count: u32) -> Self {
+        self.rank = (index, count);
+        self
     }
 
     /// The same agent leaving `stopWhenStable` to the run (`--stable-by-run`).
@@ -342,6 +362,7 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(Metrics::new());
     let mut agent = Agent::new(&args.worker_id, &token, metrics)
         .with_start_timeout(args.start_timeout.get())
+        .with_rank(args.worker_index, args.workers)
         .with_stable_by_run(args.stable_by_run);
     if let Some(uri) = &args.oplog_uri {
         agent = agent.with_oplog(OplogPlan {

@@ -52,6 +52,8 @@ pub struct Ctx {
     pub stop: Arc<AtomicBool>,
     /// `duration`: no step starts after it.
     pub deadline: Option<Instant>,
+    /// The worker's live metrics (`/metrics`), if served: sample reads, steps.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Ctx {
@@ -235,9 +237,18 @@ fn load(
         let mut b = Batch::default();
         for j in k * bs..((k + 1) * bs).min(slice.len()) {
             let loc = ctx.dataset.locate(slice.sample(j));
+            if let Some(m) = &ctx.metrics {
+                m.op_started();
+            }
             let began = Instant::now();
             let r = reader.read(&loc, ctx);
             let latency = began.elapsed();
+            if let Some(m) = &ctx.metrics {
+                match &r {
+                    Ok(o) => m.op_done(OpKind::Get, latency, o.bytes),
+                    Err(e) => m.op_failed(OpKind::Get, &e.kind()),
+                }
+            }
             reads.count += 1;
             reads.latency.record(latency);
             match &r {
@@ -301,7 +312,8 @@ fn accelerate(
             out.complete = false;
             break;
         };
-        out.waits.record(waited.elapsed());
+        let wait = waited.elapsed();
+        out.waits.record(wait);
         out.samples += b.samples;
         out.bytes += b.bytes;
         out.errors += b.errors;
@@ -315,8 +327,12 @@ fn accelerate(
         if !compute.is_zero() {
             std::thread::sleep(compute);
         }
-        out.compute += began.elapsed();
+        let computed = began.elapsed();
+        out.compute += computed;
         out.steps += 1;
+        if let Some(m) = &ctx.metrics {
+            m.training_step(wait, computed);
+        }
     }
     out.wall = start.elapsed();
     out

@@ -55,6 +55,8 @@ pub struct Options {
     pub oplog: Option<Arc<Sink>>,
     /// How long to wait for the other workers' dataset files.
     pub prepare_wait: Duration,
+    /// The live metrics to count sample reads and steps in (`/metrics`), if served.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// Run a training workload: prepare (or reuse) the dataset, then its epochs.
@@ -64,6 +66,32 @@ pub async fn run(
     opts: Options,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<Summary, EngineError> {
+    prepare(workload, target, opts).await?.run(stop).await
+}
+
+/// A training run set up before its start instant: the dataset prepared (or found), every
+/// reader's client open. [`Prepared::run`] is the measured part, so an agent runs it at the
+/// run's start instant with every other worker.
+#[derive(Debug)]
+pub struct Prepared {
+    workload: Workload,
+    target: Arc<dyn Target>,
+    opts: Options,
+    shape: benchrun_api::spec::TrainingShape,
+    dataset: dataset::Shape,
+    pattern: Arc<DataPattern>,
+    prepare: Option<crate::stats::StageStats>,
+    local_root: Option<std::path::PathBuf>,
+    readers: Vec<accel::Reader>,
+}
+
+/// The set-up of a training run: the workload checked, this worker's share of the dataset
+/// written (or found) and the other workers' shares waited for, the readers' clients open.
+pub async fn prepare(
+    workload: &Workload,
+    target: Arc<dyn Target>,
+    opts: Options,
+) -> Result<Prepared, EngineError> {
     let spec = workload
         .training
         .as_ref()
@@ -99,14 +127,6 @@ pub async fn run(
         Ok(TargetUri::File { root } | TargetUri::Direct { root }) => Some(root),
         _ => None,
     };
-    let stop_flag = Arc::new(AtomicBool::new(false));
-    {
-        let flag = stop_flag.clone();
-        tokio::spawn(async move {
-            stop.await;
-            flag.store(true, Ordering::Relaxed);
-        });
-    }
     let readers = {
         let n = shape.accelerators as usize * shape.readers as usize;
         let t = target.clone();
@@ -118,104 +138,146 @@ pub async fn run(
         .await
         .map_err(|e| EngineError::Workload(format!("starting readers: {e}")))??
     };
-    let run_start = Instant::now();
-    let ctx = Arc::new(accel::Ctx {
-        shape: shape.clone(),
-        dataset: dataset.clone(),
-        seed: workload.seed,
-        worker: (opts.index, opts.count),
-        plan: targets::read_plan(workload, target.as_ref()),
-        check: if workload.read.verify {
-            ReadCheck::Verify(pattern.clone())
-        } else {
-            ReadCheck::Discard
-        },
-        oplog: opts.oplog.clone(),
-        run_start,
-        stop: stop_flag.clone(),
-        deadline: workload.duration.map(|d| run_start + d.0),
-    });
-    let started_at = Utc::now();
-    let before = ProcessStats::now();
-    let mut stats = TrainingStats {
-        samples: dataset.samples(),
-        dataset_bytes: dataset.total_bytes(),
-        accelerators: shape.accelerators as u64,
-        min_au_percent: shape.min_au,
-        client_ram_bytes: cache::ram_bytes(),
-        cache_dropped: local_root.is_none() || shape.drop_cache,
-        ..Default::default()
-    };
-    let mut reads = crate::stats::OpStats::default();
-    let mut mine = AuFigures::default();
-    let mut first_error = None;
-    let mut readers = readers;
-    for e in 0..shape.epochs {
-        if ctx.stop.load(Ordering::Relaxed) || ctx.deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-        if let (Some(root), true) = (&local_root, shape.drop_cache) {
-            drop_cache(root, &dataset).await?;
-        }
-        let c = ctx.clone();
-        let (outcomes, back) = tokio::task::spawn_blocking(move || {
-            let o = accel::epoch(&c, e, &readers);
-            (o, readers)
-        })
-        .await
-        .map_err(|e| EngineError::Workload(format!("an epoch's threads failed: {e}")))?;
-        readers = back;
-        for o in &outcomes {
-            reads.merge(&o.reads);
-            mine.merge(&AuFigures::one(
-                o.compute.as_micros() as u64,
-                o.wall.as_micros() as u64,
-            ));
-            if first_error.is_none() {
-                first_error = o.first_error.clone();
-            }
-        }
-        stats.epochs.push(figures::epoch_figures(e, &outcomes));
-    }
-    stats.workers.insert(opts.worker_id.clone(), mine);
-    if reads.count > 0 && reads.errors == reads.count {
-        return Err(EngineError::Dataset(format!(
-            "every read of the training dataset failed; first: {}",
-            first_error.unwrap_or_default()
-        )));
-    }
-    if let Some(e) = first_error {
-        eprintln!(
-            "warning: {} of {} sample reads failed; first: {e}",
-            reads.errors, reads.count
-        );
-    }
-    let interrupted = ctx.stop.load(Ordering::Relaxed);
-    let all_done =
-        stats.epochs.len() == shape.epochs as usize && stats.epochs.iter().all(|e| e.complete);
-    let mut summary = Summary {
-        workload: Some(workload.clone()),
-        target: workload.target.clone(),
-        workers: 1,
-        worker_ids: vec![opts.worker_id.clone()],
-        started_at,
-        elapsed_seconds: run_start.elapsed().as_secs_f64(),
-        stopped_by: if interrupted {
-            INTERRUPTED.into()
-        } else if all_done {
-            format!("epochs: {}", shape.epochs)
-        } else {
-            "duration".into()
-        },
-        partial: interrupted,
-        ops: [(OpKind::Get, reads)].into(),
-        process: ProcessStats::now().since(&before),
+    Ok(Prepared {
+        workload: workload.clone(),
+        target,
+        opts,
+        shape,
+        dataset,
+        pattern,
         prepare,
-        training: Some(stats),
-        ..Default::default()
-    };
-    summary.refresh();
-    Ok(summary)
+        local_root,
+        readers,
+    })
+}
+
+impl Prepared {
+    /// The measured part: every epoch from now, until `stop` or the workload's `duration`.
+    pub async fn run(
+        self,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<Summary, EngineError> {
+        let Prepared {
+            workload,
+            target,
+            opts,
+            shape,
+            dataset,
+            pattern,
+            prepare,
+            local_root,
+            readers,
+        } = self;
+        let workload = &workload;
+        let stop_flag = Arc::new(AtomicBool::new(false));
+        {
+            let flag = stop_flag.clone();
+            tokio::spawn(async move {
+                stop.await;
+                flag.store(true, Ordering::Relaxed);
+            });
+        }
+        let run_start = Instant::now();
+        let ctx = Arc::new(accel::Ctx {
+            shape: shape.clone(),
+            dataset: dataset.clone(),
+            seed: workload.seed,
+            worker: (opts.index, opts.count),
+            plan: targets::read_plan(workload, target.as_ref()),
+            check: if workload.read.verify {
+                ReadCheck::Verify(pattern.clone())
+            } else {
+                ReadCheck::Discard
+            },
+            oplog: opts.oplog.clone(),
+            run_start,
+            stop: stop_flag.clone(),
+            deadline: workload.duration.map(|d| run_start + d.0),
+            metrics: opts.metrics.clone(),
+        });
+        let started_at = Utc::now();
+        let before = ProcessStats::now();
+        let mut stats = TrainingStats {
+            samples: dataset.samples(),
+            dataset_bytes: dataset.total_bytes(),
+            accelerators: shape.accelerators as u64,
+            min_au_percent: shape.min_au,
+            client_ram_bytes: cache::ram_bytes(),
+            cache_dropped: local_root.is_none() || shape.drop_cache,
+            ..Default::default()
+        };
+        let mut reads = crate::stats::OpStats::default();
+        let mut mine = AuFigures::default();
+        let mut first_error = None;
+        let mut readers = readers;
+        for e in 0..shape.epochs {
+            if ctx.stop.load(Ordering::Relaxed) || ctx.deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                break;
+            }
+            if let (Some(root), true) = (&local_root, shape.drop_cache) {
+                drop_cache(root, &dataset).await?;
+            }
+            let c = ctx.clone();
+            let (outcomes, back) = tokio::task::spawn_blocking(move || {
+                let o = accel::epoch(&c, e, &readers);
+                (o, readers)
+            })
+            .await
+            .map_err(|e| EngineError::Workload(format!("an epoch's threads failed: {e}")))?;
+            readers = back;
+            for o in &outcomes {
+                reads.merge(&o.reads);
+                mine.merge(&AuFigures::one(
+                    o.compute.as_micros() as u64,
+                    o.wall.as_micros() as u64,
+                ));
+                if first_error.is_none() {
+                    first_error = o.first_error.clone();
+                }
+            }
+            stats.epochs.push(figures::epoch_figures(e, &outcomes));
+        }
+        stats.workers.insert(opts.worker_id.clone(), mine);
+        if reads.count > 0 && reads.errors == reads.count {
+            return Err(EngineError::Dataset(format!(
+                "every read of the training dataset failed; first: {}",
+                first_error.unwrap_or_default()
+            )));
+        }
+        if let Some(e) = first_error {
+            eprintln!(
+                "warning: {} of {} sample reads failed; first: {e}",
+                reads.errors, reads.count
+            );
+        }
+        let interrupted = ctx.stop.load(Ordering::Relaxed);
+        let all_done =
+            stats.epochs.len() == shape.epochs as usize && stats.epochs.iter().all(|e| e.complete);
+        let mut summary = Summary {
+            workload: Some(workload.clone()),
+            target: workload.target.clone(),
+            workers: 1,
+            worker_ids: vec![opts.worker_id.clone()],
+            started_at,
+            elapsed_seconds: run_start.elapsed().as_secs_f64(),
+            stopped_by: if interrupted {
+                INTERRUPTED.into()
+            } else if all_done {
+                format!("epochs: {}", shape.epochs)
+            } else {
+                "duration".into()
+            },
+            partial: interrupted,
+            ops: [(OpKind::Get, reads)].into(),
+            process: ProcessStats::now().since(&before),
+            prepare,
+            training: Some(stats),
+            ..Default::default()
+        };
+        summary.refresh();
+        Ok(summary)
+    }
 }
 
 /// Drop every file of the dataset from the page cache (off the async threads).
