@@ -289,12 +289,23 @@ async fn act(
 
 /// A run as the decision reads it, and its status (for the metrics).
 fn run_view(obj: &DynamicObject) -> (RunView, BenchmarkRunStatus) {
-    let status: BenchmarkRunStatus = obj
-        .data
-        .get("status")
+    let raw = obj.data.get("status");
+    let status: BenchmarkRunStatus = raw
         .cloned()
         .and_then(|s| serde_json::from_value(s).ok())
-        .unwrap_or_default();
+        .unwrap_or_else(|| {
+            // A status this version cannot read whole (written by another version): its phase
+            // alone still tells active from finished, so such a run cannot block Forbid forever.
+            let phase = raw
+                .and_then(|s| s.get("phase"))
+                .cloned()
+                .and_then(|p| serde_json::from_value(p).ok())
+                .unwrap_or_default();
+            BenchmarkRunStatus {
+                phase,
+                ..Default::default()
+            }
+        });
     let created = obj
         .metadata
         .creation_timestamp
