@@ -396,3 +396,88 @@ async fn publish(ctx: &Ctx, s: &BenchmarkSchedule, plan: &Plan) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(
+        annotations: serde_json::Value,
+        spec: serde_json::Value,
+        status: serde_json::Value,
+    ) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "benchrun.dev/v1alpha1",
+            "kind": "BenchmarkRun",
+            "metadata": {
+                "name": "nightly-29000000",
+                "namespace": "ns",
+                "creationTimestamp": "2026-01-01T03:00:02Z",
+                "annotations": annotations,
+            },
+            "spec": spec,
+            "status": status,
+        }))
+        .expect("object")
+    }
+
+    #[test]
+    fn a_run_is_read_with_its_time_baseline_and_verdict() {
+        let obj = object(
+            serde_json::json!({SCHEDULED_AT: "2026-01-01T03:00:00+00:00"}),
+            serde_json::json!({"workload": {"target": "file:///d", "duration": "1s", "ops": [{"op": "get"}]}, "baselineRef": {"run": "nightly-1"}}),
+            serde_json::json!({
+                "phase": "Succeeded",
+                "finishTime": "2026-01-01T03:01:00Z",
+                "throughput": "100 ops/s",
+                "conditions": [{"type": "Regressed", "status": "True", "reason": "Regressed", "message": "get", "lastTransitionTime": "2026-01-01T03:01:00Z"}],
+                "baseline": {"source": "run nightly-1", "tolerancePercent": 10.0, "regressions": ["get p99"]},
+            }),
+        );
+        let (v, _) = run_view(&obj);
+        assert_eq!(v.scheduled, parse_time("2026-01-01T03:00:00Z").expect("t"));
+        assert_eq!(v.phase, Phase::Succeeded);
+        assert!(v.regressed);
+        assert_eq!(v.regressions, vec!["get p99".to_string()]);
+        assert_eq!(v.baseline.as_deref(), Some("nightly-1"));
+        assert_eq!(v.verdict(), Some("Regressed"));
+        assert_eq!(v.throughput.as_deref(), Some("100 ops/s"));
+    }
+
+    #[test]
+    fn an_unreadable_status_still_gives_the_phase_and_no_annotation_the_creation() {
+        let obj = object(
+            serde_json::json!({}),
+            serde_json::json!({}),
+            serde_json::json!({"phase": "Failed", "workers": "not a list"}),
+        );
+        let (v, _) = run_view(&obj);
+        assert_eq!(
+            v.phase,
+            Phase::Failed,
+            "a finished run must not block Forbid"
+        );
+        assert_eq!(v.scheduled, parse_time("2026-01-01T03:00:02Z").expect("t"));
+    }
+
+    #[test]
+    fn only_phase_verdict_and_deletion_wake_the_schedule() {
+        let a = object(
+            serde_json::json!({}),
+            serde_json::json!({}),
+            serde_json::json!({"phase": "Running", "progress": {"ops": 1}}),
+        );
+        let b = object(
+            serde_json::json!({}),
+            serde_json::json!({}),
+            serde_json::json!({"phase": "Running", "progress": {"ops": 2}}),
+        );
+        let c = object(
+            serde_json::json!({}),
+            serde_json::json!({}),
+            serde_json::json!({"phase": "Succeeded"}),
+        );
+        assert_eq!(run_state(&a), run_state(&b), "progress alone is no change");
+        assert_ne!(run_state(&a), run_state(&c));
+    }
+}
