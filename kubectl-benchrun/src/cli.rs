@@ -118,6 +118,20 @@ pub enum Command {
   kubectl benchrun storageclass fast-ssd --node-selector disk=ssd"
     ))]
     Storageclass(StorageClassArgs),
+    /// BenchmarkSchedules: create one from a workload file or a manifest, list them, show a
+    /// schedule's run history with figures and verdicts, suspend or resume one.
+    #[command(after_help = examples(
+        "  # Every night at 03:00 Berlin time, each run compared with the last good one
+  kubectl benchrun schedule create examples/s3-minio.yaml --name s3-nightly \\
+    --schedule '0 3 * * *' --time-zone Europe/Berlin --workers 2 --secret s3-creds
+  # The schedules of a namespace, then one's runs with their figures and verdicts
+  kubectl benchrun schedule list -n bench
+  kubectl benchrun schedule history s3-nightly -n bench
+  # No runs during a maintenance window
+  kubectl benchrun schedule suspend s3-nightly
+  kubectl benchrun schedule resume s3-nightly"
+    ))]
+    Schedule(ScheduleArgs),
     /// Print a shell completion script (`source <(kubectl benchrun completion bash)`).
     #[command(after_help = "Examples:
   # bash: for this shell, or for every new one
@@ -329,4 +343,158 @@ pub struct StorageClassArgs {
     /// Keep the run (and its result) instead of deleting it at the end.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// `schedule`.
+#[derive(Debug, Clone, Args)]
+pub struct ScheduleArgs {
+    /// What to do with schedules.
+    #[command(subcommand)]
+    pub command: ScheduleCommand,
+}
+
+/// `schedule` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ScheduleCommand {
+    /// Create a BenchmarkSchedule from a workload file or BenchmarkRun manifest (its spec is
+    /// the run template) or a BenchmarkSchedule manifest; flags override the file.
+    #[command(after_help = examples(
+        "  # Every hour, keep 5 good runs, skip a run the previous one overlaps
+  kubectl benchrun schedule create examples/quickstart.yaml --schedule @hourly --keep-succeeded 5
+  # From a manifest, checked by the API server, nothing created
+  kubectl benchrun schedule create examples/benchmarkschedule-nightly.yaml --dry-run=server"
+    ))]
+    Create(Box<ScheduleCreateArgs>),
+    /// List schedules: NAME, SCHEDULE, TIMEZONE, SUSPEND, ACTIVE, LAST SCHEDULE, LAST
+    /// VERDICT, FAILURES (in a row), BASELINE.
+    #[command(after_help = examples(
+        "  # Every namespace's schedules
+  kubectl benchrun schedule list -A"
+    ))]
+    List(ScheduleListArgs),
+    /// A schedule's recent runs, newest first: scheduled time, phase, verdict, throughput,
+    /// p99, baseline and the ops that moved (or why it failed).
+    #[command(after_help = examples(
+        "  # The last runs of s3-nightly, then as JSON
+  kubectl benchrun schedule history s3-nightly
+  kubectl benchrun schedule history s3-nightly -o json"
+    ))]
+    History(ScheduleHistoryArgs),
+    /// Stop making runs (runs already started go on).
+    #[command(after_help = examples("  kubectl benchrun schedule suspend s3-nightly"))]
+    Suspend(ScheduleNameArgs),
+    /// Make runs again (the time missed while suspended is started if within the deadline).
+    #[command(after_help = examples("  kubectl benchrun schedule resume s3-nightly"))]
+    Resume(ScheduleNameArgs),
+}
+
+/// `schedule create`.
+#[derive(Debug, Clone, Args)]
+pub struct ScheduleCreateArgs {
+    /// A workload file, a BenchmarkRun manifest or a BenchmarkSchedule manifest; `-` for stdin.
+    pub file: String,
+    /// Cron schedule: 5 fields (minute hour day-of-month month day-of-week) or @hourly,
+    /// @daily, @weekly, @monthly, @yearly. Required unless the file is a schedule.
+    #[arg(long, value_name = "CRON")]
+    pub schedule: Option<String>,
+    /// The schedule's name (default: from the file name, or the manifest's).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// IANA time zone of the schedule (default UTC).
+    #[arg(long, value_name = "ZONE")]
+    pub time_zone: Option<String>,
+    /// A run due while another is active: forbid (default: skip it), allow, replace.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub concurrency_policy: Option<Concurrency>,
+    /// Succeeded runs kept (default 3).
+    #[arg(long, value_name = "N")]
+    pub keep_succeeded: Option<i32>,
+    /// Failed runs kept (default 1).
+    #[arg(long, value_name = "N")]
+    pub keep_failed: Option<i32>,
+    /// Skip a run not started within this many seconds of its time.
+    #[arg(long, value_name = "SECONDS")]
+    pub starting_deadline_seconds: Option<i64>,
+    /// Largest tolerated change against the baseline, in percent (default 10).
+    #[arg(long, value_name = "PCT")]
+    pub tolerance: Option<f64>,
+    /// Compare every run with this run (default: the schedule's last good run).
+    #[arg(long, value_name = "RUN", conflicts_with = "no_baseline")]
+    pub baseline_run: Option<String>,
+    /// Compare with nothing.
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Create it suspended.
+    #[arg(long)]
+    pub suspend: bool,
+    /// One worker on each Ready node the run may use.
+    #[arg(long, conflicts_with = "workers")]
+    pub per_node: bool,
+    /// Number of workers.
+    #[arg(long, value_name = "N")]
+    pub workers: Option<i32>,
+    /// Only nodes with this label (repeatable, `key=value`).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub node_selector: Vec<String>,
+    /// A claim of this StorageClass per worker, mounted for file:// and direct:// targets.
+    #[arg(long, value_name = "CLASS")]
+    pub storage_class: Option<String>,
+    /// Size of each claim (default 10Gi).
+    #[arg(long, value_name = "SIZE")]
+    pub claim_size: Option<String>,
+    /// Secret with the storage's credentials.
+    #[arg(long, value_name = "NAME")]
+    pub secret: Option<String>,
+    /// client: print the schedule; server: the API server checks it, nothing is created.
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true, default_missing_value = "client")]
+    pub dry_run: Option<DryRun>,
+}
+
+/// `schedule create --concurrency-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Concurrency {
+    /// Skip a run due while another is active.
+    Forbid,
+    /// Start it beside.
+    Allow,
+    /// Delete the active one, then start it.
+    Replace,
+}
+
+impl From<Concurrency> for benchrun_operator::crd::schedule::ConcurrencyPolicy {
+    fn from(c: Concurrency) -> Self {
+        match c {
+            Concurrency::Forbid => Self::Forbid,
+            Concurrency::Allow => Self::Allow,
+            Concurrency::Replace => Self::Replace,
+        }
+    }
+}
+
+/// `schedule list`.
+#[derive(Debug, Clone, Args)]
+pub struct ScheduleListArgs {
+    /// `json`/`yaml`: the schedules as a List.
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<ListOutput>,
+    /// Schedules of every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+}
+
+/// `schedule history`.
+#[derive(Debug, Clone, Args)]
+pub struct ScheduleHistoryArgs {
+    /// The schedule.
+    pub name: String,
+    /// `json`/`yaml`: the recent runs as data.
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<Output>,
+}
+
+/// `schedule suspend` and `resume`.
+#[derive(Debug, Clone, Args)]
+pub struct ScheduleNameArgs {
+    /// The schedule.
+    pub name: String,
 }

@@ -11,6 +11,7 @@
 //! - `watch`: following a run's status, with a progress line on stderr
 //! - `show`: a finished run's result table (the worker's), thresholds, JSON/YAML
 //! - `run`: `run` and `watch`; `list`, `compare` (with `report`), `logs`, `storageclass`
+//! - `schedule`: `schedule create|list|history|suspend|resume` (BenchmarkSchedules)
 //! - `completion`: the shell completion scripts
 
 mod cli;
@@ -23,6 +24,7 @@ mod list;
 mod logs;
 mod manifest;
 mod run;
+mod schedule;
 mod show;
 mod storageclass;
 mod watch;
@@ -65,6 +67,7 @@ async fn dispatch(cli: &Cli) -> Result<u8> {
         Command::Compare(a) => compare::main(&connect::connect(g).await?, a).await,
         Command::Report(a) => compare::report(&connect::connect(g).await?, a).await,
         Command::Logs(a) => logs::main(&connect::connect(g).await?, a).await,
+        Command::Schedule(a) => schedule::main(&connect::connect(g).await?, &a.command).await,
         Command::Completion(a) => {
             print!("{}", completion::script(a.shell));
             Ok(exit::OK)

@@ -51,9 +51,10 @@ async fn env_without_workers(prefix: &str) -> (Client, TestNamespace) {
     (client, ns)
 }
 
-/// Apply the CRD and wait until it is served.
+/// Apply the CRDs (runs and schedules) and wait until they are served.
 pub async fn install_crd(client: &Client) {
     cluster::install_crd(client, &benchrun_operator::crd()).await;
+    cluster::install_crd(client, &benchrun_operator::schedule_crd()).await;
 }
 
 /// The controller, in this process, for the test's namespace only.
@@ -772,4 +773,98 @@ async fn storageclass_benchmarks_the_default_class_and_cleans_up() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// `schedule create|list|suspend|resume|history` against the API server: the schedule is made
+/// suspended from a workload file, so no run starts and no operator is needed.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn schedule_create_list_suspend_resume_and_history() {
+    use benchrun_operator::crd::schedule::BenchmarkSchedule;
+    let (client, ns_guard) = env_without_workers("plugin-sched").await;
+    let ns = ns_guard.name().to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("nightly-get.yaml");
+    std::fs::write(&f, WORKLOAD).expect("write");
+    let file = f.to_str().unwrap();
+
+    // A bad time zone is bad input, naming the field; nothing is created.
+    let r = exec(
+        &ns,
+        &[
+            "schedule",
+            "create",
+            file,
+            "--schedule",
+            "@daily",
+            "--time-zone",
+            "Berlin",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 2);
+    one_line_error(&r, "spec.timeZone: unknown time zone \"Berlin\"");
+
+    let r = exec(
+        &ns,
+        &[
+            "schedule",
+            "create",
+            file,
+            "--schedule",
+            "30 2 * * *",
+            "--time-zone",
+            "Europe/Berlin",
+            "--workers",
+            "2",
+            "--suspend",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("benchmarkschedule.benchrun.dev/nightly-get created"),
+        "{}",
+        r.stdout
+    );
+    let api: Api<BenchmarkSchedule> = Api::namespaced(client.clone(), &ns);
+    let s = api.get("nightly-get").await.expect("created");
+    assert_eq!(s.spec.schedule, "30 2 * * *");
+    assert_eq!(s.spec.time_zone.as_deref(), Some("Europe/Berlin"));
+    assert_eq!(s.spec.run_template.workers.count, Some(2));
+    assert!(s.spec.suspend);
+
+    let r = exec(&ns, &["schedule", "list"]).await;
+    assert_eq!(r.code, 0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].contains("LAST VERDICT"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines[1].starts_with("nightly-get")
+            && lines[1].contains("Europe/Berlin")
+            && lines[1].contains("true"),
+        "{}",
+        r.stdout
+    );
+
+    let r = exec(&ns, &["schedule", "resume", "nightly-get"]).await;
+    assert_eq!(r.code, 0);
+    assert!(!api.get("nightly-get").await.expect("get").spec.suspend);
+    let r = exec(&ns, &["schedule", "suspend", "nightly-get"]).await;
+    assert_eq!(r.code, 0);
+    assert!(api.get("nightly-get").await.expect("get").spec.suspend);
+
+    let r = exec(&ns, &["schedule", "history", "nightly-get"]).await;
+    assert_eq!(r.code, 0);
+    assert!(r.stderr.contains("has made no runs yet"), "{}", r.stderr);
+    let r = exec(&ns, &["schedule", "history", "nope"]).await;
+    assert_eq!(r.code, 2);
+    one_line_error(&r, "benchmarkschedule \"nope\" not found");
+    let r = exec(&ns, &["schedule", "suspend", "nope"]).await;
+    assert_eq!(r.code, 2);
+    one_line_error(&r, "benchmarkschedule \"nope\" not found");
 }

@@ -1,5 +1,6 @@
 //! The controller: watches runs (and the pods they own), runs one reconcile pass per change or
-//! poll, and requeues a failed pass.
+//! poll, and requeues a failed pass. The schedule controller ([`crate::schedule::controller`])
+//! runs beside it.
 //!
 //! What triggers a pass: a change of a run's spec (its `generation`), labels, annotations or
 //! finalizers, any change of a pod it owns, and the pass's own requeue (every
@@ -93,8 +94,17 @@ pub async fn run(
     .reflect(pod_writer)
     .touched_objects();
     let http = crate::client::WorkerClient::http(config.worker_timeout).map_err(Error::Invalid)?;
+    // The schedule controller runs beside, in the same process and leadership, and stops
+    // with it.
+    let shutdown = shutdown.shared();
+    let schedules = crate::schedule::controller::run(
+        client.clone(),
+        config.namespace.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    );
     let ctx = Arc::new(Context::new(client, config, metrics, pod_store, http));
-    Controller::for_stream_with(run_changes, run_store, ar)
+    let runs = Controller::for_stream_with(run_changes, run_store, ar)
         .owns_stream(pod_changes)
         .graceful_shutdown_on(shutdown)
         .run(reconcile_object, error_policy, ctx)
@@ -102,9 +112,9 @@ pub async fn run(
             if let Err(e) = r {
                 warn!("reconcile: {e}");
             }
-        })
-        .await;
-    Ok(())
+        });
+    let (scheduled, ()) = tokio::join!(schedules, runs);
+    scheduled
 }
 
 /// A failed pass: counted by its error label, retried after a delay that doubles per run

@@ -33,7 +33,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Print the BenchmarkRun CustomResourceDefinition (YAML).
-    Crd,
+    Crd {
+        /// Print the BenchmarkSchedule CustomResourceDefinition instead.
+        #[arg(long)]
+        schedule: bool,
+    },
     /// Run the controller (kubeconfig from $KUBECONFIG, ~/.kube/config or in-cluster).
     Run(Box<RunArgs>),
 }
@@ -152,8 +156,12 @@ async fn main() -> Result<()> {
         )
         .init();
     match Cli::parse().command {
-        Command::Crd => {
+        Command::Crd { schedule: false } => {
             print!("{}", benchrun_operator::crd_yaml());
+            Ok(())
+        }
+        Command::Crd { schedule: true } => {
+            print!("{}", benchrun_operator::schedule_crd_yaml());
             Ok(())
         }
         Command::Run(args) => run(*args).await,

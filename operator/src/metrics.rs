@@ -10,6 +10,13 @@
 //!   `benchrun_operator_run_elapsed_seconds{namespace,run}`: live progress of running runs
 //! - `benchrun_operator_run_start_skew_seconds{namespace,run}`: measured start skew
 //! - `benchrun_operator_leader`: 1 while this replica runs the controller (leads), else 0
+//! - `benchrun_schedule_last_run_regressed{namespace,schedule}`: 1 when a schedule's newest
+//!   finished run regressed against its baseline, 0 when it did not (or failed)
+//! - `benchrun_schedule_failures_in_a_row{namespace,schedule}`: its newest finished runs that
+//!   failed, in a row
+//! - `benchrun_schedule_last_run_ops_per_second{namespace,schedule,op}` and
+//!   `benchrun_schedule_last_run_p99_seconds{namespace,schedule,op}`: the figures of its newest
+//!   succeeded run, one step per run over time
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -51,6 +58,12 @@ pub struct Metrics {
     run_thresholds_met: IntGaugeVec,
     run_regressed: IntGaugeVec,
     leader: IntGauge,
+    schedule_regressed: IntGaugeVec,
+    schedule_failures: IntGaugeVec,
+    schedule_ops: GaugeVec,
+    schedule_p99: GaugeVec,
+    /// The ops each schedule's figure series name, by `namespace/name`.
+    schedule_ops_seen: Mutex<HashMap<String, BTreeSet<String>>>,
     /// The operator's Kubernetes API requests by verb (see `apicount`).
     pub api_requests: IntCounterVec,
     /// Every run with series, by `namespace/name`: its phase and the ops its result series
@@ -172,6 +185,38 @@ impl Metrics {
             "1 while this replica runs the controller (holds the leader lease)",
         )
         .expect("metric");
+        let schedule_regressed = IntGaugeVec::new(
+            Opts::new(
+                "benchrun_schedule_last_run_regressed",
+                "1 when the newest finished run of a BenchmarkSchedule regressed against its baseline, else 0",
+            ),
+            &["namespace", "schedule"],
+        )
+        .expect("metric");
+        let schedule_failures = IntGaugeVec::new(
+            Opts::new(
+                "benchrun_schedule_failures_in_a_row",
+                "Newest finished runs of a BenchmarkSchedule that failed, in a row",
+            ),
+            &["namespace", "schedule"],
+        )
+        .expect("metric");
+        let schedule_ops = GaugeVec::new(
+            Opts::new(
+                "benchrun_schedule_last_run_ops_per_second",
+                "Merged throughput of the newest succeeded run of a BenchmarkSchedule",
+            ),
+            &["namespace", "schedule", "op"],
+        )
+        .expect("metric");
+        let schedule_p99 = GaugeVec::new(
+            Opts::new(
+                "benchrun_schedule_last_run_p99_seconds",
+                "Merged p99 latency of the newest succeeded run of a BenchmarkSchedule",
+            ),
+            &["namespace", "schedule", "op"],
+        )
+        .expect("metric");
         let mut families = Vec::new();
         for (c, kind) in [
             (
@@ -191,6 +236,10 @@ impl Metrics {
             (Box::new(run_regressed.clone()), MetricKind::Gauge),
             (Box::new(leader.clone()), MetricKind::Gauge),
             (Box::new(api_requests.clone()), MetricKind::Counter),
+            (Box::new(schedule_regressed.clone()), MetricKind::Gauge),
+            (Box::new(schedule_failures.clone()), MetricKind::Gauge),
+            (Box::new(schedule_ops.clone()), MetricKind::Gauge),
+            (Box::new(schedule_p99.clone()), MetricKind::Gauge),
         ] {
             families.extend(MetricFamily::of(c.as_ref(), kind));
             registry.register(c).expect("unique metric");
@@ -212,6 +261,11 @@ impl Metrics {
             run_regressed,
             leader,
             api_requests,
+            schedule_regressed,
+            schedule_failures,
+            schedule_ops,
+            schedule_p99,
+            schedule_ops_seen: Mutex::new(HashMap::new()),
             seen: Mutex::new(HashMap::new()),
         }
     }
@@ -325,6 +379,57 @@ impl Metrics {
         }
         for g in [&self.run_thresholds_met, &self.run_regressed] {
             let _ = g.remove_label_values(&[ns, run]);
+        }
+    }
+
+    /// Record a schedule's verdicts and the figures of its newest succeeded run (`last`).
+    pub fn observe_schedule(
+        &self,
+        ns: &str,
+        schedule: &str,
+        status: &crate::crd::schedule::BenchmarkScheduleStatus,
+        last: Option<&BenchmarkRunStatus>,
+    ) {
+        let labels = [ns, schedule];
+        if let Some(v) = &status.last_verdict {
+            self.schedule_regressed
+                .with_label_values(&labels)
+                .set(i64::from(v == "Regressed"));
+        }
+        self.schedule_failures
+            .with_label_values(&labels)
+            .set(i64::from(status.failures_in_a_row));
+        let Some(last) = last else { return };
+        let mut seen = self
+            .schedule_ops_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let ops = seen.entry(key(ns, schedule)).or_default();
+        for (op, r) in &last.results {
+            ops.insert(op.clone());
+            self.schedule_ops
+                .with_label_values(&[ns, schedule, op])
+                .set(r.ops_per_sec);
+            self.schedule_p99
+                .with_label_values(&[ns, schedule, op])
+                .set(r.p99_ms / 1000.0);
+        }
+    }
+
+    /// Drop a deleted schedule's series.
+    pub fn forget_schedule(&self, ns: &str, schedule: &str) {
+        for g in [&self.schedule_regressed, &self.schedule_failures] {
+            let _ = g.remove_label_values(&[ns, schedule]);
+        }
+        let ops = self
+            .schedule_ops_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key(ns, schedule))
+            .unwrap_or_default();
+        for op in &ops {
+            let _ = self.schedule_ops.remove_label_values(&[ns, schedule, op]);
+            let _ = self.schedule_p99.remove_label_values(&[ns, schedule, op]);
         }
     }
 

@@ -1,5 +1,5 @@
-//! Every standalone workload file in `examples/` is valid. (`benchmarkrun-*.yaml` manifests are
-//! checked by the operator's tests.)
+//! Every standalone workload file in `examples/` is valid. (`benchmarkrun-*.yaml` and
+//! `benchmarkschedule-*.yaml` manifests are checked by the operator's tests.)
 
 #[test]
 fn example_workloads_validate() {
@@ -8,7 +8,10 @@ fn example_workloads_validate() {
     for entry in std::fs::read_dir(&dir).expect("examples/ exists") {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if !name.ends_with(".yaml") || name.starts_with("benchmarkrun-") {
+        if !name.ends_with(".yaml")
+            || name.starts_with("benchmarkrun-")
+            || name.starts_with("benchmarkschedule-")
+        {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();

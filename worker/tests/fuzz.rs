@@ -176,7 +176,10 @@ fn seeds() -> Vec<String> {
         for e in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
             let p = e.unwrap().path();
             let name = p.file_name().unwrap().to_string_lossy().to_string();
-            if name.ends_with(".yaml") && !name.starts_with("benchmarkrun-") {
+            if name.ends_with(".yaml")
+                && !name.starts_with("benchmarkrun-")
+                && !name.starts_with("benchmarkschedule-")
+            {
                 if let Ok(t) = std::fs::read_to_string(&p) {
                     if t.len() < 4096 {
                         out.push(t);

@@ -116,6 +116,14 @@ reference stay unreadable to the operator.
 - apiGroups: ["benchrun.dev"]
   resources: ["benchmarkruns/status"]
   verbs: ["get", "patch"]
+# BenchmarkSchedules: read and watched; only their status is written (the runs they make are
+# created and pruned under the benchmarkruns rule above).
+- apiGroups: ["benchrun.dev"]
+  resources: ["benchmarkschedules"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["benchrun.dev"]
+  resources: ["benchmarkschedules/status"]
+  verbs: ["patch"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "delete"]

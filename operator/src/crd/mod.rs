@@ -32,6 +32,7 @@ pub mod baseline;
 pub mod ca;
 pub mod matrix;
 pub mod oplog;
+pub mod schedule;
 pub mod status;
 pub mod thresholds;
 pub mod training;
@@ -478,6 +479,29 @@ mod tests {
     }
 
     #[test]
+    fn checked_in_schedule_crd_is_current() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../crds/benchmarkschedule.yaml"
+        );
+        let want = crate::schedule_crd_yaml();
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        if std::env::var_os("BENCHRUN_UPDATE_CRD").is_some() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "BENCHRUN_UPDATE_CRD is set in CI: the snapshot would be rewritten, not checked"
+            );
+            std::fs::write(path, &want).expect("write crds/benchmarkschedule.yaml");
+            return;
+        }
+        assert!(
+            have == want,
+            "crds/benchmarkschedule.yaml is stale: run `cargo run -p benchrun-operator -- crd --schedule > crds/benchmarkschedule.yaml` \
+             (or BENCHRUN_UPDATE_CRD=1 cargo test -p benchrun-operator --lib crd)"
+        );
+    }
+
+    #[test]
     fn deadline_of_a_huge_duration_saturates() {
         let spec: BenchmarkRunSpec = serde_yaml::from_str(
             "workload: {target: file:///data, duration: 1000000000000h, ops: [{op: get}]}\n",
@@ -490,7 +514,25 @@ mod tests {
     /// fails here and not at `kubectl apply`.
     #[test]
     fn schema_is_structural() {
-        let crd = crate::crd();
+        let schema = structural(&crate::crd());
+        let text = schema.to_string();
+        assert!(text.contains("self == oldSelf"), "spec must be immutable");
+        assert!(text.contains("has(self.duration) != has(self.totalOps)"));
+        // The schedule's: its run template is the run's spec, less the immutability.
+        let schedule = structural(&crate::schedule_crd());
+        let template = &schedule["properties"]["spec"]["properties"]["runTemplate"];
+        let rules = template["x-kubernetes-validations"].to_string();
+        assert!(!rules.contains("oldSelf"), "{rules}");
+        assert!(rules.contains("!has(self.baselineRef)"), "{rules}");
+        assert!(template
+            .to_string()
+            .contains("has(self.duration) != has(self.totalOps)"));
+    }
+
+    /// The CRD's schema, checked against the structural rules.
+    fn structural(
+        crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    ) -> Value {
         let schema = serde_json::to_value(
             crd.spec.versions[0]
                 .schema
@@ -535,9 +577,7 @@ mod tests {
         let mut bad = vec![];
         walk(&schema, "", &mut bad);
         assert!(bad.is_empty(), "non-structural schema: {bad:#?}");
-        let text = schema.to_string();
-        assert!(text.contains("self == oldSelf"), "spec must be immutable");
-        assert!(text.contains("has(self.duration) != has(self.totalOps)"));
+        schema
     }
 
     #[test]

@@ -22,6 +22,8 @@
 //! - `benchmarkruns`: get, list, watch, create, delete, patch (create: a matrix run's
 //!   combinations, list: a matrix run's children by label, delete: TTL and a failed matrix
 //!   run's child in flight, patch: the finalizer); `benchmarkruns/status`: get, patch
+//! - `benchmarkschedules`: get, list, watch; `benchmarkschedules/status`: patch (the schedule
+//!   controller, [`crate::schedule`]; its runs are created and deleted under `benchmarkruns`)
 //! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: get, create, delete
 //!   (get: an existing claim is checked to be the run's)
 //! - `configmaps`: get, list, create, patch (list: the per-worker result objects of a run, by

@@ -40,9 +40,11 @@ pub async fn env(prefix: &str) -> Env {
     Env { client, ns, images }
 }
 
-/// Apply the CRD and wait until it is served.
+/// Apply the CRDs (runs, and schedules: the controller watches both) and wait until they are
+/// served.
 pub async fn install_crd(client: &Client) {
     cluster::install_crd(client, &benchrun_operator::crd()).await;
+    cluster::install_crd(client, &benchrun_operator::schedule_crd()).await;
 }
 
 pub fn spawn_operator(env: &Env) -> JoinHandle<()> {

@@ -1,0 +1,15 @@
+//! `BenchmarkSchedule`: runs made from a template at the times of a cron schedule, each compared
+//! with the schedule's last good run (docs/SCHEDULES.md).
+//!
+//! - [`cron`]: the schedule and time zone, parsed; scheduled times before and after an instant
+//! - [`decide`]: one pass decided without the API server (CronJob's rules), unit-tested
+//! - [`controller`]: the watch, observe and act
+
+pub mod controller;
+pub mod cron;
+pub mod decide;
+
+/// Label on every run a schedule makes: the schedule's name.
+pub const SCHEDULE_LABEL: &str = "benchrun.dev/schedule";
+/// Annotation on every run a schedule makes: the time it stands for (RFC 3339).
+pub const SCHEDULED_AT: &str = "benchrun.dev/scheduled-at";
