@@ -376,8 +376,10 @@ pub fn workload_schema(generator: &mut schemars::SchemaGenerator) -> schemars::S
         obj.insert(
             "x-kubernetes-validations".into(),
             json!([{
-                "rule": "has(self.duration) != has(self.totalOps)",
-                "message": "give workload.duration or workload.totalOps (exactly one)",
+                // Training (epochs) and checkpoint (repeats) workloads set their own length,
+                // as `Workload::validate` (check_run_length) says.
+                "rule": "has(self.training) || has(self.checkpoint) || has(self.duration) != has(self.totalOps)",
+                "message": "give workload.duration or workload.totalOps (exactly one), or a training or checkpoint workload",
                 "reason": "FieldValueInvalid"
             }]),
         );
