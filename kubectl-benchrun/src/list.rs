@@ -156,39 +156,13 @@ pub fn render(rows: &[Row], wide: bool, namespaces: bool) -> String {
 
 /// `kubectl benchrun list`.
 pub async fn main(t: &Target, args: &ListArgs) -> Result<u8> {
-    let api: Api<BenchmarkRun> = if args.all_namespaces {
-        Api::all(t.client.clone())
-    } else {
-        t.api()
-    };
     let params = match &args.selector {
         Some(s) => ListParams::default().labels(s),
         None => ListParams::default(),
     };
-    let mut runs = api
-        .list(&params)
-        .await
-        .map_err(|e| explain(e, "listing benchmarkruns"))?
-        .items;
-    runs.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
-    });
-    if runs.is_empty() && !args.all_namespaces && namespace_exists(t).await == Some(false) {
-        return Err(bad_input(format!(
-            "namespace \"{}\" not found",
-            t.namespace
-        )));
-    }
+    let runs: Vec<BenchmarkRun> = fetch(t, args.all_namespaces, &params, "benchmarkruns").await?;
     match args.output {
-        Some(o @ (ListOutput::Json | ListOutput::Yaml)) => {
-            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": runs});
-            let o = if o == ListOutput::Json {
-                Output::Json
-            } else {
-                Output::Yaml
-            };
-            print!("{}", encode(&list, o)?);
-        }
+        o if print_as_list(&runs, o)? => {}
         _ if runs.is_empty() => {
             eprintln!("No benchmarkruns found in namespace {}.", t.namespace)
         }
@@ -202,6 +176,57 @@ pub async fn main(t: &Target, args: &ListArgs) -> Result<u8> {
         }
     }
     Ok(OK)
+}
+
+/// The `plural` objects of the target's namespace (of every namespace with `-A`), sorted by
+/// namespace and name. None in a namespace that does not exist is an error, as kubectl says it.
+pub async fn fetch<K>(
+    t: &Target,
+    all_namespaces: bool,
+    params: &ListParams,
+    plural: &str,
+) -> Result<Vec<K>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    let api: Api<K> = if all_namespaces {
+        Api::all(t.client.clone())
+    } else {
+        t.api()
+    };
+    let mut items = api
+        .list(params)
+        .await
+        .map_err(|e| explain(e, &format!("listing {plural}")))?
+        .items;
+    items.sort_by(|a, b| {
+        let key = |k: &K| (k.meta().namespace.clone(), k.meta().name.clone());
+        key(a).cmp(&key(b))
+    });
+    if items.is_empty() && !all_namespaces && namespace_exists(t).await == Some(false) {
+        return Err(bad_input(format!(
+            "namespace \"{}\" not found",
+            t.namespace
+        )));
+    }
+    Ok(items)
+}
+
+/// `-o json|yaml`: print the items as a kubectl `List` and say so; the table outputs print
+/// nothing here.
+pub fn print_as_list<K: serde::Serialize>(items: &[K], output: Option<ListOutput>) -> Result<bool> {
+    let o = match output {
+        Some(ListOutput::Json) => Output::Json,
+        Some(ListOutput::Yaml) => Output::Yaml,
+        _ => return Ok(false),
+    };
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    print!("{}", encode(&list, o)?);
+    Ok(true)
 }
 
 #[cfg(test)]

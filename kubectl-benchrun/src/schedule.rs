@@ -12,10 +12,9 @@ use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::Api;
 
 use crate::cli::{
-    DryRun, ListOutput, Output, ScheduleCommand, ScheduleCreateArgs, ScheduleHistoryArgs,
-    ScheduleListArgs,
+    DryRun, Output, ScheduleCommand, ScheduleCreateArgs, ScheduleHistoryArgs, ScheduleListArgs,
 };
-use crate::connect::{explain, namespace_exists, Target};
+use crate::connect::{explain, Target};
 use crate::exit::{bad_input, OK};
 use crate::list::age;
 use crate::manifest;
@@ -225,35 +224,15 @@ const LIST_HEADER: [&str; 10] = [
 ];
 
 async fn list(t: &Target, a: &ScheduleListArgs) -> Result<u8> {
-    let api: Api<BenchmarkSchedule> = if a.all_namespaces {
-        Api::all(t.client.clone())
-    } else {
-        t.api()
-    };
-    let mut items = api
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| explain(e, "listing benchmarkschedules"))?
-        .items;
-    items.sort_by(|x, y| {
-        (&x.metadata.namespace, &x.metadata.name).cmp(&(&y.metadata.namespace, &y.metadata.name))
-    });
-    if items.is_empty() && !a.all_namespaces && namespace_exists(t).await == Some(false) {
-        return Err(bad_input(format!(
-            "namespace \"{}\" not found",
-            t.namespace
-        )));
-    }
+    let items: Vec<BenchmarkSchedule> = crate::list::fetch(
+        t,
+        a.all_namespaces,
+        &ListParams::default(),
+        "benchmarkschedules",
+    )
+    .await?;
     match a.output {
-        Some(o @ (ListOutput::Json | ListOutput::Yaml)) => {
-            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
-            let o = if o == ListOutput::Json {
-                Output::Json
-            } else {
-                Output::Yaml
-            };
-            print!("{}", encode(&list, o)?);
-        }
+        o if crate::list::print_as_list(&items, o)? => {}
         _ if items.is_empty() => {
             eprintln!("No benchmarkschedules found in namespace {}.", t.namespace)
         }
