@@ -53,13 +53,9 @@ async fn start_handler(
     if !agent.authorized(&headers) {
         return unauthorized();
     }
-    let req: StartRequest = match serde_json::from_slice(&body) {
+    let req: StartRequest = match parse_body(&body, r#"{"startAt": RFC 3339}"#) {
         Ok(r) => r,
-        Err(e) => return (
-            StatusCode::BAD_REQUEST,
-            Json(serde_json::json!({"error": format!("expected {{\"startAt\": RFC 3339}}: {e}")})),
-        )
-            .into_response(),
+        Err(bad) => return *bad,
     };
     {
         let mut i = agent.lock();
@@ -88,13 +84,9 @@ async fn stop_at_handler(
     if !agent.authorized(&headers) {
         return unauthorized();
     }
-    let req: StopAtRequest = match serde_json::from_slice(&body) {
+    let req: StopAtRequest = match parse_body(&body, r#"{"stopAt": RFC 3339, "stable": {...}}"#) {
         Ok(r) => r,
-        Err(e) => return (
-            StatusCode::BAD_REQUEST,
-            Json(serde_json::json!({"error": format!("expected {{\"stopAt\": RFC 3339, \"stable\": {{...}}}}: {e}")})),
-        )
-            .into_response(),
+        Err(bad) => return *bad,
     };
     {
         let mut i = agent.lock();
@@ -116,6 +108,22 @@ async fn stop_at_handler(
         stop_at: req.stop_at,
     })
     .into_response()
+}
+
+/// A request body as JSON, or the 400 answer that says what was expected and why it was not.
+fn parse_body<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    expected: &str,
+) -> Result<T, Box<Response>> {
+    serde_json::from_slice(body).map_err(|e| {
+        Box::new(
+            (
+                StatusCode::BAD_REQUEST,
+                Json(serde_json::json!({"error": format!("expected {expected}: {e}")})),
+            )
+                .into_response(),
+        )
+    })
 }
 
 async fn summary_handler(State(agent): State<Agent>, headers: HeaderMap) -> Response {
