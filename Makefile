@@ -15,9 +15,10 @@
 #   storage       MinIO, Azurite, fake-gcs-server on 127.0.0.1, then the object storage tests
 #   cluster       a real 2-node Kubernetes cluster (kube-proxy, CoreDNS, storage Services, a
 #                 dynamic provisioner behind the default StorageClass), worker/operator images,
-#                 kwok (simulated nodes for the fleet test), cluster tests, the kubectl plugin's
-#                 cluster test, then the chart installed as users do (tests/helm/e2e.sh:
-#                 README.md's quick start command by command, in-cluster operator, Prometheus,
+#                 kwok (simulated nodes for the fleet test), the cluster tests of every crate
+#                 (tests/cluster/run_tests.sh: two binaries at a time, the disruptive ones
+#                 alone), then the chart installed as users do (tests/helm/e2e.sh: README.md's
+#                 quick start command by command, in-cluster operator, Prometheus,
 #                 dashboard)
 # Slow builds (Kubernetes, etcd, storage servers, cargo target dirs) are cached under
 # ~/.cache/benchrun, outside the checkout.
@@ -68,9 +69,7 @@ cluster:
 	tests/cluster/up.sh
 	tests/cluster/image.sh
 	tests/cluster/kwok.sh up
-	$(CARGO) test -p benchrun-test-support --test cluster_smoke --test cluster_dns -- --include-ignored
-	$(CARGO) test -p benchrun-operator $(patsubst operator/tests/%.rs,--test %,$(wildcard operator/tests/cluster*.rs)) -- --test-threads=1 --include-ignored
-	$(CARGO) test -p kubectl-benchrun --test cluster_plugin -- --test-threads=1 --include-ignored
+	tests/cluster/run_tests.sh
 	tests/helm/e2e.sh
 
 build:

@@ -30,16 +30,28 @@ build() {
   dir=$BENCHRUN_CACHE/provisioner/$key
   PROV_BIN=$dir/benchrun-hostpath-provisioner
   [ -x "$PROV_BIN" ] && return 0
-  log "building the hostpath provisioner from the Go module proxy (first time per source: 3 to 5 min on 2 busy cores)"
-  mkdir -p "$dir" "$LOG_DIR"
-  tmp=$(mktemp "$dir/.build.XXXXXX")
-  if ! (cd "$SRC" && CGO_ENABLED=0 go build -mod=readonly -trimpath -o "$tmp" .) >> "$LOG_DIR/provisioner-build.log" 2>&1; then
-    rm -f "$tmp"; die "go build of $SRC failed" provisioner-build
+  # One build at a time (the background prefetch of `make test` builds it too). Not cache_lock:
+  # that lock lasts until the script exits, and `up` leaves the provisioner running with its fds.
+  local fd
+  mkdir -p "$BENCHRUN_CACHE/locks"
+  exec {fd}>"$BENCHRUN_CACHE/locks/provisioner.lock"
+  if ! flock -n "$fd"; then
+    log "waiting for another build of the provisioner (the background prefetch of make test?)"
+    flock -w 1800 "$fd" || die "the provisioner's build lock is still held after 30 min: $BENCHRUN_CACHE/locks/provisioner.lock"
   fi
-  mv "$tmp" "$PROV_BIN"
-  # Older builds: only the current one is kept.
-  find "$BENCHRUN_CACHE/provisioner" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -exec rm -rf {} +
-  log "built $PROV_BIN"
+  if [ ! -x "$PROV_BIN" ]; then
+    log "building the hostpath provisioner from the Go module proxy (first time per source: 3 to 5 min on 2 busy cores)"
+    mkdir -p "$dir" "$LOG_DIR"
+    tmp=$(mktemp "$dir/.build.XXXXXX")
+    if ! (cd "$SRC" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$tmp" .) >> "$LOG_DIR/provisioner-build.log" 2>&1; then
+      rm -f "$tmp"; die "go build of $SRC failed" provisioner-build
+    fi
+    mv "$tmp" "$PROV_BIN"
+    # Older builds: only the current one is kept.
+    find "$BENCHRUN_CACHE/provisioner" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -exec rm -rf {} +
+    log "built $PROV_BIN"
+  fi
+  exec {fd}>&-
 }
 
 up() {
@@ -77,7 +89,7 @@ status() {
 }
 
 case ${1:-} in
-  build) cluster_lock; build >&2; echo "$PROV_BIN" ;;
+  build) build >&2; echo "$PROV_BIN" ;;
   up) cluster_lock; up ;;
   down) cluster_lock; stop_daemon provisioner ;;
   status) status ;;
