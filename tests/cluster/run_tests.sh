@@ -13,6 +13,8 @@
 #   tests/cluster/run_tests.sh            (make cluster runs it; the cluster must be up)
 #   BENCHRUN_CLUSTER_JOBS=1 tests/cluster/run_tests.sh     one binary at a time, as before
 #   tests/cluster/run_tests.sh cluster_s3 cluster_tls      only these binaries
+#   tests/cluster/run_tests.sh --build-only   compile them and stop (make cluster runs this
+#                                             while the cluster starts: that waits on I/O)
 #
 # Exits non-zero when any test fails, after all have run, naming the failed binaries.
 set -uo pipefail
@@ -20,6 +22,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/lib/cache.sh
 . "$HERE/../lib/cache.sh"
 cd "$REPO_ROOT"
+build_only=
+[ "${1:-}" = --build-only ] && { build_only=1; shift; }
 jobs=${BENCHRUN_CLUSTER_JOBS:-2}
 case $jobs in ''|*[!0-9]*|0) echo "BENCHRUN_CLUSTER_JOBS must be a positive number, not '$jobs'" >&2; exit 2 ;; esac
 logs=$STATE_DIR/logs/tests
@@ -51,6 +55,7 @@ tests_of() { for f in "$@"; do printf -- '--test %s ' "$(basename "$f" .rs)"; do
   build benchrun-operator $(tests_of operator/tests/cluster*.rs)
   build kubectl-benchrun $(tests_of kubectl-benchrun/tests/cluster*.rs)
 }
+[ -n "$build_only" ] && { echo ">>> cluster tests built: $(wc -l < "$list") binaries"; exit 0; }
 declare -A dir_of exe_of
 names=()
 while read -r name dir exe; do
