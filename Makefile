@@ -66,7 +66,7 @@ storage:
 
 cluster:
 	tests/lib/deps.sh cluster
-	@# The test binaries compile while the cluster starts (mostly waiting on its daemons).
+# The test binaries compile while the cluster starts (which mostly waits on its daemons).
 	mkdir -p "$(BENCHRUN_CACHE)/logs"
 	tests/cluster/run_tests.sh --build-only > "$(BENCHRUN_CACHE)/logs/cluster-tests-build.log" 2>&1 & build=$$!; \
 	  tests/cluster/up.sh && tests/cluster/image.sh && tests/cluster/kwok.sh up; up=$$?; \
