@@ -6,7 +6,11 @@
 //! the next step: a barrier through the storage itself, as the workers share nothing else.
 //!
 //! Marker names carry a token of the run (the agents' common start instant), so markers an
-//! earlier run left behind never satisfy this one; each worker deletes its own at the end.
+//! earlier run left behind never satisfy this one. A marker is deleted once no worker can
+//! still be waiting for it: a worker's `saved` of repeat k once every worker has `restored`
+//! k (each did so after seeing it), its `restored` of k once every worker has `saved` k + 1.
+//! Nothing follows the last `restored`, so it is sent to each other worker as a marker of
+//! its own, which that worker deletes when it has seen it: the run leaves nothing behind.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,34 +71,66 @@ impl Handoff {
         }
     }
 
-    fn key(&self, step: Step, repeat: u32, worker: u32) -> String {
+    fn key(&self, step: Step, repeat: u32, from: u32, to: Option<u32>) -> String {
+        let to = to.map_or(String::new(), |t| format!("-for{t:05}"));
         format!(
-            "{}{}-{}-r{repeat:04}-w{worker:05}",
+            "{}{}-{}-r{repeat:04}-w{from:05}{to}",
             self.dir,
             self.token,
             step.as_str()
         )
     }
 
-    /// Say this worker has done `step` of `repeat`.
-    pub async fn mark(&mut self, step: Step, repeat: u32) -> Result<(), EngineError> {
-        let key = self.key(step, repeat, self.index);
+    async fn put(&self, key: &str) -> Result<(), EngineError> {
         let body = crate::targets::Payload::new(vec![bytes::Bytes::from_static(b"done\n")]);
-        self.target.put(&key, body).await.map_err(|e| {
+        self.target.put(key, body).await.map_err(|e| {
             EngineError::Workload(format!("writing the hand-off marker {key}: {e}"))
         })?;
+        Ok(())
+    }
+
+    fn others(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.count).filter(|w| *w != self.index)
+    }
+
+    /// Say to every worker that this one has done `step` of `repeat`.
+    pub async fn mark(&mut self, step: Step, repeat: u32) -> Result<(), EngineError> {
+        let key = self.key(step, repeat, self.index, None);
+        self.put(&key).await?;
         self.written.push(key);
         Ok(())
     }
 
-    /// Wait until every worker has done `step` of `repeat`; `Ok(false)` when `stopped` first.
+    /// [`mark`](Self::mark), as one marker for each other worker, which deletes it when seen:
+    /// for the last step, after which no one would say it is safe to delete.
+    pub async fn mark_each(&mut self, step: Step, repeat: u32) -> Result<(), EngineError> {
+        for w in self.others().collect::<Vec<_>>() {
+            self.put(&self.key(step, repeat, self.index, Some(w))).await?;
+        }
+        Ok(())
+    }
+
+    /// Delete this worker's marker of `step` of `repeat`: no worker waits for it any more.
+    pub async fn forget(&mut self, step: Step, repeat: u32) {
+        let key = self.key(step, repeat, self.index, None);
+        if let Some(i) = self.written.iter().position(|k| *k == key) {
+            self.written.remove(i);
+            let _ = self.target.delete(&key).await;
+        }
+    }
+
+    /// Wait until every worker has done `step` of `repeat` (markers sent to this worker with
+    /// [`mark_each`](Self::mark_each) when `addressed`, deleted as they are seen); `Ok(false)`
+    /// when `stopped` first.
     pub async fn wait_all(
         &self,
         step: Step,
         repeat: u32,
+        addressed: bool,
         stopped: &AtomicBool,
     ) -> Result<bool, EngineError> {
-        let mut missing: BTreeSet<u32> = (0..self.count).filter(|w| *w != self.index).collect();
+        let to = addressed.then_some(self.index);
+        let mut missing: BTreeSet<u32> = self.others().collect();
         let began = Instant::now();
         while !missing.is_empty() {
             if stopped.load(Ordering::Relaxed) {
@@ -102,9 +138,9 @@ impl Handoff {
             }
             let mut found = vec![];
             for w in &missing {
-                let key = self.key(step, repeat, *w);
+                let key = self.key(step, repeat, *w, to);
                 match self.target.stat(&key).await {
-                    Ok(_) => found.push(*w),
+                    Ok(_) => found.push((*w, key)),
                     Err(TargetError::NotFound { .. }) => {}
                     Err(e) => {
                         return Err(EngineError::Workload(format!(
@@ -113,8 +149,11 @@ impl Handoff {
                     }
                 }
             }
-            for w in found {
+            for (w, key) in found {
                 missing.remove(&w);
+                if addressed {
+                    let _ = self.target.delete(&key).await;
+                }
             }
             if missing.is_empty() {
                 break;
@@ -131,7 +170,7 @@ impl Handoff {
         Ok(true)
     }
 
-    /// Delete this worker's markers (best effort: a marker left behind names another run).
+    /// Delete the markers this worker still has (a run stopped half-way).
     pub async fn clear(&mut self) {
         for key in self.written.drain(..) {
             let _ = self.target.delete(&key).await;

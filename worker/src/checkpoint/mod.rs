@@ -13,6 +13,8 @@
 
 mod handoff;
 
+use handoff::Step;
+
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -168,11 +170,12 @@ pub async fn run(
         if stopped.load(Ordering::Relaxed) {
             break;
         }
-        if let (Some(h), Some(last)) = (&handoff, restored_last) {
+        if let (Some(h), Some(last)) = (&mut handoff, restored_last) {
             // The shards are overwritten: every worker must be done reading them.
-            if !h.wait_all(handoff::Step::Restored, last, &stopped).await? {
+            if !h.wait_all(Step::Restored, last, false, &stopped).await? {
                 break;
             }
+            h.forget(Step::Saved, last).await;
         }
         let mut times: Vec<RankTimes> = ranks
             .iter()
@@ -211,10 +214,13 @@ pub async fn run(
             }
         }
         if let Some(h) = &mut handoff {
-            h.mark(handoff::Step::Saved, repeat).await?;
-            if !h.wait_all(handoff::Step::Saved, repeat, &stopped).await? {
+            h.mark(Step::Saved, repeat).await?;
+            if !h.wait_all(Step::Saved, repeat, false, &stopped).await? {
                 stats.repeats.push(RepeatFigures::new(repeat, times));
                 break;
+            }
+            if repeat > 0 {
+                h.forget(Step::Restored, repeat - 1).await;
             }
         }
         if spec.mode != CheckpointMode::Save {
@@ -255,25 +261,33 @@ pub async fn run(
             }
         }
         if let Some(h) = &mut handoff {
-            h.mark(handoff::Step::Restored, repeat).await?;
+            if repeat + 1 == spec.repeats {
+                h.mark_each(Step::Restored, repeat).await?;
+            } else {
+                h.mark(Step::Restored, repeat).await?;
+            }
             restored_last = Some(repeat);
         }
         stats.repeats.push(RepeatFigures::new(repeat, times));
     }
-    if workload.dataset.cleanup && spec.mode == CheckpointMode::SaveAndRestore {
-        // Another worker may still be reading this worker's shards.
-        let read = match (&handoff, restored_last) {
-            (Some(h), Some(last)) => h.wait_all(handoff::Step::Restored, last, &stopped).await?,
-            _ => true,
-        };
-        if read {
-            for (_, key) in &ranks {
-                let _ = target.delete(key).await;
+    // Another worker may still be reading this worker's shards: after the last repeat, wait
+    // until every worker has restored (the markers addressed to this worker).
+    let mut all_restored = true;
+    if let Some(h) = &mut handoff {
+        if restored_last == Some(spec.repeats - 1) {
+            all_restored = h
+                .wait_all(Step::Restored, spec.repeats - 1, true, &stopped)
+                .await?;
+            if all_restored {
+                h.forget(Step::Saved, spec.repeats - 1).await;
             }
         }
-    }
-    if let Some(h) = &mut handoff {
         h.clear().await;
+    }
+    if workload.dataset.cleanup && spec.mode == CheckpointMode::SaveAndRestore && all_restored {
+        for (_, key) in &ranks {
+            let _ = target.delete(key).await;
+        }
     }
     let interrupted = stopped.load(Ordering::Relaxed);
     let mut ops = std::collections::BTreeMap::new();
