@@ -433,8 +433,8 @@ async fn run_training(
     workload: Workload,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<ExitCode> {
-    use benchrun_worker::training;
     use benchrun_worker::metrics::Stage;
+    use benchrun_worker::training;
     // Served through the run (the search's probes included), so AU is watched live: the
     // rates of the compute and step counters are the worker's accelerator utilization.
     let metrics = serve_metrics(args.metrics_addr).await?;

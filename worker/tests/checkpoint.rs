@@ -187,7 +187,9 @@ async fn two_workers_restore_each_others_shards() {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
             let id = format!("w{index}");
-            let engine = Engine::open(w, Arc::new(Metrics::new()), &id).await.unwrap();
+            let engine = Engine::open(w, Arc::new(Metrics::new()), &id)
+                .await
+                .unwrap();
             let opts = checkpoint::Options {
                 worker_id: id,
                 index,
@@ -229,7 +231,10 @@ async fn two_workers_restore_each_others_shards() {
         .unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("restoreShift") && err.contains("BenchmarkRun"), "{err}");
+    assert!(
+        err.contains("restoreShift") && err.contains("BenchmarkRun"),
+        "{err}"
+    );
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -105,7 +105,8 @@ impl Handoff {
     /// for the last step, after which no one would say it is safe to delete.
     pub async fn mark_each(&mut self, step: Step, repeat: u32) -> Result<(), EngineError> {
         for w in self.others().collect::<Vec<_>>() {
-            self.put(&self.key(step, repeat, self.index, Some(w))).await?;
+            self.put(&self.key(step, repeat, self.index, Some(w)))
+                .await?;
         }
         Ok(())
     }
