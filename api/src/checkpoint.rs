@@ -22,6 +22,9 @@ pub struct RankTimes {
     /// Its restore (verified read), in microseconds; absent when it did not restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_us: Option<u64>,
+    /// The rank whose shard it restored, when not its own (`checkpoint.restoreShift`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<u32>,
     /// Why its save or restore failed (a corrupt shard, an I/O error), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -180,6 +183,7 @@ mod tests {
                 bytes: 100,
                 save_us: Some(*save),
                 restore_us: Some(*restore),
+                restored_from: None,
                 error: None,
             });
         }

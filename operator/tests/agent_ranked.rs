@@ -220,3 +220,41 @@ async fn two_agents_run_a_checkpoint_workload_from_one_start_instant() {
     // Every shard is removed after the run (dataset.cleanup, the default).
     assert!(files_under(dir.path()).is_empty());
 }
+
+/// Two agents of one checkpoint run with `restoreShift: 2` (= ranksPerWorker): every rank
+/// restores the shard the other worker saved, the agents meeting between save and restore
+/// through markers named after the start instant the operator sent; over 2 repeats no rank
+/// fails (no shard read before it was whole), the live metrics counted each worker's saves
+/// and restores, and shards and markers are all removed after the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_restore_each_others_checkpoint_shards() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let yaml = format!(
+        "target: file://{}\nops: [{{op: put}}]\ncheckpoint: {{totalSize: 8MiB, ranks: 4, ranksPerWorker: 2, repeats: 2, restoreShift: 2}}\n",
+        dir.path().display()
+    );
+    let (parts, metrics): (Vec<Summary>, Vec<String>) = run_two(&yaml).await.into_iter().unzip();
+    for (i, p) in parts.iter().enumerate() {
+        let c = p.checkpoint.as_ref().expect("checkpoint figures");
+        assert_eq!(c.repeats.len(), 2);
+        for r in &c.repeats {
+            assert_eq!(r.errors(), 0, "{:?}", r.ranks);
+            for x in &r.ranks {
+                // Worker 0's ranks 0, 1 restore 2, 3 (worker 1's) and the other way round.
+                assert_eq!(x.restored_from, Some((x.rank + 2) % 4), "worker {i}: {x:?}");
+                assert!(x.restore_us.is_some(), "{x:?}");
+            }
+        }
+        assert!(
+            metrics[i].contains("benchrun_ops_total{op=\"put\"} 4")
+                && metrics[i].contains("benchrun_ops_total{op=\"get\"} 4"),
+            "2 ranks x 2 repeats of saves and restores: {}",
+            metrics[i]
+        );
+    }
+    assert!(
+        files_under(dir.path()).is_empty(),
+        "{:?}",
+        files_under(dir.path())
+    );
+}

@@ -3,7 +3,8 @@
 //! storage every worker of a training run shares (each epoch's order is split over all of
 //! them): two workers prepare the dataset before the start instant, read every sample exactly
 //! once per epoch between them (seen in their op-logs), and the run's status carries the merged
-//! AU of both; a checkpoint over two workers reports save and restore as the slowest rank's.
+//! AU of both; a checkpoint over two workers reports save and restore as the slowest rank's,
+//! each worker restoring the other's shards (`restoreShift`).
 //!
 //! Pods reach MinIO through this process's forwarder, as in `cluster_s3.rs` (`common::s3`).
 //! These tests fail (never skip) when the cluster or the storage servers are not up.
@@ -183,7 +184,7 @@ async fn a_checkpoint_across_two_workers_reports_the_slowest_ranks_save_and_rest
 workload:
   target: s3://{bucket}/{prefix}/ckpt/
   ops: [{{op: put}}]
-  checkpoint: {{totalSize: 16MiB, ranks: 4, ranksPerWorker: 2, repeats: 2}}
+  checkpoint: {{totalSize: 16MiB, ranks: 4, ranksPerWorker: 2, repeats: 2, restoreShift: 2}}
   storage: {{endpoint: '{endpoint}', allowHttp: true, pathStyle: true, region: us-east-1}}
 secretRef: {{name: {CREDS}}}
 workers:
@@ -212,6 +213,11 @@ timeout: 3m
             .expect("a worker's checkpoint figures");
         for r in &part.repeats {
             assert_eq!(r.ranks.len(), 2, "two ranks a worker");
+            // restoreShift 2: each worker's ranks restored the other worker's shards.
+            for x in &r.ranks {
+                assert_eq!(x.restored_from, Some((x.rank + 2) % 4), "{x:?}");
+                assert_eq!(x.error, None, "{x:?}");
+            }
             let m = &mut slowest[r.repeat as usize];
             *m = (*m).max(r.save_us.expect("saved"));
         }

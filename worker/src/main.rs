@@ -330,13 +330,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     if workload.checkpoint.is_some() {
         return run_checkpoint(&args, workload, stop).await;
     }
-    let metrics = Arc::new(Metrics::new());
-    if let Some(addr) = args.metrics_addr {
-        let bound = server::spawn(addr, server::router(metrics.clone()))
-            .await
-            .with_context(|| format!("cannot serve metrics on {addr}"))?;
-        eprintln!("metrics on http://{bound}/metrics");
-    }
+    let metrics = serve_metrics(args.metrics_addr).await?;
     let plan = progress::Plan {
         duration: workload.duration.map(|d| d.0),
         total_ops: workload.total_ops,
@@ -421,17 +415,31 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The worker's live metrics, served on `addr` (`--metrics-addr`) when given.
+async fn serve_metrics(addr: Option<std::net::SocketAddr>) -> Result<Arc<Metrics>> {
+    let metrics = Arc::new(Metrics::new());
+    if let Some(addr) = addr {
+        let bound = server::spawn(addr, server::router(metrics.clone()))
+            .await
+            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        eprintln!("metrics on http://{bound}/metrics");
+    }
+    Ok(metrics)
+}
+
 /// A training workload (`training`): dataset prepared or reused, epochs, the AU table.
 async fn run_training(
     args: &RunArgs,
     workload: Workload,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<ExitCode> {
+    use benchrun_worker::metrics::Stage;
     use benchrun_worker::training;
-    if args.metrics_addr.is_some() {
-        eprintln!("note: --metrics-addr is not served for a training workload yet");
-    }
-    let engine = Engine::open(workload, Arc::new(Metrics::new()), &args.worker_id).await?;
+    // Served through the run (the search's probes included), so AU is watched live: the
+    // rates of the compute and step counters are the worker's accelerator utilization.
+    let metrics = serve_metrics(args.metrics_addr).await?;
+    metrics.set_stage(Stage::Preparing);
+    let engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
     let log = match &args.oplog {
         Some(path) => {
             let header = oplog::Header {
@@ -454,7 +462,7 @@ async fn run_training(
         count: args.workers,
         oplog: log.as_ref().map(|w| w.sink()),
         prepare_wait: training::PREPARE_WAIT,
-        metrics: None,
+        metrics: Some(metrics.clone()),
     };
     let searching = engine
         .workload()
@@ -463,10 +471,18 @@ async fn run_training(
         .and_then(|t| t.search.as_ref())
         .is_some_and(|s| s.max_accelerators);
     let run = if searching {
+        metrics.set_stage(Stage::Running);
         training::search::run(engine.workload(), engine.target().clone(), opts, stop).await
     } else {
-        training::run(engine.workload(), engine.target().clone(), opts, stop).await
+        match training::prepare(engine.workload(), engine.target().clone(), opts).await {
+            Ok(prepared) => {
+                metrics.set_stage(Stage::Running);
+                prepared.run(stop).await
+            }
+            Err(e) => Err(e),
+        }
     };
+    metrics.set_stage(Stage::Done);
     let logged = match log {
         Some(w) => Some(tokio::task::spawn_blocking(move || w.finish()).await??),
         None => None,
@@ -513,13 +529,20 @@ async fn run_checkpoint(
     }
     // A saved shard is on the storage, not in the page cache: files are fsync'd.
     workload.write.fsync = true;
-    let engine = Engine::open(workload, Arc::new(Metrics::new()), &args.worker_id).await?;
+    let metrics = serve_metrics(args.metrics_addr).await?;
+    metrics.set_stage(benchrun_worker::metrics::Stage::Preparing);
+    let engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
     let opts = checkpoint::Options {
         worker_id: args.worker_id.clone(),
         index: args.worker_index,
         count: args.workers,
+        metrics: Some(metrics.clone()),
+        run_token: None,
     };
-    let summary = checkpoint::run(engine.workload(), engine.target().clone(), opts, stop).await?;
+    metrics.set_stage(benchrun_worker::metrics::Stage::Running);
+    let run = checkpoint::run(engine.workload(), engine.target().clone(), opts, stop).await;
+    metrics.set_stage(benchrun_worker::metrics::Stage::Done);
+    let summary = run?;
     emit(&summary, args.summary.as_deref(), args.units, args.wide)?;
     let errors = summary.checkpoint.as_ref().map_or(0, |c| {
         print_text(args.summary.as_deref(), &checkpoint::table(c));

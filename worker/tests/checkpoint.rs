@@ -105,6 +105,138 @@ fn a_shard_changed_after_the_save_is_caught_on_restore() {
     assert_eq!(u(&s["ops"]["get"]["errorsByKind"]["corrupt"]), 1);
 }
 
+/// `restoreShift: 1` on one worker of 4 ranks: rank r restores the shard rank r + 1 saved
+/// (the last rank the first's), every shard once and verified; a shard changed after the
+/// save is then caught by the rank that restores it, not by the one that wrote it.
+#[test]
+fn a_shifted_restore_reads_the_next_ranks_shard() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    let shape = "checkpoint: {totalSize: 16MiB, ranks: 4, ranksPerWorker: 4, restoreShift: 1";
+    let (o, s) = run(
+        dir.path(),
+        &format!(
+            "target: file://{}\nops: [{{op: put}}]\n{shape}}}\n",
+            data.display()
+        ),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ranks = s["checkpoint"]["repeats"][0]["ranks"].as_array().unwrap();
+    let from: Vec<u64> = ranks.iter().map(|r| u(&r["restoredFrom"])).collect();
+    assert_eq!(from, [1, 2, 3, 0], "{ranks:?}");
+    assert!(ranks.iter().all(|x| x.get("error").is_none()), "{ranks:?}");
+    assert_eq!(u(&s["ops"]["get"]["bytes"]), 16 << 20);
+    assert!(walk(&data).is_empty(), "{:?}", walk(&data));
+
+    // Saved, rank 2's shard changed, restored shifted: rank 1 reads it and catches it.
+    let unshifted = shape.replace(", restoreShift: 1", "");
+    let (o, _) = run(
+        dir.path(),
+        &format!(
+            "target: file://{}\nops: [{{op: put}}]\n{unshifted}, mode: save}}\n",
+            data.display()
+        ),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let shards = walk(&data);
+    let two = shards
+        .iter()
+        .find(|p| p.ends_with("rank-00002"))
+        .unwrap_or_else(|| panic!("{shards:?}"));
+    let mut bytes = std::fs::read(two).unwrap();
+    bytes[1 << 20] ^= 1;
+    std::fs::write(two, &bytes).unwrap();
+    let (o, s) = run(
+        dir.path(),
+        &format!(
+            "target: file://{}\nops: [{{op: put}}]\n{shape}, mode: restore}}\n",
+            data.display()
+        ),
+    );
+    assert!(!o.status.success(), "a corrupt shard must fail the run");
+    let ranks = s["checkpoint"]["repeats"][0]["ranks"].as_array().unwrap();
+    let failed: Vec<u64> = ranks
+        .iter()
+        .filter(|r| r.get("error").is_some())
+        .map(|r| u(&r["rank"]))
+        .collect();
+    assert_eq!(failed, [1], "{ranks:?}");
+}
+
+/// Two workers of one run (the library, as two agents run it, with the run's shared token),
+/// 2 ranks each, `restoreShift: 2`: every shard is restored by the other worker, in each of
+/// 3 repeats, with no error (no restore read a shard before its save ended, no save
+/// overwrote a shard being read), and nothing is left behind (shards and markers deleted).
+/// Worker 1 starts late, so worker 0 has to wait for it at every step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_restore_each_others_shards() {
+    use benchrun_worker::{checkpoint, Engine, Metrics, Workload};
+    use std::sync::Arc;
+    let dir = scratch();
+    let data = dir.path().join("data");
+    let yaml = format!(
+        "target: file://{}\nops: [{{op: put}}]\ncheckpoint: {{totalSize: 16MiB, ranks: 4, ranksPerWorker: 2, repeats: 3, restoreShift: 2}}\n",
+        data.display()
+    );
+    let w = Workload::from_yaml(&yaml).unwrap();
+    let mut tasks = vec![];
+    for index in 0..2u32 {
+        let w = w.clone();
+        tasks.push(tokio::spawn(async move {
+            if index == 1 {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            let id = format!("w{index}");
+            let engine = Engine::open(w, Arc::new(Metrics::new()), &id)
+                .await
+                .unwrap();
+            let opts = checkpoint::Options {
+                worker_id: id,
+                index,
+                count: 2,
+                metrics: None,
+                run_token: Some("2026-11-27T08:00:00Z".into()),
+            };
+            checkpoint::run(
+                engine.workload(),
+                engine.target().clone(),
+                opts,
+                std::future::pending(),
+            )
+            .await
+        }));
+    }
+    for (index, t) in tasks.into_iter().enumerate() {
+        let s = t.await.unwrap().unwrap();
+        let c = s.checkpoint.unwrap();
+        assert_eq!(c.repeats.len(), 3);
+        for r in &c.repeats {
+            for rank in &r.ranks {
+                assert_eq!(rank.error, None, "worker {index}: {r:?}");
+                assert_eq!(rank.restored_from, Some((rank.rank + 2) % 4), "{r:?}");
+                assert!(rank.restore_us.is_some(), "{r:?}");
+            }
+        }
+    }
+    assert!(walk(&data).is_empty(), "{:?}", walk(&data));
+
+    // Standalone workers share no start to meet at: refused, with what to do instead.
+    let wl = dir.path().join("w.yaml");
+    std::fs::write(&wl, &yaml).unwrap();
+    let o = bin()
+        .arg("run")
+        .arg(&wl)
+        .args(["--workers", "2", "--worker-index", "0", "--progress=never"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("restoreShift") && err.contains("BenchmarkRun"),
+        "{err}"
+    );
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![];
     let Ok(rd) = std::fs::read_dir(dir) else {

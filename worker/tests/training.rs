@@ -50,6 +50,68 @@ fn summary(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// `--metrics-addr` serves a standalone training run's metrics live: scraped over HTTP
+/// during the epochs, the accelerators' compute and step counters and the sample reads
+/// grow from one scrape to the next, and their rates' ratio (the live AU) is a fraction.
+#[test]
+fn a_standalone_training_run_serves_its_au_live_on_metrics() {
+    use std::process::Stdio;
+    let dir = scratch();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    // 800 samples in batches of 4 over 2 accelerators: 100 steps of 30 ms each, ~3 s.
+    let wl = write(
+        dir.path(),
+        "w.yaml",
+        &format!(
+            "target: file://{}\nops: [{{op: get}}]\ntraining:\n  samples: 800\n  sampleSize: 16KiB\n  batchSize: 4\n  readers: 2\n  acceleratorsPerWorker: 2\n  computeTime: 30ms\n  epochs: 1\n  dropCache: false\n",
+            data.display()
+        ),
+    );
+    let mut child = bin()
+        .arg("run")
+        .arg(&wl)
+        .arg("--metrics-addr=127.0.0.1:0")
+        .arg("--progress=never")
+        .arg("--summary")
+        .arg(dir.path().join("s.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = common::metrics_addr(child.stderr.take().unwrap());
+    // (compute s, step s, sample reads) of each scrape taken while the epochs ran.
+    let mut running = vec![];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        if let Some(m) = common::scrape(&addr) {
+            let v = |name| common::sample(&m, name).unwrap_or_else(|| panic!("{name} in {m}"));
+            if v("benchrun_stage") == 3.0 {
+                running.push((
+                    v("benchrun_training_compute_seconds_total"),
+                    v("benchrun_training_step_seconds_total"),
+                    v("benchrun_ops_total{op=\"get\"}"),
+                ));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the run failed: {status}");
+    let moving: Vec<_> = running
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0 && w[1].1 > w[0].1 && w[1].2 > w[0].2)
+        .collect();
+    assert!(
+        moving.len() >= 2,
+        "the training metrics did not grow between scrapes during the run: {running:?}"
+    );
+    for w in moving {
+        let au = (w[1].0 - w[0].0) / (w[1].1 - w[0].1);
+        assert!(au > 0.0 && au <= 1.0 + 1e-9, "live AU {au} from {w:?}");
+    }
+}
+
 /// With samples in memory and 10 ms of compute per step, the accelerators almost never
 /// wait for data: the data wait is under 2% of their wall time, and AU is at least 95%.
 ///

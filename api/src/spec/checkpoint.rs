@@ -76,6 +76,17 @@ pub struct CheckpointSpec {
     /// `saveAndRestore` (default), `save` or `restore`.
     #[serde(default)]
     pub mode: CheckpointMode,
+    /// Restore on another rank: rank r reads back the shard rank (r + restoreShift) saved,
+    /// modulo the run's ranks, as a job restarted on other nodes does. Set it to
+    /// `ranksPerWorker` and every shard is restored by another worker than the one that
+    /// wrote it, so no node restores from its own page cache. Default 0: each rank its own.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(max = MAX_RANKS))]
+    pub restore_shift: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 fn default_ranks_per_worker() -> u32 {
@@ -152,6 +163,18 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
             format!("must be within 1 .. {MAX_REPEATS}"),
         );
     }
+    if c.restore_shift > MAX_RANKS {
+        bad(
+            "checkpoint.restoreShift",
+            format!("must be at most {MAX_RANKS}"),
+        );
+    }
+    if c.restore_shift > 0 && c.mode == CheckpointMode::Save {
+        bad(
+            "checkpoint.restoreShift",
+            "mode: save restores nothing: give restoreShift with saveAndRestore or restore".into(),
+        );
+    }
     match c.model() {
         Err((k, m)) => bad(&format!("checkpoint.{k}"), m),
         Ok((_, ranks)) => {
@@ -197,6 +220,10 @@ mod tests {
                 "checkpoint.totalSize",
             ),
             ("ops: [{op: get}]\ncheckpoint: {preset: llama3-8b}", "ops"),
+            (
+                "ops: [{op: put}]\ncheckpoint: {preset: llama3-8b, mode: save, restoreShift: 8}",
+                "checkpoint.restoreShift",
+            ),
             (
                 "ops: [{op: put}]\nduration: 5s\ncheckpoint: {preset: llama3-8b}",
                 "duration",

@@ -207,6 +207,7 @@ mod tests {
             bytes: 500_000_000,
             save_us: Some(save),
             restore_us: Some(restore),
+            restored_from: None,
             error: None,
         };
         let c = CheckpointStats {

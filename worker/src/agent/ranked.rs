@@ -105,6 +105,9 @@ pub(super) async fn drive(
                 worker_id: worker_id.clone(),
                 index,
                 count,
+                metrics: Some(agent.metrics.clone()),
+                // Every worker got the same start instant: it names the run's markers.
+                run_token: Some(start_at.to_rfc3339()),
             };
             checkpoint::run(engine.workload(), engine.target().clone(), opts, stop).await
         }

@@ -364,3 +364,46 @@ impl Parser {
         out
     }
 }
+
+/// Reads a child worker's stderr until it prints its metrics address (`--metrics-addr`),
+/// and returns it; a thread keeps draining the rest (a closed pipe would make the worker's
+/// next message fail).
+pub fn metrics_addr(stderr: std::process::ChildStderr) -> String {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(rest) = line.strip_prefix("metrics on http://") {
+                let _ = tx.send(rest.trim_end_matches("/metrics").to_string());
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the worker never printed its metrics address")
+}
+
+/// `GET /metrics` over a plain TCP connection; `None` once the worker has gone.
+pub fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    body.starts_with("HTTP/1.1 200").then_some(body)
+}
+
+/// The value of the sample `name` (with its labels, e.g. `benchrun_ops_total{op="get"}`) in
+/// a Prometheus text exposition.
+pub fn sample(exposition: &str, name: &str) -> Option<f64> {
+    exposition.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?.strip_prefix(' ')?;
+        rest.trim().parse().ok()
+    })
+}

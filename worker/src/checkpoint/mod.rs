@@ -5,8 +5,15 @@
 //! time per repeat is the slowest rank's, as MLPerf Storage reports it (docs/TRAINING.md).
 //!
 //! Each shard's content is the data generator's for its key, so a restore by any process
-//! verifies any shard. Ranks are tasks; a shard is generated as slices of the generator's
-//! pattern (no buffer of the shard's size) and read back in chunks (bounded memory).
+//! verifies any shard: with `restoreShift`, rank r restores the shard rank r + shift saved,
+//! as a job restarted on other nodes does, and when that moves restores onto other workers
+//! the workers meet through markers on the storage between save and restore (`handoff.rs`).
+//! Ranks are tasks; a shard is generated as slices of the generator's pattern (no buffer of
+//! the shard's size) and read back in chunks (bounded memory).
+
+mod handoff;
+
+use handoff::Step;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +26,7 @@ use chrono::Utc;
 
 use crate::datagen::DataPattern;
 use crate::engine::{EngineError, INTERRUPTED};
+use crate::metrics::Metrics;
 use crate::spec::{CheckpointMode, OpKind, TargetUri, Workload};
 use crate::stats::{OpStats, ProcessStats, Summary};
 use crate::targets::{self, GetRequest, ReadCheck, Target, TargetError};
@@ -36,6 +44,11 @@ pub struct Options {
     pub index: u32,
     /// The run's workers.
     pub count: u32,
+    /// The live metrics (`/metrics`) to count each rank's save and restore in, if served.
+    pub metrics: Option<Arc<Metrics>>,
+    /// A name every worker of the run shares (the agents' start instant), for the markers
+    /// of a shifted restore across workers; `None` standalone.
+    pub run_token: Option<String>,
 }
 
 /// Which data generator a shard's bytes come from: a thin adapter over
@@ -54,11 +67,16 @@ impl ShardData {
     }
 }
 
-/// The shards' keys: under `<prefix>checkpoint-<hash of the model and seed>/`.
-fn shard_key(prefix: &str, model: (u64, u32), seed: u64, rank: u32) -> String {
+/// The shards' directory: `<prefix>checkpoint-<hash of the model and seed>/`.
+fn shard_dir(prefix: &str, model: (u64, u32), seed: u64) -> String {
     use crate::training::sampler::mix;
     let h = mix(mix(seed ^ model.0) ^ model.1 as u64);
-    format!("{prefix}checkpoint-{:08x}/rank-{rank:05}", h as u32)
+    format!("{prefix}checkpoint-{:08x}/", h as u32)
+}
+
+/// A shard's key, in [`shard_dir`].
+fn shard_key(dir: &str, rank: u32) -> String {
+    format!("{dir}rank-{rank:05}")
 }
 
 /// Run a checkpoint workload: `repeats` of save and restore over this worker's ranks.
@@ -89,15 +107,40 @@ pub async fn run(
         )));
     }
     let data = ShardData(Arc::new(DataPattern::new(workload.seed, &workload.data())));
+    let dir = shard_dir(&workload.dataset.prefix, model, workload.seed);
     let ranks: Vec<(u32, String)> = (0..spec.ranks_per_worker)
         .map(|l| {
             let rank = opts.index * spec.ranks_per_worker + l;
-            (
-                rank,
-                shard_key(&workload.dataset.prefix, model, workload.seed, rank),
-            )
+            (rank, shard_key(&dir, rank))
         })
         .collect();
+    // Whose shard each rank restores: its own, or rank + shift's (every shard read once).
+    let shift = (spec.restore_shift as u64 % run_ranks) as u32;
+    let sources: Vec<(u32, String)> = ranks
+        .iter()
+        .map(|(rank, _)| {
+            let from = ((*rank as u64 + shift as u64) % run_ranks) as u32;
+            (from, shard_key(&dir, from))
+        })
+        .collect();
+    // Shards read across workers: no worker restores before every worker has saved, nor
+    // overwrites or deletes its shards before every worker has restored them.
+    let across = shift != 0 && opts.count > 1 && spec.mode == CheckpointMode::SaveAndRestore;
+    let mut handoff = match (across, &opts.run_token) {
+        (false, _) => None,
+        (true, Some(token)) => Some(handoff::Handoff::new(
+            target.clone(),
+            &dir,
+            token,
+            opts.index,
+            opts.count,
+        )),
+        (true, None) => {
+            return Err(EngineError::Workload(format!(
+                "checkpoint.restoreShift {shift} restores shards another worker saves, so the workers must meet between save and restore: run it as a BenchmarkRun (its workers start together), or as one worker with all the ranks"
+            )))
+        }
+    };
     let local_root = match workload.target_uri() {
         Ok(TargetUri::File { root } | TargetUri::Direct { root }) => Some(root),
         _ => None,
@@ -121,9 +164,18 @@ pub async fn run(
         ..Default::default()
     };
     let (mut puts, mut gets) = (OpStats::default(), OpStats::default());
+    let metrics = opts.metrics.as_ref();
+    let mut restored_last = None;
     for repeat in 0..spec.repeats {
         if stopped.load(Ordering::Relaxed) {
             break;
+        }
+        if let (Some(h), Some(last)) = (&mut handoff, restored_last) {
+            // The shards are overwritten: every worker must be done reading them.
+            if !h.wait_all(Step::Restored, last, false, &stopped).await? {
+                break;
+            }
+            h.forget(Step::Saved, last).await;
         }
         let mut times: Vec<RankTimes> = ranks
             .iter()
@@ -134,7 +186,7 @@ pub async fn run(
             })
             .collect();
         if spec.mode != CheckpointMode::Restore {
-            let results = at_once(&ranks, |key| {
+            let results = at_once(&ranks, OpKind::Put, metrics, |key| {
                 let (target, data) = (target.clone(), data.clone());
                 async move {
                     let requests = target.put(&key, data.payload(&key, shard)).await?;
@@ -161,8 +213,18 @@ pub async fn run(
                 .map_err(|e| EngineError::Workload(format!("dropping the page cache: {e}")))?;
             }
         }
+        if let Some(h) = &mut handoff {
+            h.mark(Step::Saved, repeat).await?;
+            if !h.wait_all(Step::Saved, repeat, false, &stopped).await? {
+                stats.repeats.push(RepeatFigures::new(repeat, times));
+                break;
+            }
+            if repeat > 0 {
+                h.forget(Step::Restored, repeat - 1).await;
+            }
+        }
         if spec.mode != CheckpointMode::Save {
-            let results = at_once(&ranks, |key| {
+            let results = at_once(&sources, OpKind::Get, metrics, |key| {
                 let target = target.clone();
                 let req = GetRequest {
                     plan: plan.clone(),
@@ -181,7 +243,10 @@ pub async fn run(
                 }
             })
             .await;
-            for (t, r) in times.iter_mut().zip(results) {
+            for ((t, r), (from, _)) in times.iter_mut().zip(results).zip(&sources) {
+                if *from != t.rank {
+                    t.restored_from = Some(*from);
+                }
                 record(&mut gets, &mut stats.restore, &r);
                 match r {
                     Ok((d, _)) => t.restore_us = Some(d.as_micros() as u64),
@@ -195,9 +260,31 @@ pub async fn run(
                 }
             }
         }
+        if let Some(h) = &mut handoff {
+            if repeat + 1 == spec.repeats {
+                h.mark_each(Step::Restored, repeat).await?;
+            } else {
+                h.mark(Step::Restored, repeat).await?;
+            }
+            restored_last = Some(repeat);
+        }
         stats.repeats.push(RepeatFigures::new(repeat, times));
     }
-    if workload.dataset.cleanup && spec.mode == CheckpointMode::SaveAndRestore {
+    // Another worker may still be reading this worker's shards: after the last repeat, wait
+    // until every worker has restored (the markers addressed to this worker).
+    let mut all_restored = true;
+    if let Some(h) = &mut handoff {
+        if restored_last == Some(spec.repeats - 1) {
+            all_restored = h
+                .wait_all(Step::Restored, spec.repeats - 1, true, &stopped)
+                .await?;
+            if all_restored {
+                h.forget(Step::Saved, spec.repeats - 1).await;
+            }
+        }
+        h.clear().await;
+    }
+    if workload.dataset.cleanup && spec.mode == CheckpointMode::SaveAndRestore && all_restored {
         for (_, key) in &ranks {
             let _ = target.delete(key).await;
         }
@@ -234,22 +321,39 @@ pub async fn run(
 
 type RankResult = Result<(Duration, (u64, u64)), TargetError>;
 
-/// Run `op` for every rank, all starting at one instant; each result with its duration.
-async fn at_once<F, Fut>(ranks: &[(u32, String)], op: F) -> Vec<RankResult>
+/// Run `op` (a `kind` of op) on every rank's key, all starting at one instant; each result
+/// with its duration, and counted in the live `metrics` as it ends.
+async fn at_once<F, Fut>(
+    keys: &[(u32, String)],
+    kind: OpKind,
+    metrics: Option<&Arc<Metrics>>,
+    op: F,
+) -> Vec<RankResult>
 where
     F: Fn(String) -> Fut,
     Fut: Future<Output = Result<(u64, u64), TargetError>> + Send + 'static,
 {
     let at = tokio::time::Instant::now() + BARRIER_AHEAD;
-    let tasks: Vec<_> = ranks
+    let tasks: Vec<_> = keys
         .iter()
         .map(|(_, key)| {
             let fut = op(key.clone());
+            let metrics = metrics.cloned();
             tokio::spawn(async move {
                 tokio::time::sleep_until(at).await;
+                if let Some(m) = &metrics {
+                    m.op_started();
+                }
                 let began = Instant::now();
                 let r = fut.await;
-                r.map(|v| (began.elapsed(), v))
+                let took = began.elapsed();
+                if let Some(m) = &metrics {
+                    match &r {
+                        Ok((bytes, _)) => m.op_done(kind, took, *bytes),
+                        Err(e) => m.op_failed(kind, &e.kind()),
+                    }
+                }
+                r.map(|v| (took, v))
             })
         })
         .collect();
