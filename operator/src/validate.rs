@@ -227,7 +227,11 @@ fn claim_template(spec: &BenchmarkRunSpec) -> Vec<String> {
 /// the name, the baseline reference, the matrix. (The administrator's policy is checked
 /// beside it by the reconciler, which holds the policy.)
 pub fn run(s: &BenchmarkRunSpec, name: &str) -> Vec<String> {
-    let mut errs = spec(s).err().unwrap_or_default();
+    // A control-plane run has no workload of its own (a placeholder the pass never reads).
+    let mut errs = match &s.control_plane {
+        Some(cp) => crate::control_plane::check(cp, !crate::crd::is_control_plane_only(&s.workload)),
+        None => spec(s).err().unwrap_or_default(),
+    };
     if name.len() > resources::MAX_RUN_NAME {
         // The name becomes the value of the benchrun.dev/run label on everything the run owns.
         errs.push(format!(

@@ -44,6 +44,7 @@
 mod act;
 mod baseline;
 mod cleanup_rules;
+mod control_plane;
 pub(crate) mod decide;
 pub mod deletion;
 mod finish;
@@ -161,7 +162,12 @@ impl Reconciler<'_> {
         }
         // 1. Admit.
         let problems = self.problems();
-        match decide::admit(&mut self.draft, self.run, problems) {
+        let admission = decide::admit(&mut self.draft, self.run, problems);
+        // A control-plane run creates claims and pods of its own, no workers.
+        if let Some(cp) = self.run.spec.control_plane.clone() {
+            return self.control_plane(&cp, admission).await;
+        }
+        match admission {
             Admission::Go => {}
             Admission::Refused => return Ok(Action::requeue(POLL)),
             Admission::TimedOut => {
