@@ -50,7 +50,7 @@ fn fail(op: &'static str, kind: &'static str, message: impl Into<String>) -> Fai
     }
 }
 
-fn api_failure(op: &'static str, what: &str) -> impl Fn(kube::Error) -> Failure + '_ {
+fn api_failure<'a>(op: &'static str, what: &'a str) -> impl Fn(kube::Error) -> Failure + 'a {
     move |e| fail(op, "api", format!("{what}: {e}"))
 }
 

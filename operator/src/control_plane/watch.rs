@@ -210,15 +210,15 @@ impl Seen {
         let pvs = Api::<PersistentVolume>::all(client);
         let a = drive(&self, watcher::watcher(claims, cfg.clone()), {
             let s = self.clone();
-            move |c, del| s.claim(c, del)
+            move |c: &PersistentVolumeClaim, del: bool| s.claim(c, del)
         });
         let b = drive(&self, watcher::watcher(pods, cfg), {
             let s = self.clone();
-            move |p, del| s.pod(p, del)
+            move |p: &Pod, del: bool| s.pod(p, del)
         });
         let c = drive(&self, watcher::watcher(pvs, watcher::Config::default()), {
             let s = self.clone();
-            move |pv, del| s.pv(pv, &ns, del)
+            move |pv: &PersistentVolume, del: bool| s.pv(pv, &ns, del)
         });
         tokio::join!(a, b, c);
     }

@@ -28,7 +28,7 @@ pub const NOT_YET: [&str; 3] = ["snapshot", "clone", "expand"];
 /// it, pod and claim deleted -> the PersistentVolume gone), `concurrency` lifecycles at once.
 /// Every step's latency runs from the API request to the state seen in a watch event.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[x_kube(validation = Rule::new("self.operations.all(o, o in ['provision', 'attach', 'firstIO', 'delete'])").message("controlPlane.operations: snapshot, clone and expand are not supported yet; give a subset of provision, attach, firstIO, delete").reason(::kube::core::cel::Reason::FieldValueNotSupported))]
+#[x_kube(validation = Rule::new("self.operations.all(o, o in ['provision', 'attach', 'firstIO', 'delete'])").message("controlPlane.operations: snapshot, clone and expand are not supported yet; give a subset of provision, attach, firstIO, delete").reason(::kube::core::cel::Reason::FieldValueInvalid))]
 #[x_kube(validation = Rule::new("!has(self.concurrency) || !has(self.count) || self.concurrency <= self.count").message("controlPlane.concurrency may not exceed controlPlane.count"))]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneSpec {
