@@ -256,11 +256,20 @@ mod tests {
             .expect("status");
         let text = super::control_plane(&cp);
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[0].contains("2 of 3 lifecycles completed, 1 failed, in 4.5s"), "{text}");
-        assert!(lines[2].starts_with("provision") && lines[2].contains("1200.000"), "{text}");
+        assert!(
+            lines[0].contains("2 of 3 lifecycles completed, 1 failed, in 4.5s"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("provision") && lines[2].contains("1200.000"),
+            "{text}"
+        );
         assert!(lines[3].trim_start().starts_with("bound"), "{text}");
         assert!(lines[4].starts_with("delete"), "{text}");
-        assert!(lines[5].starts_with("first error: provision timeout"), "{text}");
+        assert!(
+            lines[5].starts_with("first error: provision timeout"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -84,7 +84,10 @@ fn control_plane_run(
         (spec.secret_ref.is_some(), "secretRef"),
         (spec.ca_ref.is_some(), "caRef"),
         (spec.baseline_ref.is_some(), "baselineRef"),
-        (!spec.thresholds.is_empty(), "thresholds (give controlPlane.thresholds)"),
+        (
+            !spec.thresholds.is_empty(),
+            "thresholds (give controlPlane.thresholds)",
+        ),
     ];
     for (given, field) in unused {
         if given {

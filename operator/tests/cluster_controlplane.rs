@@ -89,7 +89,11 @@ controlPlane:
     let st = run.status.clone().expect("status");
     let cp = st.control_plane.clone().expect("status.controlPlane");
     assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
-    assert_eq!((cp.requested, cp.completed, cp.failed), (20, 20, 0), "{cp:#?}");
+    assert_eq!(
+        (cp.requested, cp.completed, cp.failed),
+        (20, 20, 0),
+        "{cp:#?}"
+    );
     assert!(cp.elapsed_ms > 0.0);
     for op in ["provision", "attach", "firstIO", "delete"] {
         let r = cp
@@ -103,14 +107,23 @@ controlPlane:
             "{op}: {l:?}"
         );
         // HDR buckets are within 0.1 % of the value.
-        assert!(l.max_ms <= cp.elapsed_ms * 1.001, "{op}: max {} > span {}", l.max_ms, cp.elapsed_ms);
+        assert!(
+            l.max_ms <= cp.elapsed_ms * 1.001,
+            "{op}: max {} > span {}",
+            l.max_ms,
+            cp.elapsed_ms
+        );
         for (phase, p) in &r.phases {
             assert!(p.max_ms <= cp.elapsed_ms * 1.001, "{op}.{phase}: {p:?}");
         }
     }
     let prov = &cp.operations["provision"];
     for phase in ["bound", "pvCreated", "scheduled"] {
-        assert!(prov.phases.contains_key(phase), "provision phases: {:?}", prov.phases.keys());
+        assert!(
+            prov.phases.contains_key(phase),
+            "provision phases: {:?}",
+            prov.phases.keys()
+        );
     }
     let io = &cp.operations["firstIO"];
     assert!(io.phases.contains_key("write") && io.phases.contains_key("read"));
@@ -159,7 +172,14 @@ controlPlane:
         ),
     )
     .await;
-    let run = wait_for(&api, "nobody", Duration::from_secs(30), "finished", finished).await;
+    let run = wait_for(
+        &api,
+        "nobody",
+        Duration::from_secs(30),
+        "finished",
+        finished,
+    )
+    .await;
     let took = started.elapsed();
     let _ = classes.delete(&class, &DeleteParams::default()).await;
     let st = run.status.clone().expect("status");
@@ -176,8 +196,15 @@ controlPlane:
     assert_eq!(prov.count, 0, "{prov:#?}");
     // The first wave (2 in flight) fails; none starts after.
     assert!((1..=2).contains(&prov.errors), "{prov:#?}");
-    assert_eq!(prov.errors_by_kind.get("timeout").copied(), Some(prov.errors), "{prov:#?}");
-    assert!(took < Duration::from_secs(20), "took {took:?} with a 4s timeout");
+    assert_eq!(
+        prov.errors_by_kind.get("timeout").copied(),
+        Some(prov.errors),
+        "{prov:#?}"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?} with a 4s timeout"
+    );
     assert_eq!(leftovers(&env, "nobody").await, Vec::<String>::new());
 }
 
@@ -205,8 +232,17 @@ controlPlane:
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), env.ns.name());
     let lp = ListParams::default().labels(&objects::selector("cpdel"));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while claims.list_metadata(&lp).await.expect("list").items.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no claim after 30 s");
+    while claims
+        .list_metadata(&lp)
+        .await
+        .expect("list")
+        .items
+        .is_empty()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no claim after 30 s"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;

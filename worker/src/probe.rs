@@ -59,7 +59,10 @@ pub fn probe(dir: &Path) -> Result<Probe> {
         .with_context(|| format!("read {}", path.display()))?;
     let read_us = t.elapsed().as_micros() as u64;
     if back.as_slice()[..PROBE_BYTES] != *data {
-        bail!("{}: read back other bytes than were written", path.display());
+        bail!(
+            "{}: read back other bytes than were written",
+            path.display()
+        );
     }
     drop(f);
     std::fs::remove_file(&path).with_context(|| format!("remove {}", path.display()))?;

@@ -162,7 +162,11 @@ mod tests {
             f.ok("attach", t, &[]);
             f.lifecycle_done(true);
         }
-        f.error("provision", "timeout", "ExternalProvisioning: waiting".into());
+        f.error(
+            "provision",
+            "timeout",
+            "ExternalProvisioning: waiting".into(),
+        );
         f.lifecycle_done(false);
         let st = f.status(&s, Duration::from_secs(12));
         assert_eq!((st.requested, st.completed, st.failed), (101, 100, 1));
@@ -190,7 +194,10 @@ mod tests {
         f.ok("provision", Duration::from_millis(1500), &[]);
         let checks = evaluate(&s, &f.status(&s, Duration::from_secs(2)));
         assert_eq!(checks.len(), 2);
-        assert!(!checks[0].met && checks[0].got.starts_with("1500"), "{checks:?}");
+        assert!(
+            !checks[0].met && checks[0].got.starts_with("1500"),
+            "{checks:?}"
+        );
         assert!(!checks[1].met && checks[1].got == "no result", "{checks:?}");
         let mut f = Figures::default();
         f.ok("provision", Duration::from_millis(900), &[]);

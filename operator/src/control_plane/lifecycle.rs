@@ -111,9 +111,17 @@ impl Shared {
         } else {
             None
         };
-        let m = match self.seen.wait(name, t0 + timeout, |m| m.bound.is_some()).await {
+        let m = match self
+            .seen
+            .wait(name, t0 + timeout, |m| m.bound.is_some())
+            .await
+        {
             Some(m) => m,
-            None => return Err(self.timed_out("provision", "PersistentVolumeClaim", name, timeout).await),
+            None => {
+                return Err(self
+                    .timed_out("provision", "PersistentVolumeClaim", name, timeout)
+                    .await)
+            }
         };
         let bound = m.bound.unwrap_or(t0);
         let mut phases = vec![("bound", bound - t0)];
@@ -129,7 +137,11 @@ impl Shared {
             // attach: from the later of the pod's create request and the claim's Bound (the
             // kubelet cannot mount before) -> the container running.
             let from = tp.max(bound);
-            let m = match self.seen.wait(name, from + timeout, |m| m.running.is_some()).await {
+            let m = match self
+                .seen
+                .wait(name, from + timeout, |m| m.running.is_some())
+                .await
+            {
                 Some(m) => m,
                 None => return Err(self.timed_out("attach", "Pod", name, timeout).await),
             };
@@ -157,7 +169,11 @@ impl Shared {
                 .await
                 .is_none()
             {
-                return Err(fail("delete", "timeout", format!("pod {name} still there after {timeout:?}")));
+                return Err(fail(
+                    "delete",
+                    "timeout",
+                    format!("pod {name} still there after {timeout:?}"),
+                ));
             }
         }
         // delete: the claim's delete request -> its PersistentVolume gone.
@@ -171,7 +187,9 @@ impl Shared {
             .wait(name, td + timeout, |m| m.claim_gone.is_some())
             .await
         else {
-            return Err(self.timed_out("delete", "PersistentVolumeClaim", name, timeout).await);
+            return Err(self
+                .timed_out("delete", "PersistentVolumeClaim", name, timeout)
+                .await);
         };
         let claim_gone = m.claim_gone.unwrap_or(td) - td;
         if !self.cp.measures("delete") {
@@ -193,11 +211,8 @@ impl Shared {
             };
             end = m.pv_gone.unwrap_or(td) - td;
         }
-        self.lock().ok(
-            "delete",
-            end,
-            &[("claimGone", claim_gone), ("pvGone", end)],
-        );
+        self.lock()
+            .ok("delete", end, &[("claimGone", claim_gone), ("pvGone", end)]);
         Ok(())
     }
 
@@ -208,7 +223,11 @@ impl Shared {
             .wait(name, deadline, |m: &Marks| m.terminated.is_some())
             .await
         else {
-            return Err(fail("firstIO", "timeout", format!("pod {name}: the probe did not finish")));
+            return Err(fail(
+                "firstIO",
+                "timeout",
+                format!("pod {name}: the probe did not finish"),
+            ));
         };
         let (code, message) = m.terminated.unwrap_or_default();
         if code != 0 {
@@ -225,7 +244,10 @@ impl Shared {
                 format!("pod {name}: no report in {:?}", short(&message)),
             ));
         };
-        let (w, rd) = (Duration::from_micros(r.write_us), Duration::from_micros(r.read_us));
+        let (w, rd) = (
+            Duration::from_micros(r.write_us),
+            Duration::from_micros(r.read_us),
+        );
         self.lock()
             .ok("firstIO", w + rd, &[("write", w), ("read", rd)]);
         Ok(())
@@ -256,7 +278,13 @@ impl Shared {
 
     /// A wait past its timeout, with the last Event of the object (`kind` `name`): a
     /// `ProvisioningFailed` makes it that kind of error.
-    async fn timed_out(&self, op: &'static str, kind: &str, name: &str, timeout: Duration) -> Failure {
+    async fn timed_out(
+        &self,
+        op: &'static str,
+        kind: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> Failure {
         let events = Api::<Event>::namespaced(self.client.clone(), &self.ns);
         let lp = ListParams::default().fields(&format!(
             "involvedObject.kind={kind},involvedObject.name={name}"
@@ -284,7 +312,11 @@ impl Shared {
                 e.message.as_deref().unwrap_or("").trim()
             )
         });
-        let kind_ = if failed { "provisioningFailed" } else { "timeout" };
+        let kind_ = if failed {
+            "provisioningFailed"
+        } else {
+            "timeout"
+        };
         fail(
             op,
             kind_,

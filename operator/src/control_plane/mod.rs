@@ -123,7 +123,10 @@ pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
         }
     }
     if cp.operations.is_empty() {
-        errs.push("spec.controlPlane.operations: give at least one of provision, attach, firstIO, delete".into());
+        errs.push(
+            "spec.controlPlane.operations: give at least one of provision, attach, firstIO, delete"
+                .into(),
+        );
     }
     let mut seen = cp.operations.clone();
     seen.sort();
@@ -132,13 +135,23 @@ pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
         errs.push("spec.controlPlane.operations: an operation is listed twice".into());
     }
     if !(1..=crate::crd::control_plane::MAX_COUNT).contains(&cp.count) {
-        errs.push(format!("spec.controlPlane.count: from 1 to {} (got {})", crate::crd::control_plane::MAX_COUNT, cp.count));
+        errs.push(format!(
+            "spec.controlPlane.count: from 1 to {} (got {})",
+            crate::crd::control_plane::MAX_COUNT,
+            cp.count
+        ));
     }
     if let Some(c) = cp.concurrency {
         if c < 1 || c > crate::crd::control_plane::MAX_CONCURRENCY {
-            errs.push(format!("spec.controlPlane.concurrency: from 1 to {} (got {c})", crate::crd::control_plane::MAX_CONCURRENCY));
+            errs.push(format!(
+                "spec.controlPlane.concurrency: from 1 to {} (got {c})",
+                crate::crd::control_plane::MAX_CONCURRENCY
+            ));
         } else if c > cp.count {
-            errs.push(format!("spec.controlPlane.concurrency ({c}) may not exceed count ({})", cp.count));
+            errs.push(format!(
+                "spec.controlPlane.concurrency ({c}) may not exceed count ({})",
+                cp.count
+            ));
         }
     }
     if let Some(t) = cp.timeout {
@@ -148,7 +161,10 @@ pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
     }
     if let Some(q) = &cp.size {
         if !quantity_ok(&q.0) {
-            errs.push(format!("spec.controlPlane.size: `{}` is not a positive quantity such as 1Gi or 500Mi", q.0));
+            errs.push(format!(
+                "spec.controlPlane.size: `{}` is not a positive quantity such as 1Gi or 500Mi",
+                q.0
+            ));
         }
     }
     for (i, t) in cp.thresholds.iter().enumerate() {
@@ -162,14 +178,19 @@ pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
 /// A positive Kubernetes quantity: digits (a decimal point allowed), then nothing or a
 /// binary or decimal suffix. Checked here so a bad size fails the run at once, not each claim.
 fn quantity_ok(q: &str) -> bool {
-    let digits = q.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(q.len());
+    let digits = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
     let (n, suffix) = q.split_at(digits);
     let n: f64 = match n.parse() {
         Ok(n) => n,
         Err(_) => return false,
     };
     n > 0.0
-        && ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E"].contains(&suffix)
+        && [
+            "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E",
+        ]
+        .contains(&suffix)
 }
 
 /// Longest wait for the three watches' first lists before the run fails.
@@ -188,10 +209,11 @@ pub async fn execute(client: Client, run: BenchmarkRun, image: String) -> Outcom
     // A JoinSet aborts what it holds when dropped: the watches end with this task, also when
     // it is aborted (the run deleted).
     let mut watches = tokio::task::JoinSet::new();
-    watches.spawn(
-        seen.clone()
-            .follow(client.clone(), ns.clone(), objects::selector(&run.name_any())),
-    );
+    watches.spawn(seen.clone().follow(
+        client.clone(),
+        ns.clone(),
+        objects::selector(&run.name_any()),
+    ));
     if !seen.wait_listed(Instant::now() + LIST_TIMEOUT).await {
         return Outcome {
             status: ControlPlaneStatus::default(),
@@ -234,7 +256,11 @@ pub async fn execute(client: Client, run: BenchmarkRun, image: String) -> Outcom
     while set.join_next().await.is_some() {}
     let elapsed = start.elapsed();
     let swept = sweep(&client, &run, cp.timeout()).await;
-    let figures = shared.figures.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let figures = shared
+        .figures
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     Outcome {
         status: figures.status(&cp, elapsed),
         failure: swept.err(),
@@ -256,7 +282,11 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
         let mut left = vec![];
         match pods.list_metadata(&lp).await {
             Ok(l) => {
-                for p in l.items.iter().filter(|p| owned_by(run, p.owner_references())) {
+                for p in l
+                    .items
+                    .iter()
+                    .filter(|p| owned_by(run, p.owner_references()))
+                {
                     let dp = DeleteParams {
                         grace_period_seconds: Some(0),
                         ..Default::default()
@@ -271,7 +301,11 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
         }
         match claims.list_metadata(&lp).await {
             Ok(l) => {
-                for c in l.items.iter().filter(|c| owned_by(run, c.owner_references())) {
+                for c in l
+                    .items
+                    .iter()
+                    .filter(|c| owned_by(run, c.owner_references()))
+                {
                     if c.metadata.deletion_timestamp.is_none() {
                         let _ = claims.delete(&c.name_any(), &DeleteParams::default()).await;
                     }

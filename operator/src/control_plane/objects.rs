@@ -125,12 +125,10 @@ pub fn pod(run: &BenchmarkRun, image: &str, i: usize) -> Result<Pod> {
                 run_as_user: Some(WORKER_UID),
                 run_as_group: Some(WORKER_UID),
                 fs_group: Some(WORKER_UID),
-                seccomp_profile: Some(workers.seccomp_profile.clone().unwrap_or(
-                    SeccompProfile {
-                        type_: "RuntimeDefault".into(),
-                        localhost_profile: None,
-                    },
-                )),
+                seccomp_profile: Some(workers.seccomp_profile.clone().unwrap_or(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    localhost_profile: None,
+                })),
                 ..Default::default()
             }),
             ..Default::default()
@@ -179,7 +177,10 @@ mod tests {
         let cp = r.spec.control_plane.clone().expect("cp");
         let c = claim(&r, &cp, 2).expect("claim");
         assert_eq!(c.metadata.name.as_deref(), Some("cp-cp-2"));
-        assert_eq!(c.metadata.owner_references.as_ref().expect("owner")[0].uid, "u-1");
+        assert_eq!(
+            c.metadata.owner_references.as_ref().expect("owner")[0].uid,
+            "u-1"
+        );
         let labels = c.metadata.labels.clone().expect("labels");
         assert_eq!(labels[COMPONENT_LABEL], COMPONENT);
         assert_eq!(labels[RUN_LABEL], "cp");
@@ -204,7 +205,10 @@ mod tests {
                 .claim_name,
             "cp-cp-2"
         );
-        assert_eq!(selector("cp"), "benchrun.dev/run=cp,app.kubernetes.io/component=control-plane");
+        assert_eq!(
+            selector("cp"),
+            "benchrun.dev/run=cp,app.kubernetes.io/component=control-plane"
+        );
     }
 
     #[test]

@@ -77,14 +77,18 @@ impl Seen {
             if self.listed.load(std::sync::atomic::Ordering::SeqCst) >= WATCHES {
                 return true;
             }
-            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
                 return false;
             }
         }
     }
 
     fn mark_listed(&self) {
-        self.listed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.listed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.tx.send_modify(|g| *g += 1);
     }
 
@@ -168,9 +172,10 @@ impl Seen {
 
     fn pod(&self, p: &Pod, deleted: bool) {
         let st = p.status.as_ref();
-        let scheduled = st
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "True"));
+        let scheduled = st.and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+        });
         let state = st
             .and_then(|s| s.container_statuses.as_ref())
             .and_then(|cs| cs.first())
@@ -178,9 +183,9 @@ impl Seen {
         let running = state
             .as_ref()
             .is_some_and(|s| s.running.is_some() || s.terminated.is_some());
-        let terminated = state.and_then(|s| s.terminated).map(|t| {
-            (t.exit_code, t.message.or(t.reason).unwrap_or_default())
-        });
+        let terminated = state
+            .and_then(|s| s.terminated)
+            .map(|t| (t.exit_code, t.message.or(t.reason).unwrap_or_default()));
         self.update(&p.name_any(), |m, now| {
             if scheduled {
                 m.scheduled.get_or_insert(now);

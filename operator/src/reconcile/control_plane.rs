@@ -91,14 +91,21 @@ impl Reconciler<'_> {
                 }
                 let st = &outcome.status;
                 if let Some(e) = &st.first_error {
-                    let msg = format!("{} of {} lifecycles failed; first: {e}", st.failed, st.requested);
+                    let msg = format!(
+                        "{} of {} lifecycles failed; first: {e}",
+                        st.failed, st.requested
+                    );
                     self.draft.fail("ControlPlaneErrors", msg);
                 } else if let Some(f) = &outcome.failure {
                     self.draft.fail("ControlPlaneFailed", f.clone());
                 } else if !missed.is_empty() {
                     self.draft.fail("ThresholdsNotMet", missed.join("; "));
                 } else {
-                    let msg = format!("{} claims through {}", st.completed, cp.operations.join(", "));
+                    let msg = format!(
+                        "{} claims through {}",
+                        st.completed,
+                        cp.operations.join(", ")
+                    );
                     self.draft.succeed(msg.clone(), msg);
                 }
                 self.draft.status.finish_time = Some(self.draft.now.to_rfc3339());
