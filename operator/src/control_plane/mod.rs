@@ -142,7 +142,7 @@ pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
         ));
     }
     if let Some(c) = cp.concurrency {
-        if c < 1 || c > crate::crd::control_plane::MAX_CONCURRENCY {
+        if !(1..=crate::crd::control_plane::MAX_CONCURRENCY).contains(&c) {
             errs.push(format!(
                 "spec.controlPlane.concurrency: from 1 to {} (got {c})",
                 crate::crd::control_plane::MAX_CONCURRENCY
