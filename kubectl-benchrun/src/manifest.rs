@@ -130,6 +130,7 @@ pub fn parse(text: &str, source: &str) -> Result<BenchmarkRun> {
         baseline_ref: None,
         matrix,
         oplog: None,
+        control_plane: None,
     };
     let mut run = BenchmarkRun::new("", spec);
     run.metadata = ObjectMeta {

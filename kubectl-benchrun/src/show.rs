@@ -67,6 +67,17 @@ pub async fn result(
 ) -> Result<u8> {
     let name = run.metadata.name.clone().unwrap_or_default();
     let verdict = Verdict::of(run);
+    // A control-plane run keeps its figures in the status: no summary to fetch.
+    if let Some(cp) = run.status.as_ref().and_then(|s| s.control_plane.as_ref()) {
+        match output {
+            Some(o) => print!("{}", encode(cp, o)?),
+            None => print!("{}{}", control_plane(cp), thresholds(run)),
+        }
+        if let Some(m) = verdict.message(&name) {
+            eprintln!("error: {m}");
+        }
+        return Ok(verdict.code());
+    }
     let has_result = run.status.as_ref().is_some_and(|s| {
         !s.results.is_empty()
             || s.matrix
@@ -99,6 +110,46 @@ pub async fn result(
         eprintln!("error: {m}");
     }
     Ok(verdict.code())
+}
+
+/// A control-plane run's table: one row per operation, then one per phase (indented).
+pub fn control_plane(cp: &benchrun_operator::crd::control_plane::ControlPlaneStatus) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "control plane: {} of {} lifecycles completed, {} failed, in {:.1}s",
+        cp.completed,
+        cp.requested,
+        cp.failed,
+        cp.elapsed_ms / 1000.0
+    );
+    let _ = writeln!(
+        out,
+        "{:<14} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10}",
+        "operation", "count", "errors", "p50 ms", "p95 ms", "p99 ms", "max ms"
+    );
+    let order = ["provision", "attach", "firstIO", "delete"];
+    let mut ops: Vec<_> = cp.operations.iter().collect();
+    ops.sort_by_key(|(k, _)| order.iter().position(|o| o == k).unwrap_or(order.len()));
+    for (op, r) in ops {
+        let l = &r.latency;
+        let _ = writeln!(
+            out,
+            "{op:<14} {:>6} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+            r.count, r.errors, l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
+        );
+        for (phase, l) in &r.phases {
+            let _ = writeln!(
+                out,
+                "  {phase:<12} {:>6} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+                "", "", l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
+            );
+        }
+    }
+    if let Some(e) = &cp.first_error {
+        let _ = writeln!(out, "first error: {e}");
+    }
+    out
 }
 
 /// The text of a run's result: the table(s) and the thresholds.
@@ -189,6 +240,38 @@ pub fn baseline(run: &BenchmarkRun) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_control_plane_run_prints_one_row_per_operation_in_lifecycle_order() {
+        let cp: benchrun_operator::crd::control_plane::ControlPlaneStatus =
+            serde_json::from_value(serde_json::json!({
+                "requested": 3, "completed": 2, "failed": 1, "elapsedMs": 4500.0,
+                "operations": {
+                    "delete": {"count": 2, "errors": 0, "p50Ms": 80.0, "p95Ms": 90.0, "p99Ms": 90.0, "maxMs": 90.0},
+                    "provision": {"count": 2, "errors": 1, "errorsByKind": {"timeout": 1},
+                        "p50Ms": 1200.0, "p95Ms": 1500.0, "p99Ms": 1500.0, "maxMs": 1500.0,
+                        "phases": {"bound": {"p50Ms": 1200.0, "p95Ms": 1500.0, "p99Ms": 1500.0, "maxMs": 1500.0}}}
+                },
+                "firstError": "provision timeout: ExternalProvisioning: waiting"
+            }))
+            .expect("status");
+        let text = super::control_plane(&cp);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].contains("2 of 3 lifecycles completed, 1 failed, in 4.5s"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("provision") && lines[2].contains("1200.000"),
+            "{text}"
+        );
+        assert!(lines[3].trim_start().starts_with("bound"), "{text}");
+        assert!(lines[4].starts_with("delete"), "{text}");
+        assert!(
+            lines[5].starts_with("first error: provision timeout"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn training_and_checkpoint_runs_print_their_tables() {
         use benchrun_api::training::{AuFigures, EpochFigures, TrainingStats};

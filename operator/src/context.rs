@@ -88,6 +88,8 @@ pub struct Context {
     /// Every pod the operator manages, kept by the controller's pod watch: a pass reads its
     /// run's pods here instead of listing them.
     pub pods: Store<Pod>,
+    /// The control-plane runs this process is executing (`spec.controlPlane`).
+    pub control_plane: crate::control_plane::Runs,
     /// The `resourceVersion` of each run's last status write (by `namespace/name`): a cached
     /// run that is not that version may predate the write (see [`Context::is_stale`]).
     written: Mutex<HashMap<String, String>>,
@@ -114,6 +116,7 @@ impl Context {
             metrics,
             http,
             pods,
+            control_plane: Default::default(),
             written: Mutex::default(),
         }
     }

@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`crd`](mod@crd): the `BenchmarkRun` types: spec, status and their sub-types; schema, CEL, columns
 //! - [`validate`]: what the schema cannot check in a spec, each problem with its field path
+//! - [`control_plane`]: `spec.controlPlane`: claims provisioned, attached, written and deleted, timed by watch
 //! - [`context`]: what every pass shares: configuration, API and HTTP clients, event recorder
 //! - [`controller`]: the watch, one traced pass per change or poll, the error policy, `run()`
 //! - [`reconcile`]: one pass over one run, deciding through [`run_rules`]; the RBAC it needs
@@ -40,6 +41,7 @@ pub mod baseline;
 pub mod children;
 pub mod client;
 pub mod context;
+pub mod control_plane;
 pub mod controller;
 pub mod crd;
 pub mod decode;

@@ -8,6 +8,10 @@ use crate::{baseline, oplog, podfields, resources, sweep, thresholds};
 /// Check what the schema cannot (durations are strings to it): each problem as
 /// `spec.<field>: <why>`. Bounds keep every timestamp sum the reconciler makes in range.
 pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
+    if let Some(cp) = &spec.control_plane {
+        let errs = control_plane_run(spec, cp);
+        return if errs.is_empty() { Ok(()) } else { Err(errs) };
+    }
     let mut errs: Vec<String> = match spec.workload.validate() {
         Ok(()) => vec![],
         Err(e) => e.iter().map(|e| format!("spec.workload.{e}")).collect(),
@@ -63,6 +67,42 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
     } else {
         Err(errs)
     }
+}
+
+/// A control-plane run: its section checked, and the data-plane fields it would ignore
+/// refused (its workload is a placeholder the pass never reads).
+fn control_plane_run(
+    spec: &BenchmarkRunSpec,
+    cp: &crate::crd::control_plane::ControlPlaneSpec,
+) -> Vec<String> {
+    let workload = !crate::crd::is_control_plane_only(&spec.workload);
+    let mut errs = crate::control_plane::check(cp, workload);
+    let unused = [
+        (spec.volume.is_some(), "volume"),
+        (spec.matrix.is_some(), "matrix"),
+        (spec.oplog.is_some(), "oplog"),
+        (spec.secret_ref.is_some(), "secretRef"),
+        (spec.ca_ref.is_some(), "caRef"),
+        (spec.baseline_ref.is_some(), "baselineRef"),
+        (
+            !spec.thresholds.is_empty(),
+            "thresholds (give controlPlane.thresholds)",
+        ),
+    ];
+    for (given, field) in unused {
+        if given {
+            errs.push(format!("spec.{field}: not used by a control-plane run"));
+        }
+    }
+    if let Some(t) = spec.timeout {
+        if t.0.is_zero() || t.0 > MAX_TIMEOUT {
+            errs.push(format!(
+                "spec.timeout: must be more than 0 and at most 720h (got {}s)",
+                t.0.as_secs()
+            ));
+        }
+    }
+    errs
 }
 
 /// A checkpoint split over `ranks` ranks needs workers x `ranksPerWorker` = `ranks` (or

@@ -64,6 +64,16 @@ pub enum Command {
     /// Internal (the operator starts it), so hidden from `--help`.
     #[command(hide = true)]
     Agent(crate::agent::AgentArgs),
+    /// The first I/O of a volume (the operator's control-plane runs): a 4 KiB O_DIRECT write
+    /// and read in DIR, the times as JSON on stdout and in the termination message.
+    #[command(hide = true)]
+    ProbeIo {
+        /// A directory on the volume.
+        dir: PathBuf,
+        /// Where the report is also written (Kubernetes' termination message).
+        #[arg(long, default_value = crate::probe::TERMINATION_LOG)]
+        message_file: PathBuf,
+    },
     /// Measure the data generator on one core (bench/datagen.sh): GiB/s generated and verified.
     #[command(hide = true)]
     DatagenSpeed {

@@ -27,6 +27,7 @@
 //! - [`sweep`]: a matrix run standalone, combination by combination, and its table
 //! - [`checkpoint`]: checkpoint workloads: every rank saves its shard at one instant, then restores it
 //! - [`training`]: training workloads: data-loader epochs feeding emulated accelerators (AU)
+//! - [`probe`]: `probe-io`: a volume's first 4 KiB O_DIRECT write and read (the operator's control-plane runs)
 //! - [`agent`]: the worker in a pod, started and collected by the operator over HTTP
 //! - [`cli`]: the clap options of `benchrun-worker`; [`overrides`]: its `run --set key=value`
 
@@ -47,6 +48,7 @@ pub mod figures;
 pub mod metrics;
 pub mod oplog;
 pub mod overrides;
+pub mod probe;
 pub mod progress;
 pub mod replay;
 pub mod report;

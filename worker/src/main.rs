@@ -94,6 +94,10 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
             println!("generate_gib_per_s {generated:.2}\nverify_gib_per_s {verified:.2}");
             Ok(ExitCode::SUCCESS)
         }
+        Command::ProbeIo { dir, message_file } => {
+            benchrun_worker::probe::main(&dir, &message_file)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Compare(args) => compare(args),
         Command::Report(args) => report_cmd(args),
         Command::Replay(args) => replay(args).await,

@@ -130,7 +130,9 @@ reference stay unreadable to the operator.
 - apiGroups: [""]
   resources: ["persistentvolumeclaims"]
   # get: a claim that exists already is checked to be the run's, not an earlier run's.
-  verbs: ["get", "create", "delete"]
+  # list, watch: a control-plane run's claims, by label (their Bound and deletion seen as
+  # watch events; leftovers swept).
+  verbs: ["get", "list", "watch", "create", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "create", "patch"]
@@ -162,6 +164,17 @@ app.kubernetes.io/name={{ include "benchrun.name" . }},app.kubernetes.io/instanc
 {{/*
 RBAC rule on nodes (cluster-scoped): list, for perNode placement.
 */}}
+{{- define "benchrun.storageRules" -}}
+# Control-plane runs (spec.controlPlane): a claim's PersistentVolume seen created and deleted
+# (watch events), and whether its StorageClass binds on first consumer. Read-only.
+- apiGroups: [""]
+  resources: ["persistentvolumes"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["get"]
+{{- end }}
+
 {{- define "benchrun.nodeRules" -}}
 - apiGroups: [""]
   resources: ["nodes"]

@@ -30,6 +30,7 @@ use serde_json::{json, Value};
 
 pub mod baseline;
 pub mod ca;
+pub mod control_plane;
 pub mod matrix;
 pub mod oplog;
 pub mod schedule;
@@ -91,12 +92,22 @@ use thresholds::Threshold;
         json_path = ".metadata.creationTimestamp"
     )
 )]
+#[x_kube(validation = Rule::new("has(self.workload) != has(self.controlPlane)").message("give spec.workload (a data-plane benchmark) or spec.controlPlane (a control-plane benchmark), exactly one: both in one run is not supported yet").reason(::kube::core::cel::Reason::FieldValueInvalid))]
 #[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: delete the BenchmarkRun and create a new one").reason(::kube::core::cel::Reason::FieldValueForbidden))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkRunSpec {
     /// What each worker runs: the same document as a standalone `benchrun-worker run` file.
+    /// Required unless the run is a control-plane benchmark (`controlPlane`).
     #[schemars(schema_with = "workload_schema")]
+    #[serde(
+        default = "control_plane_only",
+        skip_serializing_if = "is_control_plane_only"
+    )]
     pub workload: Workload,
+    /// A control-plane benchmark instead of a workload: claims provisioned, attached, written
+    /// once and deleted, each step timed (docs/CONTROL_PLANE.md). Not with `workload`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<control_plane::ControlPlaneSpec>,
     /// Credentials for object storage, by reference to a Secret in this namespace. The kubelet
     /// gives it to the worker pods as environment variables and as files in
     /// `/var/run/benchrun/credentials` (set as `storage.credentialsDir` unless the workload names
@@ -158,6 +169,24 @@ pub struct BenchmarkRunSpec {
     /// is. Object workloads only, not with `matrix` (docs/OPLOG.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oplog: Option<oplog::OplogSpec>,
+}
+
+/// The `workload` of a run that gives none (a control-plane run): never run, never
+/// serialized (see [`is_control_plane_only`]); a run's code paths that read the workload are
+/// not reached by a control-plane run, whose pass branches off before admission.
+pub fn control_plane_only() -> Workload {
+    // A constant document of our own: it always parses (a unit test says so).
+    serde_yaml::from_str(PLACEHOLDER_YAML).expect("the placeholder workload parses")
+}
+
+/// The placeholder's target: no scheme any worker serves, so it can never be mistaken for
+/// a real workload.
+const CONTROL_PLANE_TARGET: &str = "controlplane://none";
+const PLACEHOLDER_YAML: &str = "{target: 'controlplane://none', totalOps: 1, ops: [{op: stat}]}";
+
+/// Whether `w` is [`control_plane_only`]'s placeholder.
+pub fn is_control_plane_only(w: &Workload) -> bool {
+    w.target == CONTROL_PLANE_TARGET
 }
 
 /// The schema of `spec.matrix`, structural: parameter values may be any YAML value, so the
@@ -501,6 +530,22 @@ mod tests {
             "crds/benchmarkschedule.yaml is stale: run `cargo run -p benchrun-operator -- crd --schedule > crds/benchmarkschedule.yaml` \
              (or BENCHRUN_UPDATE_CRD=1 cargo test -p benchrun-operator --lib crd)"
         );
+    }
+
+    #[test]
+    fn a_control_plane_run_needs_no_workload_and_writes_none_back() {
+        let spec: BenchmarkRunSpec =
+            serde_yaml::from_str("controlPlane: {operations: [provision], count: 1}\n")
+                .expect("parses");
+        assert!(is_control_plane_only(&spec.workload));
+        let v = serde_json::to_value(&spec).expect("ser");
+        assert!(v.get("workload").is_none(), "{v}");
+        let again: BenchmarkRunSpec = serde_json::from_value(v).expect("de");
+        assert_eq!(spec, again);
+        // The schema: workload no longer required, the two exclusive.
+        let crd = serde_json::to_string(&crate::crd()).expect("crd");
+        assert!(crd.contains("has(self.workload) != has(self.controlPlane)"));
+        assert!(crd.contains("snapshot, clone and expand are not supported yet"));
     }
 
     #[test]

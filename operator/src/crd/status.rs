@@ -131,6 +131,9 @@ pub struct BenchmarkRunStatus {
     /// Every limit of `spec.thresholds`, evaluated on the merged result.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<ThresholdCheck>,
+    /// A control-plane run's figures (`spec.controlPlane`), per operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<super::control_plane::ControlPlaneStatus>,
     /// The merged result against `spec.baselineRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineStatus>,

@@ -113,6 +113,9 @@ impl Reconciler<'_> {
         if !has_finalizer(self.run) {
             return Ok(Action::await_change());
         }
+        if self.run.spec.control_plane.is_some() {
+            self.control_plane_stop().await;
+        }
         let deleted = self
             .run
             .metadata

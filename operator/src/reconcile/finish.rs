@@ -23,6 +23,9 @@ use crate::{Error, Result};
 impl Reconciler<'_> {
     /// A matrix run's children in flight stopped; cleanup per policy; then TTL.
     pub(crate) async fn finished(&mut self) -> Result<Action> {
+        if self.run.spec.control_plane.is_some() {
+            self.control_plane_stop().await;
+        }
         // A matrix run has no workers of its own: its combination in flight is its child run.
         if self.run.spec.matrix.is_some() {
             self.stop_children().await?;

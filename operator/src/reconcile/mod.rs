@@ -24,8 +24,12 @@
 //!   run's child in flight, patch: the finalizer); `benchmarkruns/status`: get, patch
 //! - `benchmarkschedules`: get, list, watch; `benchmarkschedules/status`: patch (the schedule
 //!   controller, [`crate::schedule`]; its runs are created and deleted under `benchmarkruns`)
-//! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: get, create, delete
-//!   (get: an existing claim is checked to be the run's)
+//! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: get, list, watch,
+//!   create, delete (get: an existing claim is checked to be the run's; list, watch: a
+//!   control-plane run's claims, by label)
+//! - `persistentvolumes`: get, list, watch; `storageclasses`: get (storage.k8s.io; control-plane
+//!   runs: a claim's volume seen created and deleted, whether its class binds on first
+//!   consumer; chart value `rbac.controlPlane`)
 //! - `configmaps`: get, list, create, patch (list: the per-worker result objects of a run, by
 //!   label); `secrets`: **create only** (the per-run token; never
 //!   get/list, so credentials referenced by runs stay unreadable to the operator)
@@ -44,6 +48,7 @@
 mod act;
 mod baseline;
 mod cleanup_rules;
+mod control_plane;
 pub(crate) mod decide;
 pub mod deletion;
 mod finish;
@@ -161,7 +166,12 @@ impl Reconciler<'_> {
         }
         // 1. Admit.
         let problems = self.problems();
-        match decide::admit(&mut self.draft, self.run, problems) {
+        let admission = decide::admit(&mut self.draft, self.run, problems);
+        // A control-plane run creates claims and pods of its own, no workers.
+        if let Some(cp) = self.run.spec.control_plane.clone() {
+            return self.control_plane(&cp, admission).await;
+        }
+        match admission {
             Admission::Go => {}
             Admission::Refused => return Ok(Action::requeue(POLL)),
             Admission::TimedOut => {

@@ -1,0 +1,209 @@
+//! Pure: the latencies of a control-plane run's lifecycles kept in exact HDR histograms (the
+//! project's [`Latency`], microseconds, 3 significant digits), assembled into
+//! `status.controlPlane`, and its thresholds evaluated.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use benchrun_api::latency::Latency;
+
+use crate::crd::control_plane::{
+    ControlPlaneSpec, ControlPlaneStatus, LatencyReport, OperationReport,
+};
+use crate::crd::thresholds::ThresholdCheck;
+
+/// The operations, in lifecycle order.
+pub const OPERATIONS: [&str; 4] = ["provision", "attach", "firstIO", "delete"];
+
+/// One operation's histograms: the whole operation, each phase, errors by kind.
+#[derive(Clone, Debug, Default)]
+struct Op {
+    total: Latency,
+    phases: BTreeMap<String, Latency>,
+    errors: BTreeMap<String, u64>,
+}
+
+/// What the lifecycles measured so far.
+#[derive(Clone, Debug, Default)]
+pub struct Figures {
+    ops: BTreeMap<&'static str, Op>,
+    completed: u32,
+    failed: u32,
+    first_error: Option<String>,
+}
+
+impl Figures {
+    /// Operation `op` succeeded in `total`, reaching each named phase after its duration.
+    pub fn ok(&mut self, op: &'static str, total: Duration, phases: &[(&str, Duration)]) {
+        let o = self.ops.entry(op).or_default();
+        o.total.record(total);
+        for (name, d) in phases {
+            o.phases.entry((*name).to_string()).or_default().record(*d);
+        }
+    }
+
+    /// Operation `op` failed with an error of `kind`; `message` says why (the first is kept).
+    pub fn error(&mut self, op: &'static str, kind: &str, message: String) {
+        *self
+            .ops
+            .entry(op)
+            .or_default()
+            .errors
+            .entry(kind.to_string())
+            .or_default() += 1;
+        self.first_error
+            .get_or_insert_with(|| format!("{op} {kind}: {message}"));
+    }
+
+    /// A lifecycle ended, without an error or with one.
+    pub fn lifecycle_done(&mut self, ok: bool) {
+        if ok {
+            self.completed += 1;
+        } else {
+            self.failed += 1;
+        }
+    }
+
+    /// Whether any operation failed.
+    pub fn has_errors(&self) -> bool {
+        self.first_error.is_some()
+    }
+
+    /// `status.controlPlane`: the measured operations (those `spec` lists), over `elapsed`.
+    pub fn status(&self, spec: &ControlPlaneSpec, elapsed: Duration) -> ControlPlaneStatus {
+        let operations = self
+            .ops
+            .iter()
+            .filter(|(name, o)| spec.measures(name) || !o.errors.is_empty())
+            .map(|(name, o)| {
+                let errors = o.errors.values().sum();
+                let report = OperationReport {
+                    count: o.total.count(),
+                    errors,
+                    errors_by_kind: o.errors.clone(),
+                    latency: report(&o.total),
+                    phases: o
+                        .phases
+                        .iter()
+                        .map(|(p, h)| (p.clone(), report(h)))
+                        .collect(),
+                };
+                (name.to_string(), report)
+            })
+            .collect();
+        ControlPlaneStatus {
+            requested: u32::try_from(spec.count).unwrap_or(0),
+            completed: self.completed,
+            failed: self.failed,
+            elapsed_ms: ms(elapsed.as_micros() as u64),
+            operations,
+            first_error: self.first_error.clone(),
+        }
+    }
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// Percentiles of `h` in milliseconds; zeros when it is empty. The maximum is the highest
+/// recorded value's bucket (HDR: within 0.1 %).
+fn report(h: &Latency) -> LatencyReport {
+    if h.count() == 0 {
+        return LatencyReport::default();
+    }
+    LatencyReport {
+        p50_ms: ms(h.quantile_us(0.50)),
+        p95_ms: ms(h.quantile_us(0.95)),
+        p99_ms: ms(h.quantile_us(0.99)),
+        max_ms: ms(h.0.max()),
+    }
+}
+
+/// `spec.controlPlane.thresholds` held to the result: the checks (for `status.thresholds`).
+/// An operation with no successful sample misses its limit ("no result").
+pub fn evaluate(spec: &ControlPlaneSpec, st: &ControlPlaneStatus) -> Vec<ThresholdCheck> {
+    spec.thresholds
+        .iter()
+        .map(|t| {
+            let want = t.max_p99.0;
+            let got = st
+                .operations
+                .get(&t.operation)
+                .filter(|r| r.count > 0)
+                .map(|r| r.latency.p99_ms);
+            ThresholdCheck {
+                op: t.operation.clone(),
+                limit: "maxP99".into(),
+                want: format!("<= {}", t.max_p99),
+                got: got.map_or("no result".into(), |g| format!("{g:.3}ms")),
+                met: got.is_some_and(|g| g <= want.as_secs_f64() * 1000.0),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> ControlPlaneSpec {
+        serde_yaml::from_str(yaml).expect("spec")
+    }
+
+    #[test]
+    fn status_holds_exact_percentiles_phases_and_errors_of_the_listed_operations() {
+        let s = spec("{operations: [provision, delete], count: 101}");
+        let mut f = Figures::default();
+        for i in 1..=100u64 {
+            let t = Duration::from_millis(i * 10);
+            f.ok("provision", t, &[("pvCreated", t / 2), ("bound", t)]);
+            // Measured but not listed: not reported.
+            f.ok("attach", t, &[]);
+            f.lifecycle_done(true);
+        }
+        f.error(
+            "provision",
+            "timeout",
+            "ExternalProvisioning: waiting".into(),
+        );
+        f.lifecycle_done(false);
+        let st = f.status(&s, Duration::from_secs(12));
+        assert_eq!((st.requested, st.completed, st.failed), (101, 100, 1));
+        assert_eq!(st.elapsed_ms, 12_000.0);
+        assert_eq!(st.operations.keys().collect::<Vec<_>>(), ["provision"]);
+        let p = &st.operations["provision"];
+        assert_eq!((p.count, p.errors), (100, 1));
+        assert_eq!(p.errors_by_kind["timeout"], 1);
+        // HDR at 3 significant digits: 500 ms and 1 s are exact buckets' bounds within 0.1 %.
+        assert!((p.latency.p50_ms - 500.0).abs() <= 0.5, "{p:?}");
+        assert!((p.latency.max_ms - 1000.0).abs() <= 1.0, "{p:?}");
+        assert!((p.phases["pvCreated"].max_ms - 500.0).abs() <= 0.5, "{p:?}");
+        assert_eq!(
+            st.first_error.as_deref(),
+            Some("provision timeout: ExternalProvisioning: waiting")
+        );
+    }
+
+    #[test]
+    fn thresholds_fail_on_a_high_p99_or_no_result() {
+        let s = spec(
+            "{operations: [provision, attach], count: 2, thresholds: [{operation: provision, maxP99: 1s}, {operation: attach, maxP99: 1s}]}",
+        );
+        let mut f = Figures::default();
+        f.ok("provision", Duration::from_millis(1500), &[]);
+        let checks = evaluate(&s, &f.status(&s, Duration::from_secs(2)));
+        assert_eq!(checks.len(), 2);
+        assert!(
+            !checks[0].met && checks[0].got.starts_with("1500"),
+            "{checks:?}"
+        );
+        assert!(!checks[1].met && checks[1].got == "no result", "{checks:?}");
+        let mut f = Figures::default();
+        f.ok("provision", Duration::from_millis(900), &[]);
+        f.ok("attach", Duration::from_millis(10), &[]);
+        assert!(evaluate(&s, &f.status(&s, Duration::from_secs(2)))
+            .iter()
+            .all(|c| c.met));
+    }
+}

@@ -1,0 +1,335 @@
+//! One claim's lifecycle: created -> Bound (provision), its pod created -> the container
+//! running (attach), the probe's 4 KiB O_DIRECT write and read (firstIO), pod and claim
+//! deleted -> the PersistentVolume gone (delete). Each wait ends on a watch event
+//! ([`Seen`]) or at the operation's timeout; a timeout is reported with the last Event
+//! Kubernetes recorded on the claim or pod (the provisioner's message).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use super::figures::Figures;
+use super::objects;
+use super::watch::{Marks, Seen};
+use crate::crd::control_plane::ControlPlaneSpec;
+use crate::crd::BenchmarkRun;
+
+/// What every lifecycle of a run shares.
+pub(crate) struct Shared {
+    pub client: Client,
+    pub ns: String,
+    pub run: BenchmarkRun,
+    pub cp: ControlPlaneSpec,
+    pub image: String,
+    pub seen: Seen,
+    pub figures: Mutex<Figures>,
+    /// Whether the claims' class binds on first consumer (read once, from the class the
+    /// first claim was given: the default class is filled in by the API server's admission).
+    pub wait_for_consumer: OnceCell<bool>,
+}
+
+/// Why a lifecycle stopped.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub op: &'static str,
+    pub kind: &'static str,
+    pub message: String,
+}
+
+fn fail(op: &'static str, kind: &'static str, message: impl Into<String>) -> Failure {
+    Failure {
+        op,
+        kind,
+        message: message.into(),
+    }
+}
+
+fn api_failure<'a>(op: &'static str, what: &'a str) -> impl Fn(kube::Error) -> Failure + 'a {
+    move |e| fail(op, "api", format!("{what}: {e}"))
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Figures> {
+        self.figures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lifecycle `i`, start to end: whether it ran without an error. What it created is
+    /// deleted whatever happened (not waited for on failure: the run's sweep does).
+    pub(crate) async fn lifecycle(&self, i: usize) -> bool {
+        let name = objects::name(&self.run.name_any(), i);
+        self.seen.expect(&name);
+        let result = self.steps(i, &name).await;
+        let ok = result.is_ok();
+        if let Err(f) = result {
+            tracing::info!("{}/{name}: {} {}: {}", self.ns, f.op, f.kind, f.message);
+            self.lock().error(f.op, f.kind, f.message);
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            };
+            let _ = Api::<Pod>::namespaced(self.client.clone(), &self.ns)
+                .delete(&name, &dp)
+                .await;
+            let _ = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns)
+                .delete(&name, &DeleteParams::default())
+                .await;
+        }
+        self.lock().lifecycle_done(ok);
+        ok
+    }
+
+    async fn steps(&self, i: usize, name: &str) -> Result<(), Failure> {
+        let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns);
+        let pods = Api::<Pod>::namespaced(self.client.clone(), &self.ns);
+        let timeout = self.cp.timeout();
+        let claim = objects::claim(&self.run, &self.cp, i)
+            .map_err(|e| fail("provision", "invalid", e.to_string()))?;
+        // provision: the create request -> the claim Bound.
+        let t0 = Instant::now();
+        let created = claims
+            .create(&PostParams::default(), &claim)
+            .await
+            .map_err(api_failure("provision", "creating the claim"))?;
+        let wffc = self.binds_on_consumer(&created).await;
+        let need_pod = wffc || self.cp.measures("attach") || self.cp.measures("firstIO");
+        // The pod right after its claim, as a StatefulSet's: with WaitForFirstConsumer
+        // binding, provisioning waits for it to be scheduled.
+        let tp = if need_pod {
+            let pod = objects::pod(&self.run, &self.image, i)
+                .map_err(|e| fail("attach", "invalid", e.to_string()))?;
+            let tp = Instant::now();
+            pods.create(&PostParams::default(), &pod)
+                .await
+                .map_err(api_failure("attach", "creating the pod"))?;
+            Some(tp)
+        } else {
+            None
+        };
+        let m = match self
+            .seen
+            .wait(name, t0 + timeout, |m| m.bound.is_some())
+            .await
+        {
+            Some(m) => m,
+            None => {
+                return Err(self
+                    .timed_out("provision", "PersistentVolumeClaim", name, timeout)
+                    .await)
+            }
+        };
+        let bound = m.bound.unwrap_or(t0);
+        let mut phases = vec![("bound", bound - t0)];
+        if let Some(pv) = m.pv_created {
+            phases.push(("pvCreated", pv.saturating_duration_since(t0)));
+        }
+        if let Some(s) = m.scheduled.filter(|_| wffc) {
+            phases.push(("scheduled", s.saturating_duration_since(t0)));
+        }
+        self.lock().ok("provision", bound - t0, &phases);
+
+        if let Some(tp) = tp {
+            // attach: from the later of the pod's create request and the claim's Bound (the
+            // kubelet cannot mount before) -> the container running.
+            let from = tp.max(bound);
+            let m = match self
+                .seen
+                .wait(name, from + timeout, |m| m.running.is_some())
+                .await
+            {
+                Some(m) => m,
+                None => return Err(self.timed_out("attach", "Pod", name, timeout).await),
+            };
+            let running = m.running.unwrap_or(from);
+            let mut phases = vec![];
+            if let Some(s) = m.scheduled.filter(|_| !wffc) {
+                phases.push(("scheduled", s.saturating_duration_since(tp)));
+            }
+            self.lock()
+                .ok("attach", running.saturating_duration_since(from), &phases);
+            if self.cp.measures("firstIO") {
+                self.first_io(name, running + timeout).await?;
+            }
+            // The pod goes first: the claim's protection finalizer holds it while a pod uses it.
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            };
+            pods.delete(name, &dp)
+                .await
+                .map_err(api_failure("delete", "deleting the pod"))?;
+            if self
+                .seen
+                .wait(name, Instant::now() + timeout, |m| m.pod_gone.is_some())
+                .await
+                .is_none()
+            {
+                return Err(fail(
+                    "delete",
+                    "timeout",
+                    format!("pod {name} still there after {timeout:?}"),
+                ));
+            }
+        }
+        // delete: the claim's delete request -> its PersistentVolume gone.
+        let td = Instant::now();
+        claims
+            .delete(name, &DeleteParams::default())
+            .await
+            .map_err(api_failure("delete", "deleting the claim"))?;
+        let Some(m) = self
+            .seen
+            .wait(name, td + timeout, |m| m.claim_gone.is_some())
+            .await
+        else {
+            return Err(self
+                .timed_out("delete", "PersistentVolumeClaim", name, timeout)
+                .await);
+        };
+        let claim_gone = m.claim_gone.unwrap_or(td) - td;
+        if !self.cp.measures("delete") {
+            return Ok(());
+        }
+        let mut end = claim_gone;
+        if m.pv_name.is_some() {
+            let Some(m) = self
+                .seen
+                .wait(name, td + timeout, |m| m.pv_gone.is_some())
+                .await
+            else {
+                let pv = m.pv_name.unwrap_or_default();
+                return Err(fail(
+                    "delete",
+                    "timeout",
+                    format!("PersistentVolume {pv} still there {timeout:?} after its claim's deletion (reclaimPolicy Retain?)"),
+                ));
+            };
+            end = m.pv_gone.unwrap_or(td) - td;
+        }
+        self.lock()
+            .ok("delete", end, &[("claimGone", claim_gone), ("pvGone", end)]);
+        Ok(())
+    }
+
+    /// firstIO: the probe's own times, from its termination message.
+    async fn first_io(&self, name: &str, deadline: Instant) -> Result<(), Failure> {
+        let Some(m) = self
+            .seen
+            .wait(name, deadline, |m: &Marks| m.terminated.is_some())
+            .await
+        else {
+            return Err(fail(
+                "firstIO",
+                "timeout",
+                format!("pod {name}: the probe did not finish"),
+            ));
+        };
+        let (code, message) = m.terminated.unwrap_or_default();
+        if code != 0 {
+            return Err(fail(
+                "firstIO",
+                "podFailed",
+                format!("pod {name} exited {code}: {}", short(&message)),
+            ));
+        }
+        let Some(r) = objects::probe_report(&message) else {
+            return Err(fail(
+                "firstIO",
+                "badReport",
+                format!("pod {name}: no report in {:?}", short(&message)),
+            ));
+        };
+        let (w, rd) = (
+            Duration::from_micros(r.write_us),
+            Duration::from_micros(r.read_us),
+        );
+        self.lock()
+            .ok("firstIO", w + rd, &[("write", w), ("read", rd)]);
+        Ok(())
+    }
+
+    /// Whether the claim's class binds on first consumer (then a pod is needed to provision).
+    /// A class that cannot be read counts as immediate: the claim then waits, and times out
+    /// with the PV controller's Event (a missing class is named there).
+    async fn binds_on_consumer(&self, claim: &PersistentVolumeClaim) -> bool {
+        let class = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.clone());
+        *self
+            .wait_for_consumer
+            .get_or_init(|| async {
+                let Some(class) = class else { return false };
+                Api::<StorageClass>::all(self.client.clone())
+                    .get_opt(&class)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|c| c.volume_binding_mode)
+                    .is_some_and(|m| m == "WaitForFirstConsumer")
+            })
+            .await
+    }
+
+    /// A wait past its timeout, with the last Event of the object (`kind` `name`): a
+    /// `ProvisioningFailed` makes it that kind of error.
+    async fn timed_out(
+        &self,
+        op: &'static str,
+        kind: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> Failure {
+        let events = Api::<Event>::namespaced(self.client.clone(), &self.ns);
+        let lp = ListParams::default().fields(&format!(
+            "involvedObject.kind={kind},involvedObject.name={name}"
+        ));
+        let mut items = events.list(&lp).await.map(|l| l.items).unwrap_or_default();
+        items.sort_by_key(|e| {
+            e.last_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .or(e.event_time.as_ref().map(|t| t.0))
+        });
+        let failed = items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("ProvisioningFailed"));
+        // A Warning says more than the Normal "waiting for ..." that follows it.
+        let last = items
+            .iter()
+            .rev()
+            .find(|e| e.type_.as_deref() == Some("Warning"))
+            .or(items.last());
+        let said = last.map_or("no Event recorded".into(), |e| {
+            format!(
+                "{}: {}",
+                e.reason.as_deref().unwrap_or("?"),
+                e.message.as_deref().unwrap_or("").trim()
+            )
+        });
+        let kind_ = if failed {
+            "provisioningFailed"
+        } else {
+            "timeout"
+        };
+        fail(
+            op,
+            kind_,
+            format!("{kind} {name} not ready after {timeout:?}; last Event: {said}"),
+        )
+    }
+}
+
+/// A container's message cut to a status-sized line.
+fn short(s: &str) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(300) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}

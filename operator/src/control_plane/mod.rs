@@ -1,0 +1,373 @@
+//! Control-plane runs (`spec.controlPlane`, docs/CONTROL_PLANE.md): `count` claims, each
+//! taken through one lifecycle ([`lifecycle`]), `concurrency` at once; the latencies seen
+//! through watch events ([`watch`]) in HDR histograms ([`figures`]); what the run creates
+//! built by [`objects`].
+//!
+//! A run's lifecycles are one task of the operator process, kept in [`Runs`] by run UID: the
+//! reconcile pass starts it once the run is recorded `Running`, reads its outcome when it
+//! ends, and aborts it when the run is deleted or fails. The measurements live only in that
+//! task: an operator that restarts mid-run finds a `Running` control-plane run with no task,
+//! fails it (reason `OperatorRestarted`) and deletes what it had created ([`sweep`]), rather
+//! than report figures with a gap in them.
+
+pub mod figures;
+mod lifecycle;
+pub mod objects;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{DeleteParams, ListParams};
+use kube::{Api, Client, ResourceExt};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::children::owned_by;
+use crate::crd::control_plane::{ControlPlaneSpec, ControlPlaneStatus, NOT_YET};
+use crate::crd::BenchmarkRun;
+use figures::{Figures, OPERATIONS};
+
+/// What a control-plane run's task ends with.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// `status.controlPlane`.
+    pub status: ControlPlaneStatus,
+    /// Why the run failed as a whole (a lifecycle's error is in `status.firstError`).
+    pub failure: Option<String>,
+}
+
+/// The control-plane runs this process is executing, by run UID.
+#[derive(Default)]
+pub struct Runs(Mutex<HashMap<String, Slot>>);
+
+enum Slot {
+    Running(JoinHandle<Outcome>),
+    Done(Outcome),
+}
+
+/// Where a run's task is.
+pub enum Task {
+    /// This process has none: it never started it (it restarted since), or forgot it.
+    Missing,
+    /// Still running.
+    Running,
+    /// Ended with this outcome (kept until [`Runs::forget`], so a pass whose status write
+    /// fails reads it again).
+    Done(Outcome),
+}
+
+impl Runs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Start run `uid`'s task, unless it has one.
+    pub fn start(
+        &self,
+        uid: &str,
+        task: impl std::future::Future<Output = Outcome> + Send + 'static,
+    ) {
+        self.lock()
+            .entry(uid.to_string())
+            .or_insert_with(|| Slot::Running(tokio::spawn(task)));
+    }
+
+    /// Where run `uid`'s task is.
+    pub async fn task(&self, uid: &str) -> Task {
+        let handle = {
+            let mut runs = self.lock();
+            match runs.get(uid) {
+                None => return Task::Missing,
+                Some(Slot::Done(o)) => return Task::Done(o.clone()),
+                Some(Slot::Running(h)) if !h.is_finished() => return Task::Running,
+                Some(Slot::Running(_)) => {}
+            }
+            match runs.remove(uid) {
+                Some(Slot::Running(h)) => h,
+                _ => return Task::Missing,
+            }
+        };
+        // Finished: awaiting it returns at once.
+        let outcome = handle.await.unwrap_or_else(|e| Outcome {
+            status: ControlPlaneStatus::default(),
+            failure: Some(format!("the control-plane task ended abnormally: {e}")),
+        });
+        self.lock()
+            .insert(uid.to_string(), Slot::Done(outcome.clone()));
+        Task::Done(outcome)
+    }
+
+    /// Abort run `uid`'s task, if any, and forget it.
+    pub fn forget(&self, uid: &str) {
+        if let Some(Slot::Running(h)) = self.lock().remove(uid) {
+            h.abort();
+        }
+    }
+}
+
+/// What is wrong with a control-plane spec that the schema cannot say (or that a run
+/// created without the schema, as in unit tests, would carry): each problem with its path.
+pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
+    let mut errs = vec![];
+    if workload_given {
+        errs.push("spec: give workload or controlPlane, not both (data-plane load during a control-plane run is not supported yet)".into());
+    }
+    for op in &cp.operations {
+        if NOT_YET.contains(&op.as_str()) {
+            errs.push(format!("spec.controlPlane.operations: `{op}` is not supported yet (supported: provision, attach, firstIO, delete)"));
+        } else if !OPERATIONS.contains(&op.as_str()) {
+            errs.push(format!("spec.controlPlane.operations: unknown operation `{op}` (supported: provision, attach, firstIO, delete)"));
+        }
+    }
+    if cp.operations.is_empty() {
+        errs.push(
+            "spec.controlPlane.operations: give at least one of provision, attach, firstIO, delete"
+                .into(),
+        );
+    }
+    let mut seen = cp.operations.clone();
+    seen.sort();
+    seen.dedup();
+    if seen.len() != cp.operations.len() {
+        errs.push("spec.controlPlane.operations: an operation is listed twice".into());
+    }
+    if !(1..=crate::crd::control_plane::MAX_COUNT).contains(&cp.count) {
+        errs.push(format!(
+            "spec.controlPlane.count: from 1 to {} (got {})",
+            crate::crd::control_plane::MAX_COUNT,
+            cp.count
+        ));
+    }
+    if let Some(c) = cp.concurrency {
+        if !(1..=crate::crd::control_plane::MAX_CONCURRENCY).contains(&c) {
+            errs.push(format!(
+                "spec.controlPlane.concurrency: from 1 to {} (got {c})",
+                crate::crd::control_plane::MAX_CONCURRENCY
+            ));
+        } else if c > cp.count {
+            errs.push(format!(
+                "spec.controlPlane.concurrency ({c}) may not exceed count ({})",
+                cp.count
+            ));
+        }
+    }
+    if let Some(t) = cp.timeout {
+        if t.0 < Duration::from_secs(1) {
+            errs.push(format!("spec.controlPlane.timeout: at least 1s (got {t})"));
+        }
+    }
+    if let Some(q) = &cp.size {
+        if !quantity_ok(&q.0) {
+            errs.push(format!(
+                "spec.controlPlane.size: `{}` is not a positive quantity such as 1Gi or 500Mi",
+                q.0
+            ));
+        }
+    }
+    for (i, t) in cp.thresholds.iter().enumerate() {
+        if !cp.measures(&t.operation) {
+            errs.push(format!("spec.controlPlane.thresholds[{i}]: `{}` is not in operations, so it would have no result", t.operation));
+        }
+    }
+    errs
+}
+
+/// A positive Kubernetes quantity: digits (a decimal point allowed), then nothing or a
+/// binary or decimal suffix. Checked here so a bad size fails the run at once, not each claim.
+fn quantity_ok(q: &str) -> bool {
+    let digits = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
+    let (n, suffix) = q.split_at(digits);
+    let n: f64 = match n.parse() {
+        Ok(n) => n,
+        Err(_) => return false,
+    };
+    n > 0.0
+        && [
+            "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E",
+        ]
+        .contains(&suffix)
+}
+
+/// Longest wait for the three watches' first lists before the run fails.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Run `run`'s control-plane benchmark to its end: every lifecycle, then the sweep.
+pub async fn execute(client: Client, run: BenchmarkRun, image: String) -> Outcome {
+    let Some(cp) = run.spec.control_plane.clone() else {
+        return Outcome {
+            status: ControlPlaneStatus::default(),
+            failure: Some("the run has no controlPlane".into()),
+        };
+    };
+    let ns = run.namespace().unwrap_or_default();
+    let seen = watch::Seen::default();
+    // A JoinSet aborts what it holds when dropped: the watches end with this task, also when
+    // it is aborted (the run deleted).
+    let mut watches = tokio::task::JoinSet::new();
+    watches.spawn(seen.clone().follow(
+        client.clone(),
+        ns.clone(),
+        objects::selector(&run.name_any()),
+    ));
+    if !seen.wait_listed(Instant::now() + LIST_TIMEOUT).await {
+        return Outcome {
+            status: ControlPlaneStatus::default(),
+            failure: Some(format!(
+                "the watches of claims, pods and PersistentVolumes did not list within {LIST_TIMEOUT:?} (RBAC: list and watch on persistentvolumes?)"
+            )),
+        };
+    }
+    let shared = Arc::new(lifecycle::Shared {
+        client: client.clone(),
+        ns,
+        run: run.clone(),
+        cp: cp.clone(),
+        image,
+        seen,
+        figures: Mutex::new(Figures::default()),
+        wait_for_consumer: Default::default(),
+    });
+    let sem = Arc::new(tokio::sync::Semaphore::new(cp.concurrency()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let start = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..usize::try_from(cp.count).unwrap_or(0) {
+        let Ok(permit) = sem.clone().acquire_owned().await else {
+            break;
+        };
+        // After the first failure no lifecycle starts: a class that cannot provision fails
+        // the run within one timeout, not `count / concurrency` of them.
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        let (sh, stop) = (shared.clone(), stop.clone());
+        set.spawn(async move {
+            if !sh.lifecycle(i).await {
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            drop(permit);
+        });
+    }
+    while set.join_next().await.is_some() {}
+    let elapsed = start.elapsed();
+    let swept = sweep(&client, &run, cp.timeout()).await;
+    let figures = shared
+        .figures
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    Outcome {
+        status: figures.status(&cp, elapsed),
+        failure: swept.err(),
+    }
+}
+
+/// Delete every claim and pod run `run` created (this run's: its UID among their owners, so an
+/// earlier run's of the same name are left to their own), and wait up to `bound` for them to
+/// be gone. Err names what is left.
+pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Result<(), String> {
+    let Some(ns) = run.namespace() else {
+        return Ok(());
+    };
+    let lp = ListParams::default().labels(&objects::selector(&run.name_any()));
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+    let deadline = Instant::now() + bound;
+    loop {
+        let mut left = vec![];
+        match pods.list_metadata(&lp).await {
+            Ok(l) => {
+                for p in l
+                    .items
+                    .iter()
+                    .filter(|p| owned_by(run, p.owner_references()))
+                {
+                    let dp = DeleteParams {
+                        grace_period_seconds: Some(0),
+                        ..Default::default()
+                    };
+                    if p.metadata.deletion_timestamp.is_none() {
+                        let _ = pods.delete(&p.name_any(), &dp).await;
+                    }
+                    left.push(format!("pod {}", p.name_any()));
+                }
+            }
+            Err(e) => left.push(format!("pods (list: {e})")),
+        }
+        match claims.list_metadata(&lp).await {
+            Ok(l) => {
+                for c in l
+                    .items
+                    .iter()
+                    .filter(|c| owned_by(run, c.owner_references()))
+                {
+                    if c.metadata.deletion_timestamp.is_none() {
+                        let _ = claims.delete(&c.name_any(), &DeleteParams::default()).await;
+                    }
+                    left.push(format!("claim {}", c.name_any()));
+                }
+            }
+            Err(e) => left.push(format!("claims (list: {e})")),
+        }
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "not deleted within {bound:?}: {} (owned by the run: garbage collection removes them with it)",
+                left.join(", ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> ControlPlaneSpec {
+        serde_yaml::from_str(yaml).expect("spec")
+    }
+
+    #[test]
+    fn a_good_spec_passes() {
+        let s = spec("{operations: [provision, attach, firstIO, delete], count: 20, concurrency: 5, size: 16Mi, timeout: 30s, thresholds: [{operation: provision, maxP99: 10s}]}");
+        assert_eq!(check(&s, false), Vec::<String>::new());
+        assert_eq!(s.concurrency(), 5);
+        assert_eq!(s.timeout(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn bad_values_are_named_with_their_path() {
+        let s = spec("{operations: [provision, snapshot, resize, provision], count: 2, concurrency: 3, size: 1Gb, timeout: 10ms, thresholds: [{operation: attach, maxP99: 1s}]}");
+        let errs = check(&s, true).join("\n");
+        for want in [
+            "give workload or controlPlane, not both",
+            "`snapshot` is not supported yet",
+            "unknown operation `resize`",
+            "listed twice",
+            "concurrency (3) may not exceed count (2)",
+            "timeout: at least 1s",
+            "size: `1Gb` is not a positive quantity",
+            "thresholds[0]: `attach` is not in operations",
+        ] {
+            assert!(errs.contains(want), "{want}\nin:\n{errs}");
+        }
+    }
+
+    #[test]
+    fn quantities() {
+        for ok in ["1Gi", "500Mi", "1.5G", "1024"] {
+            assert!(quantity_ok(ok), "{ok}");
+        }
+        for bad in ["", "0", "Gi", "1GB", "-1Gi", "1 Gi"] {
+            assert!(!quantity_ok(bad), "{bad}");
+        }
+    }
+}

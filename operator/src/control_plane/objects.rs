@@ -1,0 +1,225 @@
+//! Pure builders of what a control-plane run creates: one claim and one probe pod per
+//! lifecycle, owned by the run (controller owner reference) and labelled with the run's name
+//! and [`COMPONENT`], so that the sweep finds them and `owned_by` tells them apart from an
+//! earlier run's of the same name.
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, SeccompProfile,
+    SecurityContext, Volume, VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::ResourceExt;
+use std::collections::BTreeMap;
+
+use crate::crd::control_plane::{ControlPlaneSpec, DEFAULT_SIZE};
+use crate::crd::BenchmarkRun;
+use crate::resources::{owned_meta, RUN_LABEL, WORKER_UID};
+use crate::Result;
+
+/// Label on every object of a control-plane run, beside the run's name.
+pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+/// [`COMPONENT_LABEL`]'s value.
+pub const COMPONENT: &str = "control-plane";
+/// Where the probe pod mounts the claim.
+pub const MOUNT: &str = "/data";
+/// The probe pod's container.
+pub const CONTAINER: &str = "probe";
+
+/// Lifecycle `i`'s claim (and its pod, of the same name).
+pub fn name(run: &str, i: usize) -> String {
+    format!("{run}-cp-{i}")
+}
+
+/// The label selector of everything a control-plane run `run` created.
+pub fn selector(run: &str) -> String {
+    format!("{RUN_LABEL}={run},{COMPONENT_LABEL}={COMPONENT}")
+}
+
+fn meta(
+    run: &BenchmarkRun,
+    i: usize,
+) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> {
+    let mut m = owned_meta(run, name(&run.name_any(), i))?;
+    m.labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(COMPONENT_LABEL.into(), COMPONENT.into());
+    Ok(m)
+}
+
+/// Lifecycle `i`'s claim.
+pub fn claim(run: &BenchmarkRun, cp: &ControlPlaneSpec, i: usize) -> Result<PersistentVolumeClaim> {
+    let size = cp
+        .size
+        .clone()
+        .unwrap_or_else(|| Quantity(DEFAULT_SIZE.into()));
+    Ok(PersistentVolumeClaim {
+        metadata: meta(run, i)?,
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec![cp.access_mode.unwrap_or_default().as_str().into()]),
+            storage_class_name: cp.storage_class_name.clone(),
+            volume_mode: Some("Filesystem".into()),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([("storage".to_string(), size)])),
+                limits: None,
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// Lifecycle `i`'s pod: the worker image's `probe-io`, which writes then reads 4 KiB with
+/// O_DIRECT in the mounted claim and reports both times in its termination message. Locked
+/// down as a worker pod (non-root, read-only root, no capabilities, no API token); `fsGroup`
+/// makes the volume writable where the driver honours it (the test cluster's provisioner
+/// makes its directories world-writable).
+pub fn pod(run: &BenchmarkRun, image: &str, i: usize) -> Result<Pod> {
+    let claim = name(&run.name_any(), i);
+    let workers = &run.spec.workers;
+    Ok(Pod {
+        metadata: meta(run, i)?,
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: CONTAINER.into(),
+                image: Some(workers.image.clone().unwrap_or_else(|| image.to_string())),
+                args: Some(vec!["probe-io".into(), MOUNT.into()]),
+                security_context: Some(SecurityContext {
+                    allow_privilege_escalation: Some(false),
+                    read_only_root_filesystem: Some(true),
+                    run_as_non_root: Some(true),
+                    capabilities: Some(Capabilities {
+                        drop: Some(vec!["ALL".into()]),
+                        add: None,
+                    }),
+                    ..Default::default()
+                }),
+                termination_message_policy: Some("FallbackToLogsOnError".into()),
+                volume_mounts: Some(vec![VolumeMount {
+                    name: "data".into(),
+                    mount_path: MOUNT.into(),
+                    ..Default::default()
+                }]),
+                resources: workers.resources.clone(),
+                ..Default::default()
+            }],
+            volumes: Some(vec![Volume {
+                name: "data".into(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim,
+                    read_only: Some(false),
+                }),
+                ..Default::default()
+            }]),
+            restart_policy: Some("Never".into()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            node_selector: workers.node_selector.clone(),
+            tolerations: workers.tolerations.clone(),
+            affinity: workers.affinity.clone(),
+            image_pull_secrets: workers.image_pull_secrets.clone(),
+            // The probe has nothing to flush: a deleted pod goes at once.
+            termination_grace_period_seconds: Some(0),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(WORKER_UID),
+                run_as_group: Some(WORKER_UID),
+                fs_group: Some(WORKER_UID),
+                seccomp_profile: Some(workers.seccomp_profile.clone().unwrap_or(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    localhost_profile: None,
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+/// What `probe-io` reports in its termination message (one JSON line).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeReport {
+    /// The 4 KiB O_DIRECT write (with its fdatasync), microseconds.
+    pub write_us: u64,
+    /// The 4 KiB O_DIRECT read of it, microseconds.
+    pub read_us: u64,
+}
+
+/// The probe's report from its termination message; `None` when it is not one.
+pub fn probe_report(message: &str) -> Option<ProbeReport> {
+    message
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l.trim()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> BenchmarkRun {
+        let mut r: BenchmarkRun = serde_json::from_value(serde_json::json!({
+            "apiVersion": "benchrun.dev/v1alpha1", "kind": "BenchmarkRun",
+            "metadata": {"name": "cp", "namespace": "ns", "uid": "u-1"},
+            "spec": {"controlPlane": {"operations": ["provision", "attach"], "count": 3,
+                     "storageClassName": "fast", "size": "16Mi"}}
+        }))
+        .expect("run");
+        r.metadata.uid = Some("u-1".into());
+        r
+    }
+
+    #[test]
+    fn claim_and_pod_are_owned_labelled_and_locked_down() {
+        let r = run();
+        let cp = r.spec.control_plane.clone().expect("cp");
+        let c = claim(&r, &cp, 2).expect("claim");
+        assert_eq!(c.metadata.name.as_deref(), Some("cp-cp-2"));
+        assert_eq!(
+            c.metadata.owner_references.as_ref().expect("owner")[0].uid,
+            "u-1"
+        );
+        let labels = c.metadata.labels.clone().expect("labels");
+        assert_eq!(labels[COMPONENT_LABEL], COMPONENT);
+        assert_eq!(labels[RUN_LABEL], "cp");
+        let s = c.spec.expect("spec");
+        assert_eq!(s.storage_class_name.as_deref(), Some("fast"));
+        assert_eq!(
+            s.resources.and_then(|r| r.requests).expect("requests")["storage"].0,
+            "16Mi"
+        );
+        let p = pod(&r, "img", 2).expect("pod");
+        let ps = p.spec.expect("spec");
+        assert_eq!(ps.automount_service_account_token, Some(false));
+        let c0 = &ps.containers[0];
+        assert_eq!(c0.image.as_deref(), Some("img"));
+        let sc = c0.security_context.as_ref().expect("sc");
+        assert_eq!(sc.read_only_root_filesystem, Some(true));
+        assert_eq!(
+            ps.volumes.expect("volumes")[0]
+                .persistent_volume_claim
+                .as_ref()
+                .expect("pvc")
+                .claim_name,
+            "cp-cp-2"
+        );
+        assert_eq!(
+            selector("cp"),
+            "benchrun.dev/run=cp,app.kubernetes.io/component=control-plane"
+        );
+    }
+
+    #[test]
+    fn the_probe_report_is_the_last_json_line() {
+        assert_eq!(
+            probe_report("noise\n{\"writeUs\": 120, \"readUs\": 45}\n"),
+            Some(ProbeReport {
+                write_us: 120,
+                read_us: 45
+            })
+        );
+        assert_eq!(probe_report("open /data: permission denied"), None);
+    }
+}

@@ -1,0 +1,256 @@
+//! What the watches saw: the instant each claim, pod and PersistentVolume of a control-plane
+//! run reached each state, taken when the watch event arrived at the operator (so a latency
+//! is the API request to the operator's sight of the new state: the event's delivery, a few
+//! milliseconds on a healthy API server, is part of it; no poll interval is).
+//!
+//! One watch per kind per run: the run's claims and pods by label, and every
+//! PersistentVolume (provisioned volumes carry no label of ours; they are matched by their
+//! `claimRef`). Lifecycles wait on [`Seen::changed`] and read their claim's entry.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, ResourceExt};
+use tokio::time::Instant;
+
+/// The watches of a run: claims, pods, PersistentVolumes.
+const WATCHES: usize = 3;
+
+/// The states one lifecycle's objects reached, each when first seen.
+#[derive(Clone, Debug, Default)]
+pub struct Marks {
+    /// The claim's UID, once seen.
+    pub claim_uid: Option<String>,
+    /// A PersistentVolume naming the claim in its `claimRef`.
+    pub pv_created: Option<Instant>,
+    /// Its name.
+    pub pv_name: Option<String>,
+    /// The claim `Bound`.
+    pub bound: Option<Instant>,
+    /// The claim deleted (its delete event).
+    pub claim_gone: Option<Instant>,
+    /// The PersistentVolume deleted.
+    pub pv_gone: Option<Instant>,
+    /// The pod's `PodScheduled` condition True.
+    pub scheduled: Option<Instant>,
+    /// The pod's container running (or already terminated, when the watch skipped running).
+    pub running: Option<Instant>,
+    /// The container terminated: its exit code and termination message.
+    pub terminated: Option<(i32, String)>,
+    /// The pod deleted.
+    pub pod_gone: Option<Instant>,
+}
+
+/// Every lifecycle's [`Marks`], by claim (and pod) name, and a signal on each change.
+#[derive(Clone)]
+pub struct Seen {
+    marks: Arc<Mutex<HashMap<String, Marks>>>,
+    tx: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Watches that finished their initial list: the lifecycles start once all three have,
+    /// so no state change is first seen in a list (late) rather than as an event.
+    listed: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Self {
+            marks: Arc::default(),
+            tx: Arc::new(tokio::sync::watch::channel(0).0),
+            listed: Arc::default(),
+        }
+    }
+}
+
+impl Seen {
+    /// A copy of `name`'s marks.
+    pub fn get(&self, name: &str) -> Marks {
+        self.lock().get(name).cloned().unwrap_or_default()
+    }
+
+    /// Wait until the three watches have listed, or `deadline`: whether they have.
+    pub async fn wait_listed(&self, deadline: Instant) -> bool {
+        let mut rx = self.subscribe();
+        loop {
+            if self.listed.load(std::sync::atomic::Ordering::SeqCst) >= WATCHES {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return false;
+            }
+        }
+    }
+
+    fn mark_listed(&self) {
+        self.listed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.tx.send_modify(|g| *g += 1);
+    }
+
+    /// A receiver that wakes on every change (see [`Seen::wait`]).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.tx.subscribe()
+    }
+
+    /// Wait until `done` holds for `name`'s marks, or `deadline`: the marks, if it held.
+    pub async fn wait(
+        &self,
+        name: &str,
+        deadline: Instant,
+        done: impl Fn(&Marks) -> bool,
+    ) -> Option<Marks> {
+        let mut rx = self.subscribe();
+        loop {
+            let m = self.get(name);
+            if done(&m) {
+                return Some(m);
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                // Timed out, or the watches ended (the run is over).
+                _ => return None,
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Marks>> {
+        self.marks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn update(&self, name: &str, f: impl FnOnce(&mut Marks, Instant)) {
+        let now = Instant::now();
+        f(self.lock().entry(name.to_string()).or_default(), now);
+        self.tx.send_modify(|g| *g += 1);
+    }
+
+    fn claim(&self, c: &PersistentVolumeClaim, deleted: bool) {
+        let bound = c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        self.update(&c.name_any(), |m, now| {
+            m.claim_uid = m.claim_uid.take().or_else(|| c.uid());
+            if bound {
+                m.bound.get_or_insert(now);
+            }
+            if deleted {
+                m.claim_gone.get_or_insert(now);
+            }
+        });
+    }
+
+    fn pv(&self, pv: &PersistentVolume, ns: &str, deleted: bool) {
+        let Some(claim) = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
+            return;
+        };
+        if claim.namespace.as_deref() != Some(ns) {
+            return;
+        }
+        let Some(name) = claim.name.as_deref() else {
+            return;
+        };
+        if !self.lock().contains_key(name) {
+            // Not one of this run's claims (or not yet created by it: a PV never precedes
+            // its claim's create request, which registers the name first).
+            return;
+        }
+        let uid = claim.uid.clone();
+        self.update(name, |m, now| {
+            // A PV of an earlier claim of the same name (an earlier run's) is not this one's.
+            if uid.is_some() && m.claim_uid.is_some() && uid != m.claim_uid {
+                return;
+            }
+            m.pv_created.get_or_insert(now);
+            m.pv_name.get_or_insert_with(|| pv.name_any());
+            if deleted {
+                m.pv_gone.get_or_insert(now);
+            }
+        });
+    }
+
+    fn pod(&self, p: &Pod, deleted: bool) {
+        let st = p.status.as_ref();
+        let scheduled = st.and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+        });
+        let state = st
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs.first())
+            .and_then(|c| c.state.clone());
+        let running = state
+            .as_ref()
+            .is_some_and(|s| s.running.is_some() || s.terminated.is_some());
+        let terminated = state
+            .and_then(|s| s.terminated)
+            .map(|t| (t.exit_code, t.message.or(t.reason).unwrap_or_default()));
+        self.update(&p.name_any(), |m, now| {
+            if scheduled {
+                m.scheduled.get_or_insert(now);
+            }
+            if running {
+                m.running.get_or_insert(now);
+            }
+            if m.terminated.is_none() {
+                m.terminated = terminated;
+            }
+            if deleted {
+                m.pod_gone.get_or_insert(now);
+            }
+        });
+    }
+
+    /// Register `name` before its claim is created, so the PV watch knows it is ours.
+    pub fn expect(&self, name: &str) {
+        self.lock().entry(name.to_string()).or_default();
+    }
+
+    /// Follow the run's claims and pods (by `selector`) in `ns` and every PV, until dropped.
+    pub async fn follow(self, client: kube::Client, ns: String, selector: String) {
+        let cfg = watcher::Config::default().labels(&selector);
+        let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+        let pvs = Api::<PersistentVolume>::all(client);
+        let a = drive(&self, watcher::watcher(claims, cfg.clone()), {
+            let s = self.clone();
+            move |c: &PersistentVolumeClaim, del: bool| s.claim(c, del)
+        });
+        let b = drive(&self, watcher::watcher(pods, cfg), {
+            let s = self.clone();
+            move |p: &Pod, del: bool| s.pod(p, del)
+        });
+        let c = drive(&self, watcher::watcher(pvs, watcher::Config::default()), {
+            let s = self.clone();
+            move |pv: &PersistentVolume, del: bool| s.pv(pv, &ns, del)
+        });
+        tokio::join!(a, b, c);
+    }
+}
+
+/// Feed every object of a watch to `f` (with whether it was deleted). Watch errors are
+/// retried by the watcher itself after a pause (a gap in sight, never a lost run).
+async fn drive<K>(
+    seen: &Seen,
+    stream: impl Stream<Item = Result<Event<K>, watcher::Error>>,
+    f: impl Fn(&K, bool),
+) {
+    let mut stream = std::pin::pin!(stream);
+    let mut listed = false;
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(Event::Apply(o) | Event::InitApply(o)) => f(&o, false),
+            Ok(Event::Delete(o)) => f(&o, true),
+            Ok(Event::InitDone) if !listed => {
+                listed = true;
+                seen.mark_listed();
+            }
+            Ok(Event::Init | Event::InitDone) => {}
+            Err(e) => {
+                tracing::debug!("control-plane watch: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! `spec.controlPlane` and `status.controlPlane`: the types of a control-plane benchmark (how
+//! long the storage control plane takes to provision, attach, serve a first I/O and delete a
+//! claim), checked by [`crate::control_plane::check`] and run by [`crate::control_plane`].
+
+use std::collections::BTreeMap;
+
+use benchrun_api::units::HumanDuration;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Most claims one run may create (`count`); also in the schema.
+pub const MAX_COUNT: i32 = 10_000;
+/// Most lifecycles in flight at once (`concurrency`); also in the schema.
+pub const MAX_CONCURRENCY: i32 = 500;
+/// `timeout` when the run gives none: per operation of one claim.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// `size` when the run gives none.
+pub const DEFAULT_SIZE: &str = "1Gi";
+
+/// Operations a later version may measure: named here so that a run asking for them is told
+/// they are not supported yet instead of being told they do not exist.
+pub const NOT_YET: [&str; 3] = ["snapshot", "clone", "expand"];
+
+/// A control-plane benchmark: `count` claims, each taken through one lifecycle (claim created
+/// -> Bound, a pod mounting it -> its container running, a 4 KiB O_DIRECT write and read in
+/// it, pod and claim deleted -> the PersistentVolume gone), `concurrency` lifecycles at once.
+/// Every step's latency runs from the API request to the state seen in a watch event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[x_kube(validation = Rule::new("self.operations.all(o, o in ['provision', 'attach', 'firstIO', 'delete'])").message("controlPlane.operations: snapshot, clone and expand are not supported yet; give a subset of provision, attach, firstIO, delete").reason(::kube::core::cel::Reason::FieldValueInvalid))]
+#[x_kube(validation = Rule::new("!has(self.concurrency) || !has(self.count) || self.concurrency <= self.count").message("controlPlane.concurrency may not exceed controlPlane.count"))]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneSpec {
+    /// What is measured, a subset of `provision` (claim created -> Bound), `attach` (a pod
+    /// using the claim created -> its container running), `firstIO` (a 4 KiB O_DIRECT write
+    /// then read of the volume, timed inside the pod) and `delete` (claim deleted -> its
+    /// PersistentVolume gone). Every lifecycle provisions and deletes its claim whatever is
+    /// listed; a pod is created when `attach` or `firstIO` is listed, or when the class binds
+    /// on first consumer. `snapshot`, `clone` and `expand` are not supported yet.
+    #[schemars(length(min = 1, max = 4))]
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
+    pub operations: Vec<String>,
+    /// Claims created, one lifecycle each.
+    #[schemars(range(min = 1, max = 10000))]
+    pub count: i32,
+    /// Lifecycles in flight at once. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 500))]
+    pub concurrency: Option<i32>,
+    /// The claims' StorageClass; default the cluster's default class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub storage_class_name: Option<String>,
+    /// Each claim's request. Default 1Gi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Quantity>,
+    /// Each claim's access mode. Default ReadWriteOnce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_mode: Option<AccessMode>,
+    /// Each claim's volume mode. Only `Filesystem` for now (the first I/O writes a file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_mode: Option<VolumeMode>,
+    /// Longest wait for each operation of one claim (e.g. Bound after the create); past it the
+    /// lifecycle fails with `timeout` and the last Event of the claim or pod. Default 2m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<HumanDuration>,
+    /// Limits on the result, per operation; a miss fails the run (`ThresholdsMet=False`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub thresholds: Vec<ControlPlaneThreshold>,
+}
+
+/// A claim's access mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[allow(missing_docs)]
+pub enum AccessMode {
+    #[default]
+    ReadWriteOnce,
+    ReadWriteOncePod,
+    ReadWriteMany,
+}
+
+impl AccessMode {
+    /// As in a claim's `accessModes`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccessMode::ReadWriteOnce => "ReadWriteOnce",
+            AccessMode::ReadWriteOncePod => "ReadWriteOncePod",
+            AccessMode::ReadWriteMany => "ReadWriteMany",
+        }
+    }
+}
+
+/// A claim's volume mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[allow(missing_docs)]
+pub enum VolumeMode {
+    #[default]
+    Filesystem,
+}
+
+/// A limit on one operation of a control-plane run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneThreshold {
+    /// `provision`, `attach`, `firstIO` or `delete`.
+    #[schemars(regex(pattern = r"^(provision|attach|firstIO|delete)$"))]
+    pub operation: String,
+    /// Highest acceptable p99 latency of the operation (e.g. `30s`).
+    pub max_p99: HumanDuration,
+}
+
+impl ControlPlaneSpec {
+    /// Lifecycles in flight at once.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency.unwrap_or(1).clamp(1, MAX_CONCURRENCY) as usize
+    }
+
+    /// Longest wait for one operation of one claim.
+    pub fn timeout(&self) -> std::time::Duration {
+        self.timeout.map(|t| t.0).unwrap_or(DEFAULT_TIMEOUT)
+    }
+
+    /// Whether `op` is measured.
+    pub fn measures(&self, op: &str) -> bool {
+        self.operations.iter().any(|o| o == op)
+    }
+}
+
+/// What a control-plane run measured: per operation, and the span it was measured in.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneStatus {
+    /// Lifecycles asked for (`count`).
+    pub requested: u32,
+    /// Lifecycles that ran to the end without an error.
+    pub completed: u32,
+    /// Lifecycles that failed (each counted once, under the operation it failed in).
+    pub failed: u32,
+    /// Wall time from the first claim's create request to the last lifecycle's end, ms: every
+    /// latency lies inside it.
+    pub elapsed_ms: f64,
+    /// Per operation (`provision`, `attach`, `firstIO`, `delete`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub operations: BTreeMap<String, OperationReport>,
+    /// The first error, with the Event Kubernetes recorded on the claim or pod (e.g. the
+    /// provisioner's `ProvisioningFailed` or `ExternalProvisioning` message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+}
+
+/// One operation's figures, from exact HDR histograms (microsecond resolution; the times
+/// themselves are as exact as the watch events that end them).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationReport {
+    /// Operations that succeeded (they have a latency).
+    pub count: u64,
+    /// Operations that failed.
+    pub errors: u64,
+    /// Failed operations by kind (`timeout`, `provisioningFailed`, `podFailed`, `api`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Latency of the succeeded ones.
+    #[serde(flatten)]
+    pub latency: LatencyReport,
+    /// Where Kubernetes shows the steps: the latency to each (provision: `pvCreated`,
+    /// `bound`; attach: `scheduled`, `running`; firstIO: `write`, `read`; delete:
+    /// `claimGone`, `pvGone`), from the operation's start.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases: BTreeMap<String, LatencyReport>,
+}
+
+/// Percentiles of one latency histogram, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(missing_docs)]
+pub struct LatencyReport {
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}

@@ -1,0 +1,265 @@
+//! Control-plane runs (`spec.controlPlane`) on the real two-node test cluster
+//! (tests/cluster/up.sh + image.sh), the controller in this test process: claims of the
+//! cluster's default StorageClass (benchrun-hostpath, a real external provisioner on
+//! sig-storage-lib-external-provisioner, WaitForFirstConsumer) provisioned, attached, written
+//! once and deleted; a class nobody provisions; a run deleted mid-way.
+//!
+//! These tests fail (never skip) when the cluster is not up, saying which script to run.
+
+mod common;
+
+use std::time::Duration;
+
+use benchrun_operator::control_plane::objects;
+use benchrun_operator::crd::Phase;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::Api;
+
+use common::*;
+
+/// Names of the run's claims and pods still there.
+async fn leftovers(env: &Env, run: &str) -> Vec<String> {
+    let lp = ListParams::default().labels(&objects::selector(run));
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), env.ns.name());
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), env.ns.name());
+    let mut left: Vec<String> = pods
+        .list_metadata(&lp)
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .map(|p| format!("pod {}", p.metadata.name.unwrap_or_default()))
+        .collect();
+    left.extend(
+        claims
+            .list_metadata(&lp)
+            .await
+            .expect("list claims")
+            .items
+            .into_iter()
+            .map(|c| format!("claim {}", c.metadata.name.unwrap_or_default())),
+    );
+    left
+}
+
+/// PersistentVolumes bound to a claim of this test's namespace.
+async fn volumes_of(env: &Env) -> Vec<String> {
+    Api::<PersistentVolume>::all(env.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list PVs")
+        .items
+        .into_iter()
+        .filter(|pv| {
+            pv.spec
+                .as_ref()
+                .and_then(|s| s.claim_ref.as_ref())
+                .and_then(|c| c.namespace.as_deref())
+                == Some(env.ns.name())
+        })
+        .filter_map(|pv| pv.metadata.name)
+        .collect()
+}
+
+/// 20 claims of the default class at concurrency 5, through all four operations: exact
+/// counts, every latency inside the measured span, nothing left afterwards (claims, pods,
+/// and the provisioner's volumes).
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn twenty_claims_at_concurrency_five_on_the_default_class() {
+    let env = env("op-cp").await;
+    let _op = spawn_operator(&env);
+    let api = create_run(
+        &env,
+        "cp20",
+        r#"
+controlPlane:
+  operations: [provision, attach, firstIO, delete]
+  count: 20
+  concurrency: 5
+  size: 16Mi
+  timeout: 60s
+  thresholds: [{operation: provision, maxP99: 60s}]
+"#,
+    )
+    .await;
+    let run = wait_for(&api, "cp20", Duration::from_secs(120), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    let cp = st.control_plane.clone().expect("status.controlPlane");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    assert_eq!(
+        (cp.requested, cp.completed, cp.failed),
+        (20, 20, 0),
+        "{cp:#?}"
+    );
+    assert!(cp.elapsed_ms > 0.0);
+    for op in ["provision", "attach", "firstIO", "delete"] {
+        let r = cp
+            .operations
+            .get(op)
+            .unwrap_or_else(|| panic!("{op} missing: {cp:#?}"));
+        assert_eq!((r.count, r.errors), (20, 0), "{op}: {r:#?}");
+        let l = &r.latency;
+        assert!(
+            0.0 < l.p50_ms && l.p50_ms <= l.p95_ms && l.p95_ms <= l.p99_ms && l.p99_ms <= l.max_ms,
+            "{op}: {l:?}"
+        );
+        // HDR buckets are within 0.1 % of the value.
+        assert!(
+            l.max_ms <= cp.elapsed_ms * 1.001,
+            "{op}: max {} > span {}",
+            l.max_ms,
+            cp.elapsed_ms
+        );
+        for (phase, p) in &r.phases {
+            assert!(p.max_ms <= cp.elapsed_ms * 1.001, "{op}.{phase}: {p:?}");
+        }
+    }
+    let prov = &cp.operations["provision"];
+    for phase in ["bound", "pvCreated", "scheduled"] {
+        assert!(
+            prov.phases.contains_key(phase),
+            "provision phases: {:?}",
+            prov.phases.keys()
+        );
+    }
+    let io = &cp.operations["firstIO"];
+    assert!(io.phases.contains_key("write") && io.phases.contains_key("read"));
+    assert!(st.thresholds.iter().all(|t| t.met), "{:?}", st.thresholds);
+    assert_eq!(leftovers(&env, "cp20").await, Vec::<String>::new());
+    // The provisioner's volumes went with their claims (the delete operation waited for them).
+    assert_eq!(volumes_of(&env).await, Vec::<String>::new());
+}
+
+/// A StorageClass whose provisioner nobody runs: the run fails within its timeout, naming the
+/// PV controller's Event about that provisioner, and starts no further claim after the
+/// failures of the first wave.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn an_unbindable_class_fails_with_the_provisioners_message_not_a_hang() {
+    let env = env("op-cp-nobody").await;
+    let class = format!("{}-nobody", env.ns.name());
+    let provisioner = "benchrun.dev/nobody-runs-this";
+    let sc: StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": class},
+        "provisioner": provisioner,
+        "volumeBindingMode": "Immediate",
+        "reclaimPolicy": "Delete",
+    }))
+    .expect("class");
+    let classes: Api<StorageClass> = Api::all(env.client.clone());
+    classes
+        .create(&PostParams::default(), &sc)
+        .await
+        .expect("create StorageClass");
+    let _op = spawn_operator(&env);
+    let started = tokio::time::Instant::now();
+    let api = create_run(
+        &env,
+        "nobody",
+        &format!(
+            r#"
+controlPlane:
+  operations: [provision, delete]
+  count: 10
+  concurrency: 2
+  storageClassName: {class}
+  size: 16Mi
+  timeout: 4s
+"#
+        ),
+    )
+    .await;
+    let run = wait_for(
+        &api,
+        "nobody",
+        Duration::from_secs(30),
+        "finished",
+        finished,
+    )
+    .await;
+    let took = started.elapsed();
+    let _ = classes.delete(&class, &DeleteParams::default()).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Failed, "{st:#?}");
+    let failed = condition(&run, "Failed").expect("Failed condition");
+    assert_eq!(failed.reason, "ControlPlaneErrors");
+    assert!(
+        failed.message.contains(provisioner),
+        "the message names the provisioner's Event: {}",
+        failed.message
+    );
+    let cp = st.control_plane.clone().expect("status.controlPlane");
+    let prov = &cp.operations["provision"];
+    assert_eq!(prov.count, 0, "{prov:#?}");
+    // The first wave (2 in flight) fails; none starts after.
+    assert!((1..=2).contains(&prov.errors), "{prov:#?}");
+    assert_eq!(
+        prov.errors_by_kind.get("timeout").copied(),
+        Some(prov.errors),
+        "{prov:#?}"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?} with a 4s timeout"
+    );
+    assert_eq!(leftovers(&env, "nobody").await, Vec::<String>::new());
+}
+
+/// A run deleted while its lifecycles are in flight: the finalizer stops them and deletes
+/// every claim and pod it created before the run goes.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn a_run_deleted_mid_way_leaves_no_claim_or_pod() {
+    let env = env("op-cp-del").await;
+    let _op = spawn_operator(&env);
+    let api = create_run(
+        &env,
+        "cpdel",
+        r#"
+controlPlane:
+  operations: [provision, attach, firstIO, delete]
+  count: 50
+  concurrency: 4
+  size: 16Mi
+  timeout: 60s
+"#,
+    )
+    .await;
+    // Mid-way: some claims exist.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), env.ns.name());
+    let lp = ListParams::default().labels(&objects::selector("cpdel"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while claims
+        .list_metadata(&lp)
+        .await
+        .expect("list")
+        .items
+        .is_empty()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no claim after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    api.delete("cpdel", &DeleteParams::default())
+        .await
+        .expect("delete run");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
+    loop {
+        let gone = api.get_opt("cpdel").await.expect("get").is_none();
+        let left = leftovers(&env, "cpdel").await;
+        if gone && left.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "45 s after the deletion: run gone {gone}, left {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
