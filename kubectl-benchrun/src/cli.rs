@@ -386,6 +386,14 @@ pub enum ScheduleCommand {
     /// Make runs again (the time missed while suspended is started if within the deadline).
     #[command(after_help = examples("  kubectl benchrun schedule resume s3-nightly"))]
     Resume(ScheduleNameArgs),
+    /// Make one run now, as a scheduled time would (compared with the schedule's baseline),
+    /// also while suspended; with concurrencyPolicy Forbid it waits for an active run.
+    #[command(after_help = examples(
+        "  # Run s3-nightly now, then follow it
+  kubectl benchrun schedule run s3-nightly
+  kubectl benchrun schedule history s3-nightly"
+    ))]
+    Run(ScheduleNameArgs),
 }
 
 /// `schedule create`.

@@ -8,6 +8,8 @@ use benchrun_operator::crd::schedule::{
     BaselinePolicy, BenchmarkSchedule, BenchmarkScheduleSpec, ConcurrencyPolicy, ScheduleBaseline,
 };
 use benchrun_operator::schedule::cron::Schedule;
+use benchrun_operator::schedule::decide::requested_run_name;
+use benchrun_operator::schedule::RUN_NOW;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::Api;
 
@@ -28,6 +30,7 @@ pub async fn main(t: &Target, cmd: &ScheduleCommand) -> Result<u8> {
         ScheduleCommand::History(a) => history(t, a).await,
         ScheduleCommand::Suspend(a) => set_suspend(t, &a.name, true).await,
         ScheduleCommand::Resume(a) => set_suspend(t, &a.name, false).await,
+        ScheduleCommand::Run(a) => run_now(t, &a.name).await,
     }
 }
 
@@ -337,6 +340,33 @@ async fn set_suspend(t: &Target, name: &str, suspend: bool) -> Result<u8> {
     }
     let what = if suspend { "suspended" } else { "resumed" };
     println!("benchmarkschedule.benchrun.dev/{name} {what}");
+    Ok(OK)
+}
+
+/// Ask the operator for one run now: a new value of the schedule's `benchrun.dev/run-now`
+/// annotation (this instant), which names the run.
+async fn run_now(t: &Target, name: &str) -> Result<u8> {
+    let api: Api<BenchmarkSchedule> = t.api();
+    let now = chrono::Utc::now();
+    let request = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let patch = serde_json::json!({"metadata": {"annotations": {RUN_NOW: request}}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 && e.reason == "NotFound" => {
+            return Err(bad_input(format!(
+                "benchmarkschedule {name:?} not found in namespace {}",
+                t.namespace
+            )))
+        }
+        Err(e) => return Err(explain(e, "patching the benchmarkschedule")),
+    }
+    println!(
+        "benchmarkschedule.benchrun.dev/{name} asked to run now: the run will be benchmarkrun.benchrun.dev/{}",
+        requested_run_name(name, now)
+    );
     Ok(OK)
 }
 
