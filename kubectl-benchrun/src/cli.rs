@@ -427,8 +427,11 @@ pub struct ScheduleCreateArgs {
     #[arg(long, value_name = "PCT")]
     pub tolerance: Option<f64>,
     /// Compare every run with this run (default: the schedule's last good run).
-    #[arg(long, value_name = "RUN", conflicts_with = "no_baseline")]
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["no_baseline", "baseline_median"])]
     pub baseline_run: Option<String>,
+    /// Compare every run with the median of the schedule's last N good runs (1 to 20).
+    #[arg(long, value_name = "N", conflicts_with = "no_baseline", value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub baseline_median: Option<u32>,
     /// Compare with nothing.
     #[arg(long)]
     pub no_baseline: bool,

@@ -124,10 +124,17 @@ pub fn build(text: &str, source: &str, a: &ScheduleCreateArgs) -> Result<Benchma
     if let Some(r) = &a.baseline_run {
         s.spec.baseline.policy = BaselinePolicy::Pinned;
         s.spec.baseline.run = Some(r.clone());
+        s.spec.baseline.count = None;
+    }
+    if let Some(n) = a.baseline_median {
+        s.spec.baseline.policy = BaselinePolicy::MedianOfLast;
+        s.spec.baseline.count = Some(n);
+        s.spec.baseline.run = None;
     }
     if a.no_baseline {
         s.spec.baseline.policy = BaselinePolicy::None;
         s.spec.baseline.run = None;
+        s.spec.baseline.count = None;
     }
     if a.suspend {
         s.spec.suspend = true;
@@ -474,6 +481,27 @@ mod tests {
         assert_eq!(s.spec.baseline.policy, BaselinePolicy::Pinned);
         assert_eq!(s.spec.baseline.run.as_deref(), Some("golden"));
         assert_eq!(s.spec.concurrency_policy, ConcurrencyPolicy::Replace);
+    }
+
+    #[test]
+    fn baseline_median_asks_for_the_median_of_the_last_n() {
+        let s = build(
+            WORKLOAD,
+            "w.yaml",
+            &args(&["w.yaml", "--schedule", "@daily", "--name", "n", "--baseline-median", "5"]),
+        )
+        .expect("builds");
+        assert_eq!(s.spec.baseline.policy, BaselinePolicy::MedianOfLast);
+        assert_eq!(s.spec.baseline.count, Some(5));
+        assert!(crate::cli::Cli::try_parse_from([
+            "kubectl-benchrun", "schedule", "create", "w.yaml", "--baseline-median", "0"
+        ])
+        .is_err());
+        assert!(crate::cli::Cli::try_parse_from([
+            "kubectl-benchrun", "schedule", "create", "w.yaml", "--baseline-median", "3",
+            "--baseline-run", "golden"
+        ])
+        .is_err());
     }
 
     #[test]
