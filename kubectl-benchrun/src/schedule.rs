@@ -488,18 +488,37 @@ mod tests {
         let s = build(
             WORKLOAD,
             "w.yaml",
-            &args(&["w.yaml", "--schedule", "@daily", "--name", "n", "--baseline-median", "5"]),
+            &args(&[
+                "w.yaml",
+                "--schedule",
+                "@daily",
+                "--name",
+                "n",
+                "--baseline-median",
+                "5",
+            ]),
         )
         .expect("builds");
         assert_eq!(s.spec.baseline.policy, BaselinePolicy::MedianOfLast);
         assert_eq!(s.spec.baseline.count, Some(5));
         assert!(crate::cli::Cli::try_parse_from([
-            "kubectl-benchrun", "schedule", "create", "w.yaml", "--baseline-median", "0"
+            "kubectl-benchrun",
+            "schedule",
+            "create",
+            "w.yaml",
+            "--baseline-median",
+            "0"
         ])
         .is_err());
         assert!(crate::cli::Cli::try_parse_from([
-            "kubectl-benchrun", "schedule", "create", "w.yaml", "--baseline-median", "3",
-            "--baseline-run", "golden"
+            "kubectl-benchrun",
+            "schedule",
+            "create",
+            "w.yaml",
+            "--baseline-median",
+            "3",
+            "--baseline-run",
+            "golden"
         ])
         .is_err());
     }

@@ -871,8 +871,10 @@ async fn schedule_create_list_suspend_resume_and_history() {
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .expect("a run-now annotation holding a time");
     assert!(
-        r.stdout
-            .contains(&format!("benchmarkrun.benchrun.dev/nightly-get-{}", at.timestamp())),
+        r.stdout.contains(&format!(
+            "benchmarkrun.benchrun.dev/nightly-get-{}",
+            at.timestamp()
+        )),
         "{}",
         r.stdout
     );

@@ -264,7 +264,7 @@ pub fn compare_figures(
         tolerance_percent,
         ..Default::default()
     };
-    for (op, c) in &now {
+    for (op, c) in now {
         let Some(b) = then.get(op) else { continue };
         let d = OpDelta {
             ops_per_sec_percent: percent(c.ops_per_sec, b.ops_per_sec),

@@ -332,7 +332,8 @@ fn regressed_series(text: &str, ns: &str) -> Option<(String, f64)> {
     text.lines()
         .filter(|l| l.starts_with("benchrun_schedule_last_run_regressed{"))
         .filter(|l| {
-            l.contains(&format!("namespace=\"{ns}\"")) && l.contains(&format!("schedule=\"{MEDIAN}\""))
+            l.contains(&format!("namespace=\"{ns}\""))
+                && l.contains(&format!("schedule=\"{MEDIAN}\""))
         })
         .find_map(|l| {
             let (series, value) = l.rsplit_once(' ')?;
@@ -342,16 +343,26 @@ fn regressed_series(text: &str, ns: &str) -> Option<(String, f64)> {
 
 /// The chart's `BenchrunScheduleRegressed` expression (a literal in the template).
 fn chart_alert_expr() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/benchrun/templates/prometheusrule.yaml");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../charts/benchrun/templates/prometheusrule.yaml"
+    );
     let text = std::fs::read_to_string(path).expect("read the chart's PrometheusRule");
-    let mut lines = text.lines().skip_while(|l| l.trim() != "- alert: BenchrunScheduleRegressed");
-    lines.next().expect("the chart has BenchrunScheduleRegressed");
+    let mut lines = text
+        .lines()
+        .skip_while(|l| l.trim() != "- alert: BenchrunScheduleRegressed");
+    lines
+        .next()
+        .expect("the chart has BenchrunScheduleRegressed");
     let expr = lines
         .find_map(|l| l.trim().strip_prefix("expr:"))
         .expect("its expr")
         .trim()
         .to_string();
-    assert!(!expr.contains("{{"), "the expr is templated; render the chart instead: {expr}");
+    assert!(
+        !expr.contains("{{"),
+        "the expr is templated; render the chart instead: {expr}"
+    );
     expr
 }
 
@@ -386,7 +397,10 @@ runTemplate:
     )
     .expect("schedule spec parses");
     schedules
-        .create(&PostParams::default(), &BenchmarkSchedule::new(MEDIAN, spec))
+        .create(
+            &PostParams::default(),
+            &BenchmarkSchedule::new(MEDIAN, spec),
+        )
         .await
         .expect("create schedule");
 
@@ -402,7 +416,10 @@ runTemplate:
         if let Some(s) = regressed_series(&metrics.render(), &ns) {
             break s;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no benchrun_schedule_last_run_regressed");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no benchrun_schedule_last_run_regressed"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert_eq!(before.1, 0.0, "{before:?}");
@@ -412,7 +429,9 @@ runTemplate:
         .patch(
             MEDIAN,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"runTemplate": {"workload": {"rateLimit": 20}}}})),
+            &Patch::Merge(
+                serde_json::json!({"spec": {"runTemplate": {"workload": {"rateLimit": 20}}}}),
+            ),
         )
         .await
         .expect("add a rate limit");
@@ -420,7 +439,11 @@ runTemplate:
     assert_ne!(slow, good);
     let run = wait_succeeded_within(&run_api, &slow).await;
     let r = run.spec.baseline_ref.clone().expect("a baseline");
-    assert_eq!((r.run, r.runs.clone()), (None, vec![good.clone()]), "the median of the one good run");
+    assert_eq!(
+        (r.run, r.runs.clone()),
+        (None, vec![good.clone()]),
+        "the median of the one good run"
+    );
     let st = run.status.clone().expect("status");
     let b = st.baseline.clone().expect("status.baseline");
     assert_eq!(b.source, format!("median of 1 run: {good}"));
@@ -429,18 +452,32 @@ runTemplate:
         "the get op is named: {b:#?}"
     );
     let c = condition(&run, "Regressed").expect("Regressed");
-    assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "Regressed"), "{c:?}");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "Regressed"),
+        "{c:?}"
+    );
     assert!(c.message.contains("get ops/s"), "{}", c.message);
 
     // The schedule: verdict, the op that moved, and the baseline told as fewer than asked.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let st = schedules.get(MEDIAN).await.expect("schedule").status.unwrap_or_default();
+        let st = schedules
+            .get(MEDIAN)
+            .await
+            .expect("schedule")
+            .status
+            .unwrap_or_default();
         let rec = st.recent_runs.iter().find(|r| r.name == slow);
-        if st.last_verdict.as_deref() == Some("Regressed") && rec.is_some_and(|r| r.verdict.is_some()) {
+        if st.last_verdict.as_deref() == Some("Regressed")
+            && rec.is_some_and(|r| r.verdict.is_some())
+        {
             let rec = rec.expect("recent run");
             assert_eq!(rec.verdict.as_deref(), Some("Regressed"));
-            assert!(rec.regressions.iter().any(|g| g.starts_with("get ops/s")), "{rec:#?}");
+            assert!(
+                rec.regressions.iter().any(|g| g.starts_with("get ops/s")),
+                "{rec:#?}"
+            );
             assert_eq!(
                 rec.baseline.as_deref(),
                 Some(format!("median of {good} (1 of the 3 runs asked: the schedule has no more good runs yet)").as_str())
@@ -453,10 +490,18 @@ runTemplate:
             assert_eq!(c.status, "True");
             assert!(c.message.contains("get ops/s"), "{}", c.message);
             // The regressed run is no baseline: the next is still compared with the good one.
-            assert!(st.baseline_run.as_deref().is_some_and(|b| b.starts_with(&format!("median of {good} "))), "{st:#?}");
+            assert!(
+                st.baseline_run
+                    .as_deref()
+                    .is_some_and(|b| b.starts_with(&format!("median of {good} "))),
+                "{st:#?}"
+            );
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no Regressed verdict: {st:#?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no Regressed verdict: {st:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let events: Api<Event> = Api::namespaced(env.client.clone(), &ns);
@@ -473,7 +518,10 @@ runTemplate:
             assert!(note.contains(&slow) && note.contains("get ops/s"), "{note}");
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "no RunRegressed event");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no RunRegressed event"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let after = regressed_series(&metrics.render(), &ns).expect("the series");
@@ -528,7 +576,10 @@ async fn wait_succeeded_within(api: &Api<BenchmarkRun>, name: &str) -> Benchmark
                 return r;
             }
         }
-        assert!(tokio::time::Instant::now() < deadline, "run {name} not finished after 120 s");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "run {name} not finished after 120 s"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

@@ -30,7 +30,7 @@ pub struct BaselineRef {
     /// with `baseline.policy: MedianOfLast` sets it. Runs that cannot be read are left out
     /// (the status names them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(min = 1, max = 20))]
+    #[schemars(length(min = 1, max = 20), inner(length(min = 1, max = 253)))]
     pub runs: Vec<String>,
     /// A summary stored in a ConfigMap of this namespace (for example a run's `merged.json`
     /// kept after the run was deleted, or a `benchrun-worker run --summary` file).

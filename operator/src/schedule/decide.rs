@@ -170,7 +170,11 @@ pub fn requested_run_name(schedule: &str, at: DateTime<Utc>) -> String {
 
 /// What a run was compared with, for the status: a run's name, or `median of a, b` (with,
 /// when the median was over fewer runs than `count`, how many).
-pub fn baseline_text(run: Option<&str>, median_of: &[String], count: Option<usize>) -> Option<String> {
+pub fn baseline_text(
+    run: Option<&str>,
+    median_of: &[String],
+    count: Option<usize>,
+) -> Option<String> {
     if let Some(r) = run {
         return Some(r.to_string());
     }
@@ -259,10 +263,11 @@ pub fn decide(v: &View) -> Plan {
         BaselinePolicy::Pinned => (v.spec.baseline.run.clone(), vec![]),
         BaselinePolicy::None => (None, vec![]),
     };
-    let median_count =
-        (v.spec.baseline.policy == BaselinePolicy::MedianOfLast).then(|| v.spec.baseline.median_count());
+    let median_count = (v.spec.baseline.policy == BaselinePolicy::MedianOfLast)
+        .then(|| v.spec.baseline.median_count());
     let baseline_desc = baseline_text(baseline.as_deref(), &median_of, median_count);
-    let keep_for_baseline = |name: &String| baseline.as_ref() == Some(name) || median_of.contains(name);
+    let keep_for_baseline =
+        |name: &String| baseline.as_ref() == Some(name) || median_of.contains(name);
 
     // History limits: newest kept, the baseline always.
     for (phase, keep) in [
@@ -408,7 +413,10 @@ pub fn decide(v: &View) -> Plan {
             // A run asked for now: after the scheduled one (one run per pass), whether
             // suspended or not.
             if create.is_none() {
-                if let Some(request) = v.run_now.filter(|r| Some(*r) != v.status.last_run_request.as_deref()) {
+                if let Some(request) = v
+                    .run_now
+                    .filter(|r| Some(*r) != v.status.last_run_request.as_deref())
+                {
                     match crate::run_rules::parse_time(request) {
                         None => {
                             notes.push(Note {

@@ -463,11 +463,30 @@ fn median_of_last_takes_the_newest_good_runs_and_says_when_there_are_fewer() {
     let new = p.create.clone().expect("a run");
     assert_eq!(new.baseline, None);
     assert_eq!(new.median_of, ["n3", "n2", "n1"]);
-    assert_eq!(p.status.baseline_run.as_deref(), Some("median of n3, n2, n1"));
+    assert_eq!(
+        p.status.baseline_run.as_deref(),
+        Some("median of n3, n2, n1")
+    );
     // History limit 1 keeps only n4 of the succeeded runs, and every run of the median.
-    assert!(!p.delete.iter().any(|d| d.starts_with("n1") || d == "n2" || d == "n3"), "{:?}", p.delete);
-    let created = p.notes.iter().find(|n| n.reason == "RunCreated").expect("created");
-    assert!(created.note.ends_with(", compared with median of n3, n2, n1"), "{}", created.note);
+    assert!(
+        !p.delete
+            .iter()
+            .any(|d| d.starts_with("n1") || d == "n2" || d == "n3"),
+        "{:?}",
+        p.delete
+    );
+    let created = p
+        .notes
+        .iter()
+        .find(|n| n.reason == "RunCreated")
+        .expect("created");
+    assert!(
+        created
+            .note
+            .ends_with(", compared with median of n3, n2, n1"),
+        "{}",
+        created.note
+    );
 
     // Only one good run so far: the median of that one, and the status says it is fewer.
     let p = decide(&view(&s, &st, runs[..1].to_vec(), "2026-01-06T03:00:01Z"));
@@ -498,12 +517,17 @@ fn a_median_run_reports_its_baseline_and_regression() {
         Some("median of n2, n1 (2 of the 5 runs asked: the schedule has no more good runs yet)")
     );
     assert_eq!(p.status.last_verdict.as_deref(), Some("Regressed"));
-    let note = p.notes.iter().find(|n| n.reason == "RunRegressed").expect("event");
+    let note = p
+        .notes
+        .iter()
+        .find(|n| n.reason == "RunRegressed")
+        .expect("event");
     assert_eq!(
         note.note,
         "run n3 regressed against median of n2, n1: get ops/s 50.00 vs 100.00 (-50.0%)"
     );
-    let c = crate::run_rules::condition(&p.status.conditions, cond::LAST_RUN_REGRESSED).expect("cond");
+    let c =
+        crate::run_rules::condition(&p.status.conditions, cond::LAST_RUN_REGRESSED).expect("cond");
     assert_eq!(c.status, "True");
     assert!(c.message.contains("get ops/s"), "{}", c.message);
 }
@@ -517,11 +541,20 @@ fn run_now_makes_one_run_per_new_value_even_suspended() {
     v.run_now = Some("2026-03-01T10:00:05Z");
     let p = decide(&v);
     let new = p.create.clone().expect("a run");
-    assert_eq!(new.name, format!("nightly-{}", utc("2026-03-01T10:00:05Z").timestamp()));
-    assert_eq!(new.name, requested_run_name("nightly", utc("2026-03-01T10:00:05Z")));
+    assert_eq!(
+        new.name,
+        format!("nightly-{}", utc("2026-03-01T10:00:05Z").timestamp())
+    );
+    assert_eq!(
+        new.name,
+        requested_run_name("nightly", utc("2026-03-01T10:00:05Z"))
+    );
     assert_eq!(new.scheduled, utc("2026-03-01T10:00:05Z"));
     assert_eq!(new.baseline.as_deref(), Some("nightly-a"));
-    assert_eq!(p.status.last_run_request.as_deref(), Some("2026-03-01T10:00:05Z"));
+    assert_eq!(
+        p.status.last_run_request.as_deref(),
+        Some("2026-03-01T10:00:05Z")
+    );
     // The scheduled time stays as it was: a request is not a scheduled time.
     assert_eq!(p.status.last_schedule_time, st.last_schedule_time);
     assert_eq!(p.status.active, vec![new.name.clone()]);
