@@ -386,6 +386,14 @@ pub enum ScheduleCommand {
     /// Make runs again (the time missed while suspended is started if within the deadline).
     #[command(after_help = examples("  kubectl benchrun schedule resume s3-nightly"))]
     Resume(ScheduleNameArgs),
+    /// Make one run now, as a scheduled time would (compared with the schedule's baseline),
+    /// also while suspended; with concurrencyPolicy Forbid it waits for an active run.
+    #[command(after_help = examples(
+        "  # Run s3-nightly now, then follow it
+  kubectl benchrun schedule run s3-nightly
+  kubectl benchrun schedule history s3-nightly"
+    ))]
+    Run(ScheduleNameArgs),
 }
 
 /// `schedule create`.
@@ -419,8 +427,11 @@ pub struct ScheduleCreateArgs {
     #[arg(long, value_name = "PCT")]
     pub tolerance: Option<f64>,
     /// Compare every run with this run (default: the schedule's last good run).
-    #[arg(long, value_name = "RUN", conflicts_with = "no_baseline")]
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["no_baseline", "baseline_median"])]
     pub baseline_run: Option<String>,
+    /// Compare every run with the median of the schedule's last N good runs (1 to 20).
+    #[arg(long, value_name = "N", conflicts_with = "no_baseline", value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub baseline_median: Option<u32>,
     /// Compare with nothing.
     #[arg(long)]
     pub no_baseline: bool,

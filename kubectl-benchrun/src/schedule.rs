@@ -8,6 +8,8 @@ use benchrun_operator::crd::schedule::{
     BaselinePolicy, BenchmarkSchedule, BenchmarkScheduleSpec, ConcurrencyPolicy, ScheduleBaseline,
 };
 use benchrun_operator::schedule::cron::Schedule;
+use benchrun_operator::schedule::decide::requested_run_name;
+use benchrun_operator::schedule::RUN_NOW;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::Api;
 
@@ -28,6 +30,7 @@ pub async fn main(t: &Target, cmd: &ScheduleCommand) -> Result<u8> {
         ScheduleCommand::History(a) => history(t, a).await,
         ScheduleCommand::Suspend(a) => set_suspend(t, &a.name, true).await,
         ScheduleCommand::Resume(a) => set_suspend(t, &a.name, false).await,
+        ScheduleCommand::Run(a) => run_now(t, &a.name).await,
     }
 }
 
@@ -121,10 +124,17 @@ pub fn build(text: &str, source: &str, a: &ScheduleCreateArgs) -> Result<Benchma
     if let Some(r) = &a.baseline_run {
         s.spec.baseline.policy = BaselinePolicy::Pinned;
         s.spec.baseline.run = Some(r.clone());
+        s.spec.baseline.count = None;
+    }
+    if let Some(n) = a.baseline_median {
+        s.spec.baseline.policy = BaselinePolicy::MedianOfLast;
+        s.spec.baseline.count = Some(n);
+        s.spec.baseline.run = None;
     }
     if a.no_baseline {
         s.spec.baseline.policy = BaselinePolicy::None;
         s.spec.baseline.run = None;
+        s.spec.baseline.count = None;
     }
     if a.suspend {
         s.spec.suspend = true;
@@ -340,6 +350,33 @@ async fn set_suspend(t: &Target, name: &str, suspend: bool) -> Result<u8> {
     Ok(OK)
 }
 
+/// Ask the operator for one run now: a new value of the schedule's `benchrun.dev/run-now`
+/// annotation (this instant), which names the run.
+async fn run_now(t: &Target, name: &str) -> Result<u8> {
+    let api: Api<BenchmarkSchedule> = t.api();
+    let now = chrono::Utc::now();
+    let request = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let patch = serde_json::json!({"metadata": {"annotations": {RUN_NOW: request}}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 && e.reason == "NotFound" => {
+            return Err(bad_input(format!(
+                "benchmarkschedule {name:?} not found in namespace {}",
+                t.namespace
+            )))
+        }
+        Err(e) => return Err(explain(e, "patching the benchmarkschedule")),
+    }
+    println!(
+        "benchmarkschedule.benchrun.dev/{name} asked to run now: the run will be benchmarkrun.benchrun.dev/{}",
+        requested_run_name(name, now)
+    );
+    Ok(OK)
+}
+
 /// Cells as an aligned table, columns three spaces apart (as kubectl's).
 fn table(rows: &[Vec<String>]) -> String {
     let n = rows.first().map_or(0, Vec::len);
@@ -444,6 +481,46 @@ mod tests {
         assert_eq!(s.spec.baseline.policy, BaselinePolicy::Pinned);
         assert_eq!(s.spec.baseline.run.as_deref(), Some("golden"));
         assert_eq!(s.spec.concurrency_policy, ConcurrencyPolicy::Replace);
+    }
+
+    #[test]
+    fn baseline_median_asks_for_the_median_of_the_last_n() {
+        let s = build(
+            WORKLOAD,
+            "w.yaml",
+            &args(&[
+                "w.yaml",
+                "--schedule",
+                "@daily",
+                "--name",
+                "n",
+                "--baseline-median",
+                "5",
+            ]),
+        )
+        .expect("builds");
+        assert_eq!(s.spec.baseline.policy, BaselinePolicy::MedianOfLast);
+        assert_eq!(s.spec.baseline.count, Some(5));
+        assert!(crate::cli::Cli::try_parse_from([
+            "kubectl-benchrun",
+            "schedule",
+            "create",
+            "w.yaml",
+            "--baseline-median",
+            "0"
+        ])
+        .is_err());
+        assert!(crate::cli::Cli::try_parse_from([
+            "kubectl-benchrun",
+            "schedule",
+            "create",
+            "w.yaml",
+            "--baseline-median",
+            "3",
+            "--baseline-run",
+            "golden"
+        ])
+        .is_err());
     }
 
     #[test]

@@ -775,7 +775,7 @@ async fn storageclass_benchmarks_the_default_class_and_cleans_up() {
     }
 }
 
-/// `schedule create|list|suspend|resume|history` against the API server: the schedule is made
+/// `schedule create|list|suspend|resume|run|history` against the API server: the schedule is made
 /// suspended from a workload file, so no run starts and no operator is needed.
 #[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
@@ -857,6 +857,30 @@ async fn schedule_create_list_suspend_resume_and_history() {
     let r = exec(&ns, &["schedule", "suspend", "nightly-get"]).await;
     assert_eq!(r.code, 0);
     assert!(api.get("nightly-get").await.expect("get").spec.suspend);
+
+    // `run`: the request is the annotation the operator acts on (also while suspended), its
+    // value a time that names the run printed.
+    let r = exec(&ns, &["schedule", "run", "nightly-get"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let s = api.get("nightly-get").await.expect("get");
+    let at = s
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("benchrun.dev/run-now"))
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .expect("a run-now annotation holding a time");
+    assert!(
+        r.stdout.contains(&format!(
+            "benchmarkrun.benchrun.dev/nightly-get-{}",
+            at.timestamp()
+        )),
+        "{}",
+        r.stdout
+    );
+    let r = exec(&ns, &["schedule", "run", "nope"]).await;
+    assert_eq!(r.code, 2);
+    one_line_error(&r, "benchmarkschedule \"nope\" not found");
 
     let r = exec(&ns, &["schedule", "history", "nightly-get"]).await;
     assert_eq!(r.code, 0);

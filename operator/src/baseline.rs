@@ -1,28 +1,119 @@
 //! Baselines: compare a finished run's merged result with another finished run's (or a stored
-//! summary), op by op, and say whether it regressed (`spec.baselineRef`).
+//! summary, or the median of several runs), op by op, and say whether it regressed
+//! (`spec.baselineRef`).
 //!
-//! The comparison is of the same figures as `status.results`, both from exact merged
+//! The comparison is of the same figures as `status.results`, each from exact merged
 //! histograms. A run regressed when, for any op both results have, throughput fell or p99 rose
 //! by more than the tolerance. The verdict is the `Regressed` condition; the run's phase is not
 //! changed by it (thresholds are the gate that fails a run).
+//!
+//! A median baseline (`baselineRef.runs`) is taken figure by figure: per op, the median of
+//! the runs' ops/s, the median of their p99, and so on, each run's figure computed from its own
+//! merged histograms. It is not the p99 of the runs' histograms merged: that would be ruled by
+//! the one run with the worst tail, where the median is what a single odd night cannot move.
 
+use std::collections::BTreeMap;
+
+use benchrun_api::stats::OpReport;
 use benchrun_api::Summary;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 
-use crate::crd::baseline::{BaselineRef, BaselineStatus, OpDelta};
+use crate::crd::baseline::{BaselineRef, BaselineStatus, OpDelta, MAX_BASELINE_RUNS};
 use crate::crd::{BenchmarkRun, Phase, MERGED_KEY};
 use crate::resources::result_cm_name;
+
+/// The figures of one op a baseline is compared on.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Figures {
+    /// Operations per second.
+    pub ops_per_sec: f64,
+    /// MiB per second.
+    pub mib_per_sec: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+    /// Failed operations over all operations.
+    pub error_rate: f64,
+}
+
+impl From<&OpReport> for Figures {
+    fn from(r: &OpReport) -> Self {
+        Figures {
+            ops_per_sec: r.ops_per_sec,
+            mib_per_sec: r.mib_per_sec,
+            p50_ms: r.p50_ms,
+            p99_ms: r.p99_ms,
+            error_rate: r.error_rate(),
+        }
+    }
+}
+
+/// Per op (and `all`) figures of one result.
+pub type OpFigures = BTreeMap<String, Figures>;
+
+/// The figures of a summary, per op and `all`.
+pub fn figures(summary: &Summary) -> OpFigures {
+    crate::run_rules::op_results(summary)
+        .iter()
+        .map(|(op, r)| (op.clone(), Figures::from(r)))
+        .collect()
+}
+
+/// The median of several results, op by op and figure by figure; an op counts only the
+/// results that have it. The median of an even count is the mean of the middle two.
+pub fn median(results: &[OpFigures]) -> OpFigures {
+    let mut ops: BTreeMap<&str, Vec<&Figures>> = BTreeMap::new();
+    for r in results {
+        for (op, f) in r {
+            ops.entry(op.as_str()).or_default().push(f);
+        }
+    }
+    ops.into_iter()
+        .map(|(op, fs)| {
+            let m = |get: fn(&Figures) -> f64| median_of(fs.iter().map(|f| get(f)).collect());
+            let f = Figures {
+                ops_per_sec: m(|f| f.ops_per_sec),
+                mib_per_sec: m(|f| f.mib_per_sec),
+                p50_ms: m(|f| f.p50_ms),
+                p99_ms: m(|f| f.p99_ms),
+                error_rate: m(|f| f.error_rate),
+            };
+            (op.to_string(), f)
+        })
+        .collect()
+}
+
+/// The median of `xs` (NaN sorts last); 0 when empty.
+fn median_of(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    match xs.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
+    }
+}
 
 /// Check what the schema's CEL rules also say (for runs created before them): each problem
 /// as "spec.baselineRef...: why".
 pub fn validate(r: &BaselineRef, own_name: &str) -> Vec<String> {
     let mut errs = vec![];
-    if r.run.is_some() == r.config_map.is_some() {
-        errs.push("spec.baselineRef: give run or configMap (exactly one)".into());
+    let given = [r.run.is_some(), !r.runs.is_empty(), r.config_map.is_some()];
+    if given.iter().filter(|g| **g).count() != 1 {
+        errs.push("spec.baselineRef: give run, runs or configMap (exactly one)".into());
     }
     if r.run.as_deref() == Some(own_name) {
         errs.push("spec.baselineRef.run: a run cannot be its own baseline".into());
+    }
+    if r.runs.iter().any(|n| n == own_name) {
+        errs.push("spec.baselineRef.runs: a run cannot be its own baseline".into());
+    }
+    if r.runs.len() > MAX_BASELINE_RUNS {
+        errs.push(format!(
+            "spec.baselineRef.runs: at most {MAX_BASELINE_RUNS} runs (got {})",
+            r.runs.len()
+        ));
     }
     let t = r.tolerance();
     if !t.is_finite() || !(0.0..=1000.0).contains(&t) {
@@ -45,13 +136,80 @@ pub enum BaselineError {
     /// The ConfigMap has no readable summary under the key.
     #[error("{0} holds no summary: {1}")]
     NoSummary(String, String),
+    /// None of the runs of a median could be read (each one's reason).
+    #[error("none of the runs of the median can be read: {0}")]
+    NoneReadable(String),
     /// The API server could not be read.
     #[error("reading {0}: {1}")]
     Kube(String, kube::Error),
 }
 
-/// Fetch the baseline's summary.
+/// A baseline, loaded: its figures and where they came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loaded {
+    /// Per op (and `all`).
+    pub figures: OpFigures,
+    /// `run NAME`, `configmap NAME/KEY`, or `median of 2 runs: A, B` (naming the runs left
+    /// out and why).
+    pub source: String,
+}
+
+/// Fetch the baseline: one summary's figures, or the median of several runs'.
 pub async fn load(
+    r: &BaselineRef,
+    runs: &Api<BenchmarkRun>,
+    cms: &Api<ConfigMap>,
+) -> Result<Loaded, BaselineError> {
+    if r.runs.is_empty() {
+        let s = load_one(r, runs, cms).await?;
+        return Ok(Loaded {
+            figures: figures(&s),
+            source: r.source(),
+        });
+    }
+    let mut read = Vec::new();
+    let mut used = Vec::new();
+    let mut left_out = Vec::new();
+    for name in r.runs.iter().take(MAX_BASELINE_RUNS) {
+        let one = BaselineRef {
+            run: Some(name.clone()),
+            ..Default::default()
+        };
+        match load_one(&one, runs, cms).await {
+            Ok(s) => {
+                read.push(figures(&s));
+                used.push(name.clone());
+            }
+            // The API server failing is no reason to compare with fewer runs.
+            Err(e @ BaselineError::Kube(..)) => return Err(e),
+            Err(e) => left_out.push(e.to_string()),
+        }
+    }
+    if read.is_empty() {
+        return Err(BaselineError::NoneReadable(left_out.join("; ")));
+    }
+    Ok(Loaded {
+        figures: median(&read),
+        source: median_source(&used, &left_out),
+    })
+}
+
+/// `median of 2 runs: a, b` (`; left out: c does not exist`).
+pub fn median_source(used: &[String], left_out: &[String]) -> String {
+    let mut s = format!(
+        "median of {} run{}: {}",
+        used.len(),
+        if used.len() == 1 { "" } else { "s" },
+        used.join(", ")
+    );
+    if !left_out.is_empty() {
+        s.push_str(&format!("; left out: {}", left_out.join("; ")));
+    }
+    s
+}
+
+/// Fetch one summary: of a run (`run`) or a ConfigMap.
+async fn load_one(
     r: &BaselineRef,
     runs: &Api<BenchmarkRun>,
     cms: &Api<ConfigMap>,
@@ -93,20 +251,27 @@ pub async fn load(
 
 /// Compare `current` with `baseline`, op by op (only ops both have).
 pub fn compare(current: &Summary, baseline: &Summary, tolerance_percent: f64) -> BaselineStatus {
-    let now = crate::run_rules::op_results(current);
-    let then = crate::run_rules::op_results(baseline);
+    compare_figures(&figures(current), &figures(baseline), tolerance_percent)
+}
+
+/// Compare figures with a baseline's, op by op (only ops both have).
+pub fn compare_figures(
+    now: &OpFigures,
+    then: &OpFigures,
+    tolerance_percent: f64,
+) -> BaselineStatus {
     let mut out = BaselineStatus {
         tolerance_percent,
         ..Default::default()
     };
-    for (op, c) in &now {
+    for (op, c) in now {
         let Some(b) = then.get(op) else { continue };
         let d = OpDelta {
             ops_per_sec_percent: percent(c.ops_per_sec, b.ops_per_sec),
             mib_per_sec_percent: percent(c.mib_per_sec, b.mib_per_sec),
             p50_percent: percent(c.p50_ms, b.p50_ms),
             p99_percent: percent(c.p99_ms, b.p99_ms),
-            error_rate_change: round3(c.error_rate() - b.error_rate()),
+            error_rate_change: round3(c.error_rate - b.error_rate),
         };
         if d.ops_per_sec_percent < -tolerance_percent {
             out.regressions.push(format!(
@@ -212,10 +377,91 @@ mod tests {
         let r: BaselineRef = serde_yaml::from_str("{}").expect("ref");
         assert_eq!(
             validate(&r, "me"),
-            ["spec.baselineRef: give run or configMap (exactly one)"]
+            ["spec.baselineRef: give run, runs or configMap (exactly one)"]
         );
+        let r: BaselineRef = serde_yaml::from_str("{run: a, runs: [b]}").expect("ref");
+        assert_eq!(
+            validate(&r, "me"),
+            ["spec.baselineRef: give run, runs or configMap (exactly one)"]
+        );
+        let r: BaselineRef = serde_yaml::from_str("{runs: [a, me]}").expect("ref");
+        assert_eq!(
+            validate(&r, "me"),
+            ["spec.baselineRef.runs: a run cannot be its own baseline"]
+        );
+        assert_eq!(r.source(), "median of runs a, me");
         let r: BaselineRef = serde_yaml::from_str("{configMap: {name: saved}}").expect("ref");
         assert!(validate(&r, "me").is_empty());
         assert_eq!(r.source(), "configmap saved/merged.json");
+    }
+
+    fn fig(ops_per_sec: f64, p99_ms: f64) -> Figures {
+        Figures {
+            ops_per_sec,
+            mib_per_sec: ops_per_sec / 4.0,
+            p50_ms: p99_ms / 2.0,
+            p99_ms,
+            error_rate: 0.0,
+        }
+    }
+
+    fn one(op: &str, f: Figures) -> OpFigures {
+        [(op.to_string(), f)].into()
+    }
+
+    #[test]
+    fn the_median_is_taken_figure_by_figure_and_one_odd_run_cannot_move_it() {
+        // Three nights: one with a bad tail, one slow. The median p99 and ops/s are those of
+        // the typical nights, though no single night has both.
+        let nights = [
+            one("get", fig(100.0, 4.0)),
+            one("get", fig(98.0, 40.0)),
+            one("get", fig(50.0, 5.0)),
+        ];
+        let m = median(&nights);
+        assert_eq!(m["get"].ops_per_sec, 98.0);
+        assert_eq!(m["get"].p99_ms, 5.0);
+        assert_eq!(m["get"].mib_per_sec, 24.5);
+        assert_eq!(m["get"].p50_ms, 2.5);
+        // An even count: the mean of the middle two.
+        let m = median(&nights[..2]);
+        assert_eq!(m["get"].ops_per_sec, 99.0);
+        assert_eq!(m["get"].p99_ms, 22.0);
+        // One run: itself.
+        assert_eq!(median(&nights[..1]), nights[0]);
+        assert!(median(&[]).is_empty());
+    }
+
+    #[test]
+    fn an_op_counts_only_the_runs_that_have_it() {
+        let mut a = one("get", fig(100.0, 4.0));
+        a.insert("put".into(), fig(10.0, 8.0));
+        let b = one("get", fig(80.0, 6.0));
+        let m = median(&[a, b]);
+        assert_eq!(m["get"].ops_per_sec, 90.0);
+        assert_eq!(m["put"], fig(10.0, 8.0));
+    }
+
+    #[test]
+    fn a_run_is_compared_with_the_median_and_names_the_op_that_moved() {
+        let mut night = one("get", fig(100.0, 4.0));
+        night.insert("put".into(), fig(10.0, 8.0));
+        let base = median(&[night.clone(), night.clone(), night.clone()]);
+        // Only get got slower.
+        let mut now = night.clone();
+        now.insert("get".into(), fig(50.0, 4.0));
+        let b = compare_figures(&now, &base, 10.0);
+        assert_eq!(b.regressions, ["get ops/s 50.00 vs 100.00 (-50.0%)"]);
+        assert_eq!(b.deltas["put"], OpDelta::default());
+        assert_eq!(b.deltas["get"].mib_per_sec_percent, -50.0);
+    }
+
+    #[test]
+    fn the_source_names_the_runs_used_and_those_left_out() {
+        assert_eq!(median_source(&["a".into()], &[]), "median of 1 run: a");
+        assert_eq!(
+            median_source(&["a".into(), "b".into()], &["run c does not exist".into()]),
+            "median of 2 runs: a, b; left out: run c does not exist"
+        );
     }
 }

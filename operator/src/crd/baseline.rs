@@ -12,15 +12,26 @@ use super::status::MERGED_KEY;
 /// Default tolerance, in percent.
 pub const DEFAULT_TOLERANCE_PERCENT: f64 = 10.0;
 
-/// Where the baseline result is: a finished run, or a summary stored in a ConfigMap.
+/// Most runs in `baselineRef.runs`.
+pub const MAX_BASELINE_RUNS: usize = 20;
+
+/// Where the baseline result is: a finished run, the median of several, or a summary stored
+/// in a ConfigMap.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[x_kube(validation = Rule::new("has(self.run) != has(self.configMap)").message("give baselineRef.run or baselineRef.configMap (exactly one)"))]
+#[x_kube(validation = Rule::new("[has(self.run), has(self.runs), has(self.configMap)].filter(x, x).size() == 1").message("give baselineRef.run, baselineRef.runs or baselineRef.configMap (exactly one)"))]
 #[serde(rename_all = "camelCase")]
 pub struct BaselineRef {
     /// A Succeeded BenchmarkRun in this namespace; its merged result is the baseline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub run: Option<String>,
+    /// Succeeded BenchmarkRuns in this namespace: the baseline is their median, op by op and
+    /// figure by figure (the median of their ops/s, of their p99, ...). A `BenchmarkSchedule`
+    /// with `baseline.policy: MedianOfLast` sets it. Runs that cannot be read are left out
+    /// (the status names them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = 20), inner(length(min = 1, max = 253)))]
+    pub runs: Vec<String>,
     /// A summary stored in a ConfigMap of this namespace (for example a run's `merged.json`
     /// kept after the run was deleted, or a `benchrun-worker run --summary` file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,10 +62,13 @@ impl BaselineRef {
         self.tolerance_percent.unwrap_or(DEFAULT_TOLERANCE_PERCENT)
     }
 
-    /// "run other-run" or "configmap saved/merged.json", for messages.
+    /// "run other-run", "median of runs a, b" or "configmap saved/merged.json", for messages.
     pub fn source(&self) -> String {
         match (&self.run, &self.config_map) {
             (Some(r), _) => format!("run {r}"),
+            (None, _) if !self.runs.is_empty() => {
+                format!("median of runs {}", self.runs.join(", "))
+            }
             (None, Some(c)) => format!(
                 "configmap {}/{}",
                 c.name,
@@ -69,7 +83,8 @@ impl BaselineRef {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BaselineStatus {
-    /// Where the baseline came from (`run NAME` or `configmap NAME/KEY`).
+    /// Where the baseline came from (`run NAME`, `median of N runs: A, B`, or
+    /// `configmap NAME/KEY`).
     pub source: String,
     /// The tolerance applied, in percent.
     pub tolerance_percent: f64,

@@ -115,6 +115,15 @@ pub struct BenchmarkScheduleSpec {
     pub run_template: BenchmarkRunSpec,
 }
 
+impl ScheduleBaseline {
+    /// `count`, or its default, within 1 and [`MAX_MEDIAN_COUNT`].
+    pub fn median_count(&self) -> usize {
+        self.count
+            .unwrap_or(DEFAULT_MEDIAN_COUNT)
+            .clamp(1, MAX_MEDIAN_COUNT) as usize
+    }
+}
+
 impl BenchmarkScheduleSpec {
     /// `successfulRunsHistoryLimit`, or its default.
     pub fn successful_history(&self) -> usize {
@@ -142,20 +151,32 @@ pub enum ConcurrencyPolicy {
     Replace,
 }
 
+/// Default of `baseline.count` with `MedianOfLast`.
+pub const DEFAULT_MEDIAN_COUNT: u32 = 5;
+/// Largest `baseline.count` (each run's `baselineRef.runs` holds that many names).
+pub const MAX_MEDIAN_COUNT: u32 = 20;
+
 /// How each run's baseline is chosen.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[x_kube(validation = Rule::new("self.policy != 'Pinned' || has(self.run)").message("baseline.run: give the pinned run's name with policy Pinned"))]
 #[x_kube(validation = Rule::new("self.policy == 'Pinned' || !has(self.run)").message("baseline.run: only with policy Pinned"))]
+#[x_kube(validation = Rule::new("self.policy == 'MedianOfLast' || !has(self.count)").message("baseline.count: only with policy MedianOfLast"))]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleBaseline {
     /// `LastSucceeded` (default): the newest Succeeded run of this schedule that did not
-    /// regress; `Pinned`: the run named in `run`; `None`: no comparison.
+    /// regress; `MedianOfLast`: the median, figure by figure, of the newest `count` such runs;
+    /// `Pinned`: the run named in `run`; `None`: no comparison.
     #[serde(default)]
     pub policy: BaselinePolicy,
     /// With `Pinned`: a Succeeded BenchmarkRun of this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub run: Option<String>,
+    /// With `MedianOfLast`: how many of the newest good runs the median is taken over
+    /// (default 5). With fewer so far, the median of those there are (the status says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 20))]
+    pub count: Option<u32>,
     /// Largest tolerated change, in percent (the runs' `baselineRef.tolerancePercent`).
     /// Default 10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -169,6 +190,9 @@ pub enum BaselinePolicy {
     /// The newest Succeeded, not regressed run of this schedule.
     #[default]
     LastSucceeded,
+    /// The median of the newest `count` Succeeded, not regressed runs of this schedule,
+    /// figure by figure (docs/SCHEDULES.md).
+    MedianOfLast,
     /// A named run.
     Pinned,
     /// No comparison.
@@ -205,9 +229,15 @@ pub struct BenchmarkScheduleStatus {
     /// `active`'s length (printer column).
     #[serde(default)]
     pub active_count: i32,
-    /// The run the next run will be compared with, if any.
+    /// What the next run will be compared with, if anything: a run's name, or with
+    /// `MedianOfLast` `median of A, B, C` (and, while the schedule has fewer good runs than
+    /// `count`, how many of them there are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_run: Option<String>,
+    /// The value of the schedule's `benchrun.dev/run-now` annotation last acted on: a new
+    /// value asks for one run now (`kubectl benchrun schedule run NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_request: Option<String>,
     /// Verdict of the newest finished run: `Succeeded`, `Regressed` or `Failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verdict: Option<String>,
@@ -233,7 +263,7 @@ pub struct ScheduledRun {
     /// Once finished: `Succeeded`, `Regressed` or `Failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
-    /// The run it was compared with.
+    /// What it was compared with: a run's name, or `median of A, B` (with `MedianOfLast`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
     /// With `Regressed`: the ops (and limits) that crossed the tolerance, from the run's

@@ -17,8 +17,12 @@ impl Reconciler<'_> {
         let g = self.generation();
         match baseline::load(&r, &self.api(), &self.api()).await {
             Ok(base) => {
-                let mut b = baseline::compare(merged, &base, r.tolerance());
-                b.source = r.source();
+                let mut b = baseline::compare_figures(
+                    &baseline::figures(merged),
+                    &base.figures,
+                    r.tolerance(),
+                );
+                b.source = base.source;
                 let regressed = !b.regressions.is_empty();
                 let msg = if regressed {
                     format!(

@@ -199,6 +199,7 @@ async fn reconcile(s: Arc<BenchmarkSchedule>, ctx: Arc<Ctx>) -> Result<Action> {
         spec: &s.spec,
         status: &status,
         runs: views.iter().map(|(v, _)| v.clone()).collect(),
+        run_now: s.annotations().get(super::RUN_NOW).map(String::as_str),
         now,
     });
 
@@ -240,11 +241,19 @@ async fn act(
         return Ok(());
     };
     let mut spec = s.spec.run_template.clone();
-    spec.baseline_ref = new.baseline.as_ref().map(|b| BaselineRef {
-        run: Some(b.clone()),
-        config_map: None,
-        tolerance_percent: s.spec.baseline.tolerance_percent,
-    });
+    spec.baseline_ref = match (&new.baseline, new.median_of.is_empty()) {
+        (Some(b), _) => Some(BaselineRef {
+            run: Some(b.clone()),
+            tolerance_percent: s.spec.baseline.tolerance_percent,
+            ..Default::default()
+        }),
+        (None, false) => Some(BaselineRef {
+            runs: new.median_of.clone(),
+            tolerance_percent: s.spec.baseline.tolerance_percent,
+            ..Default::default()
+        }),
+        (None, true) => None,
+    };
     let owner = s
         .controller_owner_ref(&())
         .ok_or_else(|| Error::Invalid("schedule without name or uid".into()))?;
@@ -317,13 +326,20 @@ fn run_view(obj: &DynamicObject) -> (RunView, BenchmarkRunStatus) {
         .get(SCHEDULED_AT)
         .and_then(|t| parse_time(t))
         .unwrap_or(created);
-    let baseline = obj
-        .data
-        .get("spec")
-        .and_then(|s| s.get("baselineRef"))
+    let baseline_ref = obj.data.get("spec").and_then(|s| s.get("baselineRef"));
+    let baseline = baseline_ref
         .and_then(|b| b.get("run"))
         .and_then(|r| r.as_str())
         .map(str::to_string);
+    let median_of = baseline_ref
+        .and_then(|b| b.get("runs"))
+        .and_then(|r| r.as_array())
+        .map(|rs| {
+            rs.iter()
+                .filter_map(|r| r.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
     let regressed = condition(&status.conditions, crate::run_rules::cond::REGRESSED)
         .is_some_and(|c| c.status == "True");
     let message = (status.phase == Phase::Failed)
@@ -341,6 +357,7 @@ fn run_view(obj: &DynamicObject) -> (RunView, BenchmarkRunStatus) {
             .map(|b| b.regressions.clone())
             .unwrap_or_default(),
         baseline,
+        median_of,
         finished_at: status.finish_time.as_deref().and_then(parse_time),
         throughput: status.throughput.clone(),
         p99: status.p99.clone(),

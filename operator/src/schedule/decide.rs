@@ -11,6 +11,11 @@
 //!   is started late when the active run ends, unless its deadline has passed by then;
 //!   `Replace`: the active runs are deleted and the new one is started; `Allow`: started;
 //! - finished runs beyond the history limits are deleted, oldest first.
+//!
+//! Beyond CronJob: a new value of the annotation `benchrun.dev/run-now` asks for one run now
+//! (CronJob's `kubectl create job --from`), also while suspended; it waits for an active run
+//! under `Forbid` as a scheduled time does. Baselines: the newest good run, the median of the
+//! newest `count` good runs, or a pinned run; the runs a baseline needs are never pruned.
 
 use chrono::{DateTime, Utc};
 
@@ -65,6 +70,8 @@ pub struct RunView {
     pub regressions: Vec<String>,
     /// `spec.baselineRef.run`.
     pub baseline: Option<String>,
+    /// `spec.baselineRef.runs` (a median baseline).
+    pub median_of: Vec<String>,
     /// `status.finishTime`.
     pub finished_at: Option<DateTime<Utc>>,
     /// Printer columns of the run.
@@ -104,6 +111,8 @@ pub struct View<'a> {
     pub status: &'a BenchmarkScheduleStatus,
     /// Its runs (owned by it).
     pub runs: Vec<RunView>,
+    /// The value of its `benchrun.dev/run-now` annotation.
+    pub run_now: Option<&'a str>,
     /// Now.
     pub now: DateTime<Utc>,
 }
@@ -117,6 +126,8 @@ pub struct NewRun {
     pub scheduled: DateTime<Utc>,
     /// Its `spec.baselineRef.run`.
     pub baseline: Option<String>,
+    /// Its `spec.baselineRef.runs` (`MedianOfLast`), newest first.
+    pub median_of: Vec<String>,
 }
 
 /// An event on the schedule.
@@ -150,6 +161,36 @@ pub fn run_name(schedule: &str, scheduled: DateTime<Utc>) -> String {
     format!("{schedule}-{}", scheduled.timestamp().div_euclid(60))
 }
 
+/// The run name for a request (`benchrun.dev/run-now`) made at `at`: `<schedule>-<unix
+/// seconds>`, so that it never takes the name of a scheduled time's run (ten digits, where
+/// minutes have eight), and fits in 63 characters with a 52-character schedule name.
+pub fn requested_run_name(schedule: &str, at: DateTime<Utc>) -> String {
+    format!("{schedule}-{}", at.timestamp())
+}
+
+/// What a run was compared with, for the status: a run's name, or `median of a, b` (with,
+/// when the median was over fewer runs than `count`, how many).
+pub fn baseline_text(
+    run: Option<&str>,
+    median_of: &[String],
+    count: Option<usize>,
+) -> Option<String> {
+    if let Some(r) = run {
+        return Some(r.to_string());
+    }
+    if median_of.is_empty() {
+        return None;
+    }
+    let mut s = format!("median of {}", median_of.join(", "));
+    if let Some(n) = count.filter(|n| median_of.len() < *n) {
+        s.push_str(&format!(
+            " ({} of the {n} runs asked: the schedule has no more good runs yet)",
+            median_of.len()
+        ));
+    }
+    Some(s)
+}
+
 /// Decide one pass.
 pub fn decide(v: &View) -> Plan {
     let mut notes = Vec::new();
@@ -178,7 +219,8 @@ pub fn decide(v: &View) -> Plan {
                 note: format!(
                     "run {} regressed against {}: {}",
                     r.name,
-                    r.baseline.as_deref().unwrap_or("its baseline"),
+                    baseline_text(r.baseline.as_deref(), &r.median_of, None)
+                        .unwrap_or_else(|| "its baseline".into()),
                     if r.regressions.is_empty() {
                         "see its status.baseline".to_string()
                     } else {
@@ -202,17 +244,30 @@ pub fn decide(v: &View) -> Plan {
         }
     }
 
-    // The baseline of the next run, and the one run the history limits must keep for it.
-    let last_good = live
+    // The baseline of the next run, and the runs the history limits must keep for it.
+    let mut good: Vec<&RunView> = live
         .iter()
+        .copied()
         .filter(|r| r.phase == Phase::Succeeded && !r.regressed)
-        .max_by_key(|r| r.scheduled)
-        .map(|r| r.name.clone());
-    let baseline = match v.spec.baseline.policy {
-        BaselinePolicy::LastSucceeded => last_good.clone(),
-        BaselinePolicy::Pinned => v.spec.baseline.run.clone(),
-        BaselinePolicy::None => None,
+        .collect();
+    good.sort_by_key(|r| std::cmp::Reverse(r.scheduled));
+    let (baseline, median_of): (Option<String>, Vec<String>) = match v.spec.baseline.policy {
+        BaselinePolicy::LastSucceeded => (good.first().map(|r| r.name.clone()), vec![]),
+        BaselinePolicy::MedianOfLast => (
+            None,
+            good.iter()
+                .take(v.spec.baseline.median_count())
+                .map(|r| r.name.clone())
+                .collect(),
+        ),
+        BaselinePolicy::Pinned => (v.spec.baseline.run.clone(), vec![]),
+        BaselinePolicy::None => (None, vec![]),
     };
+    let median_count = (v.spec.baseline.policy == BaselinePolicy::MedianOfLast)
+        .then(|| v.spec.baseline.median_count());
+    let baseline_desc = baseline_text(baseline.as_deref(), &median_of, median_count);
+    let keep_for_baseline =
+        |name: &String| baseline.as_ref() == Some(name) || median_of.contains(name);
 
     // History limits: newest kept, the baseline always.
     for (phase, keep) in [
@@ -222,7 +277,7 @@ pub fn decide(v: &View) -> Plan {
         let mut done: Vec<&RunView> = live.iter().copied().filter(|r| r.phase == phase).collect();
         done.sort_by_key(|r| std::cmp::Reverse(r.scheduled));
         for r in done.into_iter().skip(keep) {
-            if Some(&r.name) != baseline.as_ref() {
+            if !keep_for_baseline(&r.name) {
                 delete.push(r.name.clone());
             }
         }
@@ -342,10 +397,7 @@ pub fn decide(v: &View) -> Plan {
                             note: format!(
                                 "created run {name} for {}{}",
                                 due.to_rfc3339(),
-                                baseline
-                                    .as_deref()
-                                    .map(|b| format!(", compared with {b}"))
-                                    .unwrap_or_default()
+                                compared_with(baseline_desc.as_deref())
                             ),
                         });
                         status.last_schedule_time = Some(due.to_rfc3339());
@@ -353,7 +405,81 @@ pub fn decide(v: &View) -> Plan {
                             name,
                             scheduled: due,
                             baseline: baseline.clone(),
+                            median_of: median_of.clone(),
                         });
+                    }
+                }
+            }
+            // A run asked for now: after the scheduled one (one run per pass), whether
+            // suspended or not.
+            if create.is_none() {
+                if let Some(request) = v
+                    .run_now
+                    .filter(|r| Some(*r) != v.status.last_run_request.as_deref())
+                {
+                    match crate::run_rules::parse_time(request) {
+                        None => {
+                            notes.push(Note {
+                                warning: true,
+                                reason: "RunRequestInvalid",
+                                note: format!(
+                                    "annotation {}: {request:?} is not an RFC 3339 time; no run made (kubectl benchrun schedule run {} sets it)",
+                                    super::RUN_NOW, v.name
+                                ),
+                            });
+                            status.last_run_request = Some(request.to_string());
+                        }
+                        Some(at) => {
+                            let name = requested_run_name(v.name, at);
+                            let exists = v.runs.iter().any(|r| r.name == name)
+                                || v.status.recent_runs.iter().any(|r| r.name == name);
+                            if exists {
+                                status.last_run_request = Some(request.to_string());
+                            } else if !active.is_empty()
+                                && v.spec.concurrency_policy == ConcurrencyPolicy::Forbid
+                            {
+                                notes.push(Note {
+                                    warning: false,
+                                    reason: "RunAlreadyActive",
+                                    note: format!(
+                                        "not starting the run asked for at {} because {} is still active and concurrencyPolicy is Forbid; it starts when that ends",
+                                        at.to_rfc3339(),
+                                        names(&active)
+                                    ),
+                                });
+                            } else {
+                                if v.spec.concurrency_policy == ConcurrencyPolicy::Replace {
+                                    for r in active.drain(..) {
+                                        notes.push(Note {
+                                            warning: false,
+                                            reason: "RunReplaced",
+                                            note: format!(
+                                                "deleting active run {} (concurrencyPolicy Replace)",
+                                                r.name
+                                            ),
+                                        });
+                                        delete.push(r.name.clone());
+                                    }
+                                }
+                                notes.push(Note {
+                                    warning: false,
+                                    reason: "RunCreated",
+                                    note: format!(
+                                        "created run {name} as asked at {} (annotation {}){}",
+                                        at.to_rfc3339(),
+                                        super::RUN_NOW,
+                                        compared_with(baseline_desc.as_deref())
+                                    ),
+                                });
+                                status.last_run_request = Some(request.to_string());
+                                create = Some(NewRun {
+                                    name,
+                                    scheduled: at,
+                                    baseline: baseline.clone(),
+                                    median_of: median_of.clone(),
+                                });
+                            }
+                        }
                     }
                 }
             }
@@ -368,7 +494,7 @@ pub fn decide(v: &View) -> Plan {
             scheduled_time: r.scheduled.to_rfc3339(),
             phase: r.phase.as_str().into(),
             verdict: r.verdict().map(str::to_string),
-            baseline: r.baseline.clone(),
+            baseline: baseline_text(r.baseline.as_deref(), &r.median_of, median_count),
             regressions: r.regressions.clone(),
             throughput: r.throughput.clone(),
             p99: r.p99.clone(),
@@ -385,7 +511,7 @@ pub fn decide(v: &View) -> Plan {
             name: n.name.clone(),
             scheduled_time: n.scheduled.to_rfc3339(),
             phase: Phase::Pending.as_str().into(),
-            baseline: n.baseline.clone(),
+            baseline: baseline_desc.clone(),
             ..Default::default()
         });
         active_names.push(n.name.clone());
@@ -407,7 +533,7 @@ pub fn decide(v: &View) -> Plan {
     recent.truncate(MAX_RECENT);
     status.active_count = active_names.len() as i32;
     status.active = active_names;
-    status.baseline_run = baseline;
+    status.baseline_run = baseline_desc;
     let finished: Vec<&ScheduledRun> = recent.iter().filter(|r| r.verdict.is_some()).collect();
     status.last_verdict = finished.first().and_then(|r| r.verdict.clone());
     status.failures_in_a_row = finished
@@ -520,6 +646,13 @@ fn due_time(v: &View, sched: &Schedule, notes: &mut Vec<Note>) -> Option<DateTim
         }
     }
     Some(due)
+}
+
+/// ", compared with X" or nothing.
+fn compared_with(baseline: Option<&str>) -> String {
+    baseline
+        .map(|b| format!(", compared with {b}"))
+        .unwrap_or_default()
 }
 
 fn names(runs: &[&RunView]) -> String {

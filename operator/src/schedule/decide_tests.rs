@@ -23,6 +23,7 @@ fn run(name: &str, scheduled: &str, phase: Phase) -> RunView {
         regressed: false,
         regressions: vec![],
         baseline: None,
+        median_of: vec![],
         finished_at: phase
             .is_finished()
             .then(|| utc(scheduled) + chrono::Duration::seconds(30)),
@@ -46,6 +47,7 @@ fn view<'a>(
         spec,
         status,
         runs,
+        run_now: None,
         now: utc(now),
     }
 }
@@ -116,6 +118,7 @@ fn pinned_and_no_baseline() {
         policy: BaselinePolicy::Pinned,
         run: Some("golden".into()),
         tolerance_percent: None,
+        count: None,
     };
     let st = status_at("2026-01-01T00:00:00Z");
     let runs = vec![run("nightly-a", "2026-01-01T00:00:00Z", Phase::Succeeded)];
@@ -441,4 +444,140 @@ fn time_zone_decides_the_due_time() {
         p.create.expect("run").scheduled,
         utc("2026-01-01T08:00:00Z")
     );
+}
+
+#[test]
+fn median_of_last_takes_the_newest_good_runs_and_says_when_there_are_fewer() {
+    let s = spec("schedule: '0 3 * * *'\nbaseline: {policy: MedianOfLast, count: 3}\nsuccessfulRunsHistoryLimit: 1\n");
+    let st = status_at("2026-01-05T03:00:00Z");
+    let mut runs = vec![
+        run("n1", "2026-01-01T03:00:00Z", Phase::Succeeded),
+        run("n2", "2026-01-02T03:00:00Z", Phase::Succeeded),
+        run("n3", "2026-01-03T03:00:00Z", Phase::Succeeded),
+        run("n4", "2026-01-04T03:00:00Z", Phase::Succeeded),
+        run("n5", "2026-01-05T03:00:00Z", Phase::Failed),
+    ];
+    // n4 regressed: left out, as a regression must not become the new normal.
+    runs[3].regressed = true;
+    let p = decide(&view(&s, &st, runs.clone(), "2026-01-06T03:00:01Z"));
+    let new = p.create.clone().expect("a run");
+    assert_eq!(new.baseline, None);
+    assert_eq!(new.median_of, ["n3", "n2", "n1"]);
+    assert_eq!(
+        p.status.baseline_run.as_deref(),
+        Some("median of n3, n2, n1")
+    );
+    // History limit 1 keeps only n4 of the succeeded runs, and every run of the median.
+    assert!(
+        !p.delete
+            .iter()
+            .any(|d| d.starts_with("n1") || d == "n2" || d == "n3"),
+        "{:?}",
+        p.delete
+    );
+    let created = p
+        .notes
+        .iter()
+        .find(|n| n.reason == "RunCreated")
+        .expect("created");
+    assert!(
+        created
+            .note
+            .ends_with(", compared with median of n3, n2, n1"),
+        "{}",
+        created.note
+    );
+
+    // Only one good run so far: the median of that one, and the status says it is fewer.
+    let p = decide(&view(&s, &st, runs[..1].to_vec(), "2026-01-06T03:00:01Z"));
+    assert_eq!(p.create.expect("run").median_of, ["n1"]);
+    assert_eq!(
+        p.status.baseline_run.as_deref(),
+        Some("median of n1 (1 of the 3 runs asked: the schedule has no more good runs yet)")
+    );
+    // None: no comparison.
+    let p = decide(&view(&s, &st, vec![], "2026-01-06T03:00:01Z"));
+    let new = p.create.expect("run");
+    assert_eq!((new.baseline, new.median_of.len()), (None, 0));
+    assert_eq!(p.status.baseline_run, None);
+}
+
+#[test]
+fn a_median_run_reports_its_baseline_and_regression() {
+    let s = spec("schedule: '0 3 * * *'\nbaseline: {policy: MedianOfLast}\n");
+    let st = status_at("2026-01-03T03:00:00Z");
+    let mut r = run("n3", "2026-01-03T03:00:00Z", Phase::Succeeded);
+    r.median_of = vec!["n2".into(), "n1".into()];
+    r.regressed = true;
+    r.regressions = vec!["get ops/s 50.00 vs 100.00 (-50.0%)".into()];
+    let p = decide(&view(&s, &st, vec![r], "2026-01-03T03:05:00Z"));
+    let rec = &p.status.recent_runs[0];
+    assert_eq!(
+        rec.baseline.as_deref(),
+        Some("median of n2, n1 (2 of the 5 runs asked: the schedule has no more good runs yet)")
+    );
+    assert_eq!(p.status.last_verdict.as_deref(), Some("Regressed"));
+    let note = p
+        .notes
+        .iter()
+        .find(|n| n.reason == "RunRegressed")
+        .expect("event");
+    assert_eq!(
+        note.note,
+        "run n3 regressed against median of n2, n1: get ops/s 50.00 vs 100.00 (-50.0%)"
+    );
+    let c =
+        crate::run_rules::condition(&p.status.conditions, cond::LAST_RUN_REGRESSED).expect("cond");
+    assert_eq!(c.status, "True");
+    assert!(c.message.contains("get ops/s"), "{}", c.message);
+}
+
+#[test]
+fn run_now_makes_one_run_per_new_value_even_suspended() {
+    let s = spec("schedule: '0 3 1 1 *'\nsuspend: true\n");
+    let st = status_at("2026-01-01T03:00:00Z");
+    let good = run("nightly-a", "2026-01-01T03:00:00Z", Phase::Succeeded);
+    let mut v = view(&s, &st, vec![good.clone()], "2026-03-01T10:00:07Z");
+    v.run_now = Some("2026-03-01T10:00:05Z");
+    let p = decide(&v);
+    let new = p.create.clone().expect("a run");
+    assert_eq!(
+        new.name,
+        format!("nightly-{}", utc("2026-03-01T10:00:05Z").timestamp())
+    );
+    assert_eq!(
+        new.name,
+        requested_run_name("nightly", utc("2026-03-01T10:00:05Z"))
+    );
+    assert_eq!(new.scheduled, utc("2026-03-01T10:00:05Z"));
+    assert_eq!(new.baseline.as_deref(), Some("nightly-a"));
+    assert_eq!(
+        p.status.last_run_request.as_deref(),
+        Some("2026-03-01T10:00:05Z")
+    );
+    // The scheduled time stays as it was: a request is not a scheduled time.
+    assert_eq!(p.status.last_schedule_time, st.last_schedule_time);
+    assert_eq!(p.status.active, vec![new.name.clone()]);
+
+    // Acted on: the same value makes nothing more.
+    let mut v = view(&s, &p.status, vec![good.clone()], "2026-03-01T10:00:09Z");
+    v.run_now = Some("2026-03-01T10:00:05Z");
+    assert_eq!(decide(&v).create, None);
+
+    // Forbid: while a run is active the request waits (not acted on), then starts.
+    let busy = run("nightly-b", "2026-03-01T09:59:00Z", Phase::Running);
+    let mut v = view(&s, &st, vec![good.clone(), busy], "2026-03-01T10:00:07Z");
+    v.run_now = Some("2026-03-01T10:00:05Z");
+    let p = decide(&v);
+    assert_eq!(p.create, None);
+    assert_eq!(p.status.last_run_request, None);
+    assert!(reasons(&p).contains(&"RunAlreadyActive"));
+
+    // Not a time: a Warning, and not looked at again.
+    let mut v = view(&s, &st, vec![], "2026-03-01T10:00:07Z");
+    v.run_now = Some("now please");
+    let p = decide(&v);
+    assert_eq!(p.create, None);
+    assert_eq!(reasons(&p), ["RunRequestInvalid"]);
+    assert_eq!(p.status.last_run_request.as_deref(), Some("now please"));
 }

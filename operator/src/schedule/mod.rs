@@ -13,3 +13,7 @@ pub mod decide;
 pub const SCHEDULE_LABEL: &str = "benchrun.dev/schedule";
 /// Annotation on every run a schedule makes: the time it stands for (RFC 3339).
 pub const SCHEDULED_AT: &str = "benchrun.dev/scheduled-at";
+/// Annotation on a schedule asking for one run now: a new value (an RFC 3339 time, the
+/// request's) makes one run `<schedule>-<unix seconds>`; `status.lastRunRequest` records the
+/// value acted on. `kubectl benchrun schedule run NAME` sets it.
+pub const RUN_NOW: &str = "benchrun.dev/run-now";
