@@ -178,7 +178,9 @@ impl reqwest::dns::Resolve for Shuffled {
             })
             .await??;
             addrs.shuffle(&mut rand::rng());
-            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(
+                Box::new(addrs.into_iter()) as reqwest::dns::Addrs
+            )
         })
     }
 }
@@ -210,6 +212,8 @@ impl<S, R> tower_service::Service<R> for Count<S>
 where
     S: tower_service::Service<R>,
     S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
