@@ -1030,6 +1030,28 @@ mod tests {
     }
 
     #[test]
+    fn connections_opened_add_up_and_stay_absent_where_none_counted() {
+        let mut a = summary("a", &[1]);
+        a.connections_opened = Some(2);
+        a.setup = Some(StageStats {
+            connections_opened: Some(8),
+            ..Default::default()
+        });
+        let mut b = summary("b", &[1]);
+        b.connections_opened = Some(0);
+        b.setup = Some(StageStats {
+            connections_opened: Some(8),
+            ..Default::default()
+        });
+        let m = Summary::merge(&[a, b]).unwrap();
+        assert_eq!(m.connections_opened, Some(2));
+        assert_eq!(m.setup.unwrap().connections_opened, Some(16));
+        // A local target counts nothing: absent, not 0, once merged too.
+        let none = Summary::merge(&[summary("c", &[1]), summary("d", &[1])]).unwrap();
+        assert_eq!(none.connections_opened, None);
+    }
+
+    #[test]
     fn per_endpoint_figures_merge_exactly_and_tls_skips_stay_visible() {
         let ep = |count: u64, errors: u64, us: &[u64]| {
             let mut s = OpStats {
