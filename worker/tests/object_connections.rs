@@ -71,7 +71,9 @@ async fn each_task_has_a_connection_opened_before_the_start() {
     // The client's own count agrees with the server's side: the setup's connections (one
     // per task, a listing each) and the measured stage's, every one the run opened.
     let setup = s.setup.as_ref().and_then(|t| t.connections_opened);
-    let measured = s.connections_opened.expect("an object target counts connections");
+    let measured = s
+        .connections_opened
+        .expect("an object target counts connections");
     assert_eq!(setup, Some(listed.len() as u64), "{first:?}");
     assert_eq!(
         setup.unwrap() + measured,
@@ -133,40 +135,10 @@ async fn connections_cut_before_the_start_are_counted_in_the_measured_stage() {
     assert_eq!(setup + measured, proxy.connections() - before_run);
     let table = benchrun_worker::report::table(&s);
     assert!(
-        table.contains(&format!("WARNING: {measured} connections were opened in the measured stage")),
+        table.contains(&format!(
+            "WARNING: {measured} connections were opened in the measured stage"
+        )),
         "{table}"
     );
     e.cleanup().await.expect("cleanup");
-}
-
-/// EXPERIMENT: connections the measured stage opens, by spare connections opened in setup.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "experiment"]
-async fn experiment_spare_connections() {
-    let env = storage_env();
-    let creds = s3_creds(&env);
-    let prefix = unique("s3-conns-spare");
-    for (conc, ops, size) in [(8, 4000, "4KiB"), (32, 4000, "4KiB"), (8, 400, "1MiB")] {
-        for spare in ["0", "1", "2"] {
-            let mut counts = Vec::new();
-            for _ in 0..3 {
-                let yaml = format!(
-                    "target: s3://{bucket}/{prefix}\ntotalOps: {ops}\nconcurrency: {conc}\nops: [{{op: get}}]\nobjectSize: {size}\ndataset: {{ objects: 16 }}\nstorage: {{ endpoint: '{endpoint}', allowHttp: true, credentialsDir: '{creds}' }}\n",
-                    bucket = env["BENCHRUN_S3_BUCKET"],
-                    endpoint = env["BENCHRUN_S3_ENDPOINT"],
-                    creds = creds.path().to_str().unwrap(),
-                );
-                std::env::set_var("BENCHRUN_SPARE_CONNECTIONS", spare);
-                let e = engine(workload(&yaml)).await;
-                let ds = e.prepare().await.expect("prepare");
-                let s = e.run(&ds, None, std::future::pending()).await.expect("run");
-                counts.push((
-                    s.setup.as_ref().and_then(|t| t.connections_opened).unwrap(),
-                    s.connections_opened.unwrap(),
-                ));
-                e.cleanup().await.expect("cleanup");
-            }
-            eprintln!("EXP conc {conc} ops {ops} size {size} spare {spare}: (setup, measured) {counts:?}");
-        }
-    }
 }

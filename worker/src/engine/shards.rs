@@ -81,12 +81,7 @@ where
         .enable_all()
         .build()?;
     let (primed_tx, primed) = tokio::sync::oneshot::channel();
-    // EXPERIMENT (removed before commit): spare connections beyond one per task.
-    let spare: usize = std::env::var("BENCHRUN_SPARE_CONNECTIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let connections = tasks.len() + spare;
+    let connections = tasks.len();
     let prime = move || {
         rt.block_on(async {
             let checks = (0..connections).map(|_| target.check());

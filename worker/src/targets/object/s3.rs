@@ -3,8 +3,8 @@
 use object_store::aws::AmazonS3Builder;
 use object_store::{ClientOptions, RetryConfig};
 
-use super::credentials::{CredentialSource, Redactor};
 use super::connections::CountingConnector;
+use super::credentials::{CredentialSource, Redactor};
 use super::{Backend, Stores};
 use crate::spec::StorageSpec;
 use crate::targets::TargetError;
