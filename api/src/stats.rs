@@ -314,10 +314,24 @@ pub struct StageStats {
     pub requests: u64,
     /// Requests that failed.
     pub errors: u64,
+    /// Object targets: TCP connections the stage's clients established (the setup's are
+    /// one per task on purpose, so the measured stage need open none). Absent for local
+    /// targets and in older summaries; summed once merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_opened: Option<u64>,
+}
+
+/// `a + b` where either is counted: connection counts of merged parts.
+fn add_counted(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    }
 }
 
 impl StageStats {
     fn merge(&mut self, o: &StageStats) {
+        self.connections_opened = add_counted(self.connections_opened, o.connections_opened);
         self.seconds = self.seconds.max(o.seconds);
         self.objects = self.objects.saturating_add(o.objects);
         self.bytes = self.bytes.saturating_add(o.bytes);
@@ -344,10 +358,15 @@ pub struct Warmup {
     /// CPU and page faults during the warm-up (summed over workers).
     #[serde(default)]
     pub process: ProcessStats,
+    /// Object targets: TCP connections established during the warm-up (summed over
+    /// workers); absent for local targets and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_opened: Option<u64>,
 }
 
 impl Warmup {
     fn merge(&mut self, o: &Warmup) {
+        self.connections_opened = add_counted(self.connections_opened, o.connections_opened);
         self.seconds = self.seconds.max(o.seconds);
         for (k, v) in &o.ops {
             self.ops.entry(*k).or_default().merge(v);
@@ -607,6 +626,14 @@ pub struct Summary {
     /// had been running then (absent when none were, and in older summaries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight_at_deadline: Option<InFlight>,
+    /// Object targets: TCP connections established during the measured stage (summed over
+    /// workers). The setup opens one per task before the start instant, so each one here
+    /// is a connection (TCP, and TLS for `https://`) set up inside the measured window: a
+    /// server that closed idle connections, an op that failed and dropped its connection, or
+    /// the client's pool opening one while the connection a task just used was not back yet.
+    /// Absent for local targets and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_opened: Option<u64>,
     /// Block workloads: the I/O engine, queue depth and page-cache residency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<crate::volume::VolumeStats>,
@@ -696,6 +723,7 @@ impl Default for Summary {
             partial: false,
             open_loop: None,
             in_flight_at_deadline: None,
+            connections_opened: None,
             volume: None,
             training: None,
             checkpoint: None,
@@ -838,6 +866,7 @@ impl Summary {
                 out.endpoints.entry(k.clone()).or_default().merge(v);
             }
             out.tls_verification_skipped |= p.tls_verification_skipped;
+            out.connections_opened = add_counted(out.connections_opened, p.connections_opened);
             if let Some(w) = &p.warmup {
                 out.warmup.get_or_insert_with(Warmup::default).merge(w);
             }
@@ -998,6 +1027,28 @@ mod tests {
         assert!((o.lag_mean_ms() - 7.0 / 6.0).abs() < 1e-9);
         let none = Summary::merge(&[summary("d", &[1])]).unwrap();
         assert!(none.open_loop.is_none());
+    }
+
+    #[test]
+    fn connections_opened_add_up_and_stay_absent_where_none_counted() {
+        let mut a = summary("a", &[1]);
+        a.connections_opened = Some(2);
+        a.setup = Some(StageStats {
+            connections_opened: Some(8),
+            ..Default::default()
+        });
+        let mut b = summary("b", &[1]);
+        b.connections_opened = Some(0);
+        b.setup = Some(StageStats {
+            connections_opened: Some(8),
+            ..Default::default()
+        });
+        let m = Summary::merge(&[a, b]).unwrap();
+        assert_eq!(m.connections_opened, Some(2));
+        assert_eq!(m.setup.unwrap().connections_opened, Some(16));
+        // A local target counts nothing: absent, not 0, once merged too.
+        let none = Summary::merge(&[summary("c", &[1]), summary("d", &[1])]).unwrap();
+        assert_eq!(none.connections_opened, None);
     }
 
     #[test]

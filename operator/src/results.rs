@@ -288,6 +288,7 @@ pub fn fold_merged(status: &mut BenchmarkRunStatus, merged: &Summary) {
     status.results = run_rules::op_results(merged);
     status.endpoints = run_rules::endpoint_results(merged);
     status.volume = merged.volume.clone();
+    status.connections_opened = merged.connections_opened;
     status.training = merged
         .training
         .as_ref()

@@ -93,6 +93,38 @@ pub fn table_with(s: &Summary, units: Units, wide: bool) -> String {
     }
 }
 
+/// Object targets: the TCP connections opened in the measured stage (and before it, where
+/// the setup opens one per task on purpose), with a warning when the stage opened any.
+fn connection_lines(out: &mut String, s: &Summary) {
+    let Some(n) = s.connections_opened else {
+        return;
+    };
+    let mut before = Vec::new();
+    if let Some(p) = s.prepare.as_ref().and_then(|p| p.connections_opened) {
+        before.push(format!("prepare {p}"));
+    }
+    if let Some(p) = s.setup.as_ref().and_then(|p| p.connections_opened) {
+        before.push(format!("setup {p}"));
+    }
+    if let Some(p) = s.warmup.as_ref().and_then(|p| p.connections_opened) {
+        before.push(format!("warm-up {p}"));
+    }
+    let before = if before.is_empty() {
+        String::new()
+    } else {
+        format!(" (before it: {})", before.join(", "))
+    };
+    if n == 0 {
+        let _ = writeln!(out, "connections opened in the measured stage: 0{before}");
+    } else {
+        let _ = writeln!(
+            out,
+            "WARNING: {n} connection{} opened in the measured stage{before}: its TCP (and TLS) setup is in the latency of the op that waited on it (docs/RESULTS.md, connectionsOpened)",
+            if n == 1 { " was" } else { "s were" }
+        );
+    }
+}
+
 fn table_lines(s: &Summary, units: Units, wide: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -202,6 +234,7 @@ fn table_lines(s: &Summary, units: Units, wide: bool) -> String {
             f.latency_max_us as f64 / 1000.0
         );
     }
+    connection_lines(&mut out, s);
     if let Some(o) = &s.open_loop {
         // A share of the started ops; "-" for a summary older than the lag bands (all zero).
         let pct = |n: u64, of: u64| {

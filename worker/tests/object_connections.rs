@@ -68,12 +68,77 @@ async fn each_task_has_a_connection_opened_before_the_start() {
             "a measured GET opened a connection before the shards had opened theirs: {first:?}"
         );
     }
+    // The client's own count agrees with the server's side: the setup's connections (one
+    // per task, a listing each) and the measured stage's, every one the run opened.
+    let setup = s.setup.as_ref().and_then(|t| t.connections_opened);
+    let measured = s
+        .connections_opened
+        .expect("an object target counts connections");
+    assert_eq!(setup, Some(listed.len() as u64), "{first:?}");
+    assert_eq!(
+        setup.unwrap() + measured,
+        proxy.connections() - before_run,
+        "{first:?}"
+    );
     // What remains is the client's pool opening a connection when a task asks for one
     // before its last one is back in the pool: not asserted (it depends on scheduling),
     // shown for the record.
-    eprintln!(
-        "connections opened during the measured stage: {} (by GETs: {by_get:?})",
-        proxy.connections() - before_run - listed.len() as u64
+    eprintln!("connections opened during the measured stage: {measured} (by GETs: {by_get:?})");
+    e.cleanup().await.expect("cleanup");
+}
+
+/// A server that cuts its connections between the setup and the start (as one closing idle
+/// connections would while the run waits for the operator's start instant): the tasks' first
+/// ops open new ones, and the measured stage counts them, as many as the server accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the storage servers: `make storage`, or tests/storage/up.sh then `cargo test -- --include-ignored`"]
+async fn connections_cut_before_the_start_are_counted_in_the_measured_stage() {
+    let env = storage_env();
+    let creds = s3_creds(&env);
+    let proxy = std::sync::Arc::new(Proxy::start(addr_of(&env["BENCHRUN_S3_ENDPOINT"])).await);
+    let prefix = unique("s3-conns-cut");
+    let yaml = format!(
+        "target: s3://{bucket}/{prefix}\ntotalOps: 100\nconcurrency: 4\nops: [{{op: get}}]\nobjectSize: 4KiB\ndataset: {{ objects: 4 }}\nstorage: {{ endpoint: '{endpoint}', allowHttp: true, credentialsDir: '{creds}' }}\n",
+        bucket = env["BENCHRUN_S3_BUCKET"],
+        endpoint = proxy.endpoint(""),
+        creds = creds.path().to_str().unwrap(),
+    );
+    let e = engine(workload(&yaml)).await;
+    let ds = e.prepare().await.expect("prepare");
+    let before_run = proxy.connections();
+    // Once the 4 checks are answered, the server goes down and comes back, all before the
+    // start instant: every connection the setup opened is gone.
+    let cut = proxy.clone();
+    let cutter = tokio::spawn(async move {
+        while cut.all_requests().iter().filter(|r| r.is_check()).count() < 4 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        cut.set_down(true);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        cut.set_down(false);
+    });
+    let start = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
+    let s = e
+        .run(&ds, Some(start), std::future::pending())
+        .await
+        .expect("run");
+    cutter.await.unwrap();
+    let g = &s.ops[&OpKind::Get];
+    assert_eq!(g.count, 100);
+    let setup = s.setup.as_ref().and_then(|t| t.connections_opened).unwrap();
+    let measured = s.connections_opened.unwrap();
+    assert_eq!(setup, 4);
+    // At least one per task (a task whose first op hit a dead connection may fail it and
+    // open another), and the client's count is the server's.
+    assert!(measured >= 4, "measured stage opened {measured}");
+    assert_eq!(setup + measured, proxy.connections() - before_run);
+    let table = benchrun_worker::report::table(&s);
+    assert!(
+        table.contains(&format!(
+            "WARNING: {measured} connections were opened in the measured stage"
+        )),
+        "{table}"
     );
     e.cleanup().await.expect("cleanup");
 }

@@ -111,6 +111,12 @@ pub struct BenchmarkRunStatus {
     /// failing gateway shows here. Absent with one endpoint (it would repeat `results.all`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub endpoints: BTreeMap<String, OpReport>,
+    /// Object targets: TCP connections the workers opened during the measured stage, all
+    /// together (each worker opens one per task before the start, so this is 0 unless a
+    /// connection was set up inside the measured window; see docs/RESULTS.md,
+    /// `connectionsOpened`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_opened: Option<u64>,
     /// Block workloads: the I/O engines the workers ran (and why `sync`, where io_uring was
     /// refused), the queue depth and how much of the dataset the page cache held, merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]

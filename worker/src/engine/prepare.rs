@@ -69,7 +69,9 @@ impl Engine {
         let needs_dataset = w.weight_of(OpKind::Get) + w.weight_of(OpKind::Stat) > 0;
         let mut ds = Dataset::default();
         if w.dataset.prepare && w.dataset.objects > 0 {
-            let (objects, stats) = self.write_dataset().await?;
+            let before = self.target.connections_opened();
+            let (objects, mut stats) = self.write_dataset().await?;
+            stats.connections_opened = self.connections_since(before);
             ds.objects = objects;
             ds.prepare = Some(stats);
         } else if needs_dataset {
@@ -90,12 +92,20 @@ impl Engine {
         }
         let re = &w.range_engine;
         if re.enabled && re.pre_stat && !ds.objects.is_empty() {
-            let (objects, stats) = self.pre_stat(&ds.objects).await;
+            let before = self.target.connections_opened();
+            let (objects, mut stats) = self.pre_stat(&ds.objects).await;
+            stats.connections_opened = self.connections_since(before);
             ds.objects = objects;
             ds.pre_stat = Some(stats);
         }
         self.metrics.set_stage(Stage::Ready);
         Ok(ds)
+    }
+
+    /// Connections the target's clients opened since they had opened `before` (`None` for a
+    /// target that does not count them).
+    pub(super) fn connections_since(&self, before: Option<u64>) -> Option<u64> {
+        Some(self.target.connections_opened()?.saturating_sub(before?))
     }
 
     /// The size dataset object `i` is written with: drawn from a seed of its own, so any
@@ -252,6 +262,7 @@ impl Engine {
         } else {
             self.put_prefix()
         };
+        let before = self.target.connections_opened();
         let listing = self.target.list(&scope).await?;
         let mut stats = StageStats {
             objects: listing.objects.len() as u64,
@@ -273,6 +284,7 @@ impl Engine {
         )
         .await;
         stats.seconds = started.elapsed().as_secs_f64();
+        stats.connections_opened = self.connections_since(before);
         self.metrics.set_stage(Stage::Done);
         Ok(stats)
     }

@@ -24,6 +24,8 @@ struct Setup {
     gate: threads::Gate,
     /// How long the setup took (the summary's `setup`).
     stats: StageStats,
+    /// Connections the target's clients had opened when the setup began.
+    connections_before: Option<u64>,
     /// Held for the whole run: tasks on threads of their own are not cancelled with the
     /// JoinSet, so if the run's future is dropped, the stopped schedule ends them at their
     /// next ticket.
@@ -40,8 +42,11 @@ struct Measured {
     end: Instant,
     /// The process's usage at `start`.
     cpu0: ProcessStats,
-    /// With a warm-up: the sampler of the process's usage when the measured stage begins.
-    cpu_at_measured: Option<tokio::task::JoinHandle<ProcessStats>>,
+    /// Connections the target's clients had opened at `start`.
+    connections_at_start: Option<u64>,
+    /// With a warm-up: the sampler of the process's usage (and of the connections opened)
+    /// when the measured stage begins.
+    cpu_at_measured: Option<tokio::task::JoinHandle<(ProcessStats, Option<u64>)>>,
     /// A block workload with a warm-up: the page cache's residency when the measured stage
     /// begins (the warm-up's reads fill it; what was resident before is the setup's).
     resident_at_measured: Option<tokio::task::JoinHandle<Option<u64>>>,
@@ -85,6 +90,7 @@ impl Engine {
             None => None,
         };
         let setup_started = Instant::now();
+        let connections_before = self.target.connections_opened();
         let schedule = Arc::new(
             Schedule::new(w.duration.map(|d| d.0), w.total_ops, w.rate_limit)
                 .with_warmup(w.warmup.map(|d| d.0)),
@@ -122,6 +128,7 @@ impl Engine {
                 seconds: setup_started.elapsed().as_secs_f64(),
                 ..Default::default()
             },
+            connections_before,
             _stop_on_drop: stop_on_drop,
         })
     }
@@ -177,15 +184,22 @@ impl Engine {
         let warmup = schedule.warmup();
         // The measured stage's wall-clock start: after the warm-up, if any.
         let started_at = Utc::now() + chrono::Duration::from_std(warmup).unwrap_or_default();
+        // The setup's connections are those opened until the start instant (the wait for
+        // it included: a connection the server closed meanwhile is reopened in the stage).
+        let connections_at_start = self.target.connections_opened();
+        setup.stats.connections_opened = connections_at_start
+            .zip(setup.connections_before)
+            .map(|(now, before)| now.saturating_sub(before));
         let start = Instant::now();
         schedule.begin(start);
         setup.gate.open();
         let measured_start = schedule.measured_start();
         // The process's usage when the measured stage begins, so the warm-up's CPU is its own.
+        let target = self.target.clone();
         let cpu_at_measured = (!warmup.is_zero()).then(|| {
             tokio::spawn(async move {
                 tokio::time::sleep_until(measured_start).await;
-                ProcessStats::now()
+                (ProcessStats::now(), target.connections_opened())
             })
         });
         let resident_at_measured = match (&setup.block, warmup.is_zero()) {
@@ -255,6 +269,7 @@ impl Engine {
             start,
             end: Instant::now(),
             cpu0,
+            connections_at_start,
             cpu_at_measured,
             resident_at_measured,
             started_at,
@@ -271,6 +286,7 @@ impl Engine {
             start,
             end,
             cpu0,
+            connections_at_start,
             cpu_at_measured,
             resident_at_measured,
             started_at,
@@ -289,13 +305,14 @@ impl Engine {
             ..all.open_loop.clone()
         });
         let cpu_end = ProcessStats::now();
+        let connections_end = self.target.connections_opened();
         let warm = match cpu_at_measured {
             Some(sampler) => Some(
                 warmup_figures(
                     &mut all,
                     sampler,
-                    &cpu0,
-                    &cpu_end,
+                    (&cpu0, connections_at_start),
+                    (&cpu_end, connections_end),
                     start,
                     end,
                     measured_start,
@@ -304,7 +321,11 @@ impl Engine {
             ),
             None => None,
         };
-        let process = cpu_end.since(warm.as_ref().map_or(&cpu0, |(_, mid)| mid));
+        let process = cpu_end.since(warm.as_ref().map_or(&cpu0, |(_, (mid, _))| mid));
+        let connections_at_measured = match &warm {
+            Some((_, (_, c))) => *c,
+            None => connections_at_start,
+        };
         let volume = match setup.block {
             Some((v, chosen, resident_before)) => {
                 let vol = v.clone();
@@ -403,6 +424,9 @@ impl Engine {
             partial,
             open_loop,
             in_flight_at_deadline: (all.in_flight.ops > 0).then(|| all.in_flight.clone()),
+            connections_opened: connections_end
+                .zip(connections_at_measured)
+                .map(|(end, at)| end.saturating_sub(at)),
             volume,
             // Every endpoint listed, one that no op reached too (fewer ops than endpoints).
             endpoints: {
@@ -517,22 +541,24 @@ async fn wait_for_start(
 }
 
 /// The warm-up's figures, taken out of `all`, and the process's usage when the measured
-/// stage began (from `sampler`; if the run was stopped in its warm-up, the sampler has not
-/// run and all of it was warm-up, so the usage at the end).
+/// stage began, with the connections opened by then (from `sampler`; if the run was
+/// stopped in its warm-up, the sampler has not run and all of it was warm-up, so the figures
+/// at the end). `at_start` and `at_end`: the usage and connections at those instants.
 async fn warmup_figures(
     all: &mut Recorder,
-    sampler: tokio::task::JoinHandle<ProcessStats>,
-    cpu0: &ProcessStats,
-    cpu_end: &ProcessStats,
+    sampler: tokio::task::JoinHandle<(ProcessStats, Option<u64>)>,
+    (cpu0, connections0): (&ProcessStats, Option<u64>),
+    (cpu_end, connections_end): (&ProcessStats, Option<u64>),
     start: Instant,
     end: Instant,
     measured_start: Instant,
-) -> (Warmup, ProcessStats) {
-    let cpu_mid = if sampler.is_finished() {
-        sampler.await.unwrap_or_else(|_| cpu_end.clone())
+) -> (Warmup, (ProcessStats, Option<u64>)) {
+    let at_end = || (cpu_end.clone(), connections_end);
+    let (cpu_mid, connections_mid) = if sampler.is_finished() {
+        sampler.await.unwrap_or_else(|_| at_end())
     } else {
         sampler.abort();
-        cpu_end.clone()
+        at_end()
     };
     let ops = OpKind::ALL
         .iter()
@@ -545,8 +571,11 @@ async fn warmup_figures(
             ops,
             report: Default::default(),
             process: cpu_mid.since(cpu0),
+            connections_opened: connections_mid
+                .zip(connections0)
+                .map(|(mid, at)| mid.saturating_sub(at)),
         },
-        cpu_mid,
+        (cpu_mid, connections_mid),
     )
 }
 

@@ -217,6 +217,11 @@ pub trait Target: Send + Sync + fmt::Debug {
     fn endpoints(&self) -> &[Endpoint] {
         &[]
     }
+    /// TCP connections its clients (its shards' included) have established so far, for
+    /// the engine to count per stage; `None` where nothing is counted (local files).
+    fn connections_opened(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The largest file [`Target::put_file`] reads whole into memory on a backend that cannot

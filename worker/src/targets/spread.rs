@@ -110,4 +110,11 @@ impl Target for Spread {
     fn endpoints(&self) -> &[Endpoint] {
         &self.endpoints
     }
+
+    fn connections_opened(&self) -> Option<u64> {
+        self.endpoints
+            .iter()
+            .map(|e| e.target.connections_opened())
+            .sum()
+    }
 }

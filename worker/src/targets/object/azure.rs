@@ -3,6 +3,7 @@
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::{ClientOptions, RetryConfig};
 
+use super::connections::CountingConnector;
 use super::credentials::{CredentialSource, Redactor};
 use super::{Backend, Stores};
 use crate::spec::StorageSpec;
@@ -17,7 +18,7 @@ const KEY: (&str, &[&str]) = (
 pub fn build(
     container: &str,
     storage: &StorageSpec,
-    client: ClientOptions,
+    (client, connector): (ClientOptions, CountingConnector),
     retry: RetryConfig,
     creds: &CredentialSource,
     redact: &mut Redactor,
@@ -59,6 +60,7 @@ pub fn build(
     b = b
         .with_container_name(container)
         .with_client_options(client)
+        .with_http_connector(connector)
         .with_retry(retry);
     let store = b.build().map_err(|e| {
         TargetError::Config(format!(

@@ -3,6 +3,7 @@
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::{ClientOptions, RetryConfig};
 
+use super::connections::CountingConnector;
 use super::credentials::{CredentialSource, Redactor};
 use super::{Backend, Stores};
 use crate::spec::StorageSpec;
@@ -13,7 +14,7 @@ const KEY: (&str, &[&str]) = ("serviceAccountKey", &["GOOGLE_SERVICE_ACCOUNT_KEY
 pub fn build(
     bucket: &str,
     storage: &StorageSpec,
-    client: ClientOptions,
+    (client, connector): (ClientOptions, CountingConnector),
     retry: RetryConfig,
     creds: &CredentialSource,
     redact: &mut Redactor,
@@ -63,6 +64,7 @@ pub fn build(
     b = b
         .with_bucket_name(bucket)
         .with_client_options(client)
+        .with_http_connector(connector)
         .with_retry(retry);
     let store = b.build().map_err(|e| {
         TargetError::Config(format!("gs://{bucket}: {}", redact.clean(&e.to_string())))

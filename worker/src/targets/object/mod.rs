@@ -1,6 +1,7 @@
 //! Object storage targets (`s3://`, `gs://`, `az://`) through the `object_store` crate.
 //!
 //! # Layout
+//! - [`connections`]: the HTTP client, built so that the TCP connections it opens are counted
 //! - [`credentials`]: keys from the environment or a mounted Secret; nothing secret prints
 //! - [`errors`]: object_store errors mapped to [`TargetError`] kinds (`http_503`, `timeout`, ...)
 //! - `s3`, `gcs`, `azure`: one builder per backend, loopback-safe when an endpoint is set
@@ -12,6 +13,7 @@
 //! `storage.maxRetries` asks for it, so every failure is counted and requests per op are exact.
 
 mod azure;
+pub mod connections;
 pub mod credentials;
 pub mod errors;
 mod gcs;
@@ -34,6 +36,7 @@ use object_store::{
     PutPayload, RetryConfig,
 };
 
+use self::connections::{CountingConnector, Opened};
 use self::credentials::{CredentialSource, Redactor};
 use self::range::RangeSettings;
 use super::{
@@ -97,15 +100,15 @@ pub fn open(uri: &TargetUri, workload: &Workload) -> Result<Arc<dyn Target>, Tar
         w
     };
     match list.as_slice() {
-        [] => Ok(open_one(uri, workload)?),
-        [one] => Ok(open_one(uri, &single(one))?),
+        [] => Ok(open_one(uri, workload, Default::default())?),
+        [one] => Ok(open_one(uri, &single(one), Default::default())?),
         many => {
             let endpoints = many
                 .iter()
                 .map(|url| {
                     Ok(Endpoint {
                         url: url.clone(),
-                        target: open_one(uri, &single(url))?,
+                        target: open_one(uri, &single(url), Default::default())?,
                     })
                 })
                 .collect::<Result<Vec<_>, TargetError>>()?;
@@ -114,12 +117,18 @@ pub fn open(uri: &TargetUri, workload: &Workload) -> Result<Arc<dyn Target>, Tar
     }
 }
 
-/// One client for `workload.storage.endpoint` (or the service's default endpoint).
-fn open_one(uri: &TargetUri, workload: &Workload) -> Result<Arc<ObjectTarget>, TargetError> {
+/// One client for `workload.storage.endpoint` (or the service's default endpoint), counting
+/// the connections it opens into `opened`.
+fn open_one(
+    uri: &TargetUri,
+    workload: &Workload,
+    opened: Arc<Opened>,
+) -> Result<Arc<ObjectTarget>, TargetError> {
     let storage = &workload.storage;
     let creds = CredentialSource::new(storage.credentials_dir.as_deref())?;
     let mut redact = Redactor::default();
-    let client = tls::apply(client_options(storage), &storage.tls)?;
+    let (options, roots) = tls::apply(client_options(storage), &storage.tls)?;
+    let client = (options, CountingConnector::new(opened.clone(), roots));
     let retry = RetryConfig {
         max_retries: storage.max_retries as usize,
         ..Default::default()
@@ -166,6 +175,7 @@ fn open_one(uri: &TargetUri, workload: &Workload) -> Result<Arc<ObjectTarget>, T
         }),
         pool: Arc::new(BufferPool::reusing(workload.read.buffer_pool)),
         redact,
+        opened,
         opened_as: (uri.clone(), workload.clone()),
     }))
 }
@@ -214,6 +224,8 @@ pub struct ObjectTarget {
     /// Buffers for whole-object and range-engine reads (`read.bufferPool`).
     pool: Arc<BufferPool>,
     redact: Redactor,
+    /// Connections opened by this client and its shards' (they share the count).
+    opened: Arc<Opened>,
     /// What it was opened from, to open another client for an engine shard.
     opened_as: (TargetUri, Workload),
 }
@@ -667,8 +679,12 @@ impl Target for ObjectTarget {
 
     fn for_shard(&self) -> Result<Option<Arc<dyn Target>>, TargetError> {
         let (uri, workload) = &self.opened_as;
-        let t: Arc<dyn Target> = open_one(uri, workload)?;
+        let t: Arc<dyn Target> = open_one(uri, workload, self.opened.clone())?;
         Ok(Some(t))
+    }
+
+    fn connections_opened(&self) -> Option<u64> {
+        Some(self.opened.get())
     }
 }
 

@@ -3,6 +3,7 @@
 use object_store::aws::AmazonS3Builder;
 use object_store::{ClientOptions, RetryConfig};
 
+use super::connections::CountingConnector;
 use super::credentials::{CredentialSource, Redactor};
 use super::{Backend, Stores};
 use crate::spec::StorageSpec;
@@ -15,7 +16,7 @@ const TOKEN: (&str, &[&str]) = ("sessionToken", &["AWS_SESSION_TOKEN"]);
 pub fn build(
     bucket: &str,
     storage: &StorageSpec,
-    client: ClientOptions,
+    (client, connector): (ClientOptions, CountingConnector),
     retry: RetryConfig,
     creds: &CredentialSource,
     redact: &mut Redactor,
@@ -59,6 +60,7 @@ pub fn build(
         .with_bucket_name(bucket)
         .with_region(region)
         .with_client_options(client)
+        .with_http_connector(connector)
         .with_retry(retry)
         // A DELETE op is one DeleteObject request, not a one-key bulk POST.
         .with_disable_bulk_delete(true)

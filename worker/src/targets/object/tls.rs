@@ -2,19 +2,24 @@
 //! mounted Secret or ConfigMap key under the operator), the opt-in to skip verification, and
 //! the one clear message for a certificate that could not be verified.
 
-use object_store::{Certificate, ClientOptions};
+use object_store::ClientOptions;
+use reqwest::Certificate;
 
 use crate::spec::TlsSpec;
 use crate::targets::TargetError;
 
-/// `o` with the workload's TLS settings. The CA file is read here, when the target is opened,
-/// so an unreadable or empty file stops the run before anything is written.
-pub fn apply(o: ClientOptions, tls: &TlsSpec) -> Result<ClientOptions, TargetError> {
+/// `o` with the workload's TLS settings, and the CA file's certificates for the client
+/// (`connections`) to trust. The CA file is read here, when the target is opened, so an
+/// unreadable or empty file stops the run before anything is written.
+pub fn apply(
+    o: ClientOptions,
+    tls: &TlsSpec,
+) -> Result<(ClientOptions, Vec<Certificate>), TargetError> {
     if tls.insecure_skip_verify {
-        return Ok(o.with_allow_invalid_certificates(true));
+        return Ok((o.with_allow_invalid_certificates(true), Vec::new()));
     }
     let Some(path) = &tls.ca_file else {
-        return Ok(o);
+        return Ok((o, Vec::new()));
     };
     let pem = std::fs::read(path).map_err(|e| {
         TargetError::Config(format!(
@@ -31,7 +36,7 @@ pub fn apply(o: ClientOptions, tls: &TlsSpec) -> Result<ClientOptions, TargetErr
             "storage.tls.caFile: `{path}` holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)"
         )));
     }
-    Ok(certs.into_iter().fold(o, |o, c| o.with_root_certificate(c)))
+    Ok((o, certs))
 }
 
 /// What certificates are verified against, for messages.
