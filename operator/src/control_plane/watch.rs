@@ -34,7 +34,10 @@ pub struct Marks {
     pub claim_gone: Option<Instant>,
     /// The PersistentVolume deleted.
     pub pv_gone: Option<Instant>,
-    /// The pod's `PodScheduled` condition True.
+    /// The claim's node chosen: with `WaitForFirstConsumer` binding, the scheduler's
+    /// `volume.kubernetes.io/selected-node` annotation on the claim (provisioning starts
+    /// then; the pod is only `PodScheduled` once its claim is bound); otherwise the pod's
+    /// `PodScheduled` condition True.
     pub scheduled: Option<Instant>,
     /// The pod's container running (or already terminated, when the watch skipped running).
     pub running: Option<Instant>,
@@ -43,6 +46,10 @@ pub struct Marks {
     /// The pod deleted.
     pub pod_gone: Option<Instant>,
 }
+
+/// The annotation the scheduler puts on a `WaitForFirstConsumer` claim when it has chosen
+/// the node of the claim's first pod.
+const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 
 /// Every lifecycle's [`Marks`], by claim (and pod) name, and a signal on each change.
 #[derive(Clone)]
@@ -130,8 +137,12 @@ impl Seen {
 
     fn claim(&self, c: &PersistentVolumeClaim, deleted: bool) {
         let bound = c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+        let node_selected = c.annotations().contains_key(SELECTED_NODE);
         self.update(&c.name_any(), |m, now| {
             m.claim_uid = m.claim_uid.take().or_else(|| c.uid());
+            if node_selected {
+                m.scheduled.get_or_insert(now);
+            }
             if bound {
                 m.bound.get_or_insert(now);
             }
