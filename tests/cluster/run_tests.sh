@@ -21,7 +21,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/lib/cache.sh
 . "$HERE/../lib/cache.sh"
-cd "$REPO_ROOT"
+cd "$REPO_ROOT" || exit 1
 build_only=
 [ "${1:-}" = --build-only ] && { build_only=1; shift; }
 jobs=${BENCHRUN_CLUSTER_JOBS:-2}
