@@ -360,53 +360,34 @@ pub fn decide(v: &View) -> Plan {
                 status.next_schedule_time = next.map(|t| t.to_rfc3339());
                 if let Some(due) = due_time(v, &sched, &mut notes) {
                     let name = run_name(v.name, due);
-                    let exists = v.runs.iter().any(|r| r.name == name)
-                        || v.status.recent_runs.iter().any(|r| r.name == name);
-                    if exists {
+                    let blocked = |busy: &str| {
+                        format!(
+                            "not starting the run of {} because {busy} is still active and concurrencyPolicy is Forbid",
+                            due.to_rfc3339()
+                        )
+                    };
+                    match admit_new_run(v, &name, blocked, &mut active, &mut delete, &mut notes) {
                         // Made by an earlier pass whose status write was lost.
-                        status.last_schedule_time = Some(due.to_rfc3339());
-                    } else if !active.is_empty()
-                        && v.spec.concurrency_policy == ConcurrencyPolicy::Forbid
-                    {
-                        notes.push(Note {
-                            warning: false,
-                            reason: "RunAlreadyActive",
-                            note: format!(
-                                "not starting the run of {} because {} is still active and concurrencyPolicy is Forbid",
-                                due.to_rfc3339(),
-                                names(&active)
-                            ),
-                        });
-                    } else {
-                        if v.spec.concurrency_policy == ConcurrencyPolicy::Replace {
-                            for r in active.drain(..) {
-                                notes.push(Note {
-                                    warning: false,
-                                    reason: "RunReplaced",
-                                    note: format!(
-                                        "deleting active run {} (concurrencyPolicy Replace)",
-                                        r.name
-                                    ),
-                                });
-                                delete.push(r.name.clone());
-                            }
+                        Admit::Exists => status.last_schedule_time = Some(due.to_rfc3339()),
+                        Admit::Blocked => {}
+                        Admit::Go => {
+                            notes.push(Note {
+                                warning: false,
+                                reason: "RunCreated",
+                                note: format!(
+                                    "created run {name} for {}{}",
+                                    due.to_rfc3339(),
+                                    compared_with(baseline_desc.as_deref())
+                                ),
+                            });
+                            status.last_schedule_time = Some(due.to_rfc3339());
+                            create = Some(NewRun {
+                                name,
+                                scheduled: due,
+                                baseline: baseline.clone(),
+                                median_of: median_of.clone(),
+                            });
                         }
-                        notes.push(Note {
-                            warning: false,
-                            reason: "RunCreated",
-                            note: format!(
-                                "created run {name} for {}{}",
-                                due.to_rfc3339(),
-                                compared_with(baseline_desc.as_deref())
-                            ),
-                        });
-                        status.last_schedule_time = Some(due.to_rfc3339());
-                        create = Some(NewRun {
-                            name,
-                            scheduled: due,
-                            baseline: baseline.clone(),
-                            median_of: median_of.clone(),
-                        });
                     }
                 }
             }
@@ -431,53 +412,43 @@ pub fn decide(v: &View) -> Plan {
                         }
                         Some(at) => {
                             let name = requested_run_name(v.name, at);
-                            let exists = v.runs.iter().any(|r| r.name == name)
-                                || v.status.recent_runs.iter().any(|r| r.name == name);
-                            if exists {
-                                status.last_run_request = Some(request.to_string());
-                            } else if !active.is_empty()
-                                && v.spec.concurrency_policy == ConcurrencyPolicy::Forbid
-                            {
-                                notes.push(Note {
-                                    warning: false,
-                                    reason: "RunAlreadyActive",
-                                    note: format!(
-                                        "not starting the run asked for at {} because {} is still active and concurrencyPolicy is Forbid; it starts when that ends",
-                                        at.to_rfc3339(),
-                                        names(&active)
-                                    ),
-                                });
-                            } else {
-                                if v.spec.concurrency_policy == ConcurrencyPolicy::Replace {
-                                    for r in active.drain(..) {
-                                        notes.push(Note {
-                                            warning: false,
-                                            reason: "RunReplaced",
-                                            note: format!(
-                                                "deleting active run {} (concurrencyPolicy Replace)",
-                                                r.name
-                                            ),
-                                        });
-                                        delete.push(r.name.clone());
-                                    }
+                            let blocked = |busy: &str| {
+                                format!(
+                                    "not starting the run asked for at {} because {busy} is still active and concurrencyPolicy is Forbid; it starts when that ends",
+                                    at.to_rfc3339()
+                                )
+                            };
+                            match admit_new_run(
+                                v,
+                                &name,
+                                blocked,
+                                &mut active,
+                                &mut delete,
+                                &mut notes,
+                            ) {
+                                Admit::Exists => {
+                                    status.last_run_request = Some(request.to_string())
                                 }
-                                notes.push(Note {
-                                    warning: false,
-                                    reason: "RunCreated",
-                                    note: format!(
-                                        "created run {name} as asked at {} (annotation {}){}",
-                                        at.to_rfc3339(),
-                                        super::RUN_NOW,
-                                        compared_with(baseline_desc.as_deref())
-                                    ),
-                                });
-                                status.last_run_request = Some(request.to_string());
-                                create = Some(NewRun {
-                                    name,
-                                    scheduled: at,
-                                    baseline: baseline.clone(),
-                                    median_of: median_of.clone(),
-                                });
+                                Admit::Blocked => {}
+                                Admit::Go => {
+                                    notes.push(Note {
+                                        warning: false,
+                                        reason: "RunCreated",
+                                        note: format!(
+                                            "created run {name} as asked at {} (annotation {}){}",
+                                            at.to_rfc3339(),
+                                            super::RUN_NOW,
+                                            compared_with(baseline_desc.as_deref())
+                                        ),
+                                    });
+                                    status.last_run_request = Some(request.to_string());
+                                    create = Some(NewRun {
+                                        name,
+                                        scheduled: at,
+                                        baseline: baseline.clone(),
+                                        median_of: median_of.clone(),
+                                    });
+                                }
                             }
                         }
                     }
@@ -649,6 +620,51 @@ fn due_time(v: &View, sched: &Schedule, notes: &mut Vec<Note>) -> Option<DateTim
 }
 
 /// ", compared with X" or nothing.
+/// Whether a new run of the schedule (scheduled, or asked for) may be created now.
+enum Admit {
+    /// It exists already (an earlier pass made it, and its status write was lost).
+    Exists,
+    /// Another run is active and the policy is `Forbid` (said in a note; the time stays owed).
+    Blocked,
+    /// Create it (under `Replace`, after the active runs put in `delete`).
+    Go,
+}
+
+/// The rules shared by scheduled and requested runs: a run of that name already made, then
+/// `concurrencyPolicy`. `blocked` says why not, given the active runs' names.
+fn admit_new_run(
+    v: &View,
+    name: &str,
+    blocked: impl FnOnce(&str) -> String,
+    active: &mut Vec<&RunView>,
+    delete: &mut Vec<String>,
+    notes: &mut Vec<Note>,
+) -> Admit {
+    if v.runs.iter().any(|r| r.name == name) || v.status.recent_runs.iter().any(|r| r.name == name)
+    {
+        return Admit::Exists;
+    }
+    if !active.is_empty() && v.spec.concurrency_policy == ConcurrencyPolicy::Forbid {
+        notes.push(Note {
+            warning: false,
+            reason: "RunAlreadyActive",
+            note: blocked(&names(active)),
+        });
+        return Admit::Blocked;
+    }
+    if v.spec.concurrency_policy == ConcurrencyPolicy::Replace {
+        for r in active.drain(..) {
+            notes.push(Note {
+                warning: false,
+                reason: "RunReplaced",
+                note: format!("deleting active run {} (concurrencyPolicy Replace)", r.name),
+            });
+            delete.push(r.name.clone());
+        }
+    }
+    Admit::Go
+}
+
 fn compared_with(baseline: Option<&str>) -> String {
     baseline
         .map(|b| format!(", compared with {b}"))
