@@ -583,16 +583,7 @@ fn worker_container(
             ..Default::default()
         }),
         resources: spec.workers.resources.clone(),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                add: None,
-            }),
-            ..Default::default()
-        }),
+        security_context: Some(worker_security_context()),
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         volume_mounts: Some(mounts),
         volume_devices: (!devices.is_empty()).then_some(devices),
@@ -678,6 +669,21 @@ fn worker_args(run: &BenchmarkRun, linger: &str) -> Vec<String> {
         ]);
     }
     args
+}
+
+/// Every container the operator runs with the worker image: non-root, a read-only root file
+/// system, no privilege escalation and no capabilities.
+pub fn worker_security_context() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            add: None,
+        }),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! target dir's filesystem (ext4 here; O_DIRECT capable), and `direct://` on tmpfs, which must
 //! be refused.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -320,39 +322,6 @@ fn direct_whole_object_reads_are_verified_and_one_aligned_read_each() {
     assert_eq!(op(&s, "get", "requests"), 20);
 }
 
-/// Reads the child's stderr until it prints the metrics address, and returns it; a thread
-/// keeps draining the rest (a closed pipe would make the worker's next message fail).
-fn metrics_addr(stderr: std::process::ChildStderr) -> String {
-    use std::io::BufRead;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if let Some(rest) = line.strip_prefix("metrics on http://") {
-                let _ = tx.send(rest.trim_end_matches("/metrics").to_string());
-            }
-        }
-    });
-    rx.recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the worker never printed its metrics address")
-}
-
-/// `GET /metrics` over a plain TCP connection.
-fn scrape(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to /metrics");
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).expect("read /metrics");
-    body
-}
-
 #[test]
 fn sigterm_mid_run_exits_130_with_a_partial_summary_and_a_termination_message() {
     let dir = scratch();
@@ -380,11 +349,11 @@ fn sigterm_mid_run_exits_130_with_a_partial_summary_and_a_termination_message() 
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("start the worker");
-    let addr = metrics_addr(child.stderr.take().unwrap());
+    let addr = common::metrics_addr(child.stderr.take().unwrap());
     // Bounded wait on an observable event: the measured stage has completed operations.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let m = scrape(&addr);
+        let m = common::scrape(&addr).expect("/metrics answers 200 while the worker runs");
         let running = m.lines().any(|l| l == "benchrun_stage 3");
         let ops = m
             .lines()

@@ -4,9 +4,9 @@
 //! earlier run's of the same name.
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, SeccompProfile,
-    SecurityContext, Volume, VolumeMount, VolumeResourceRequirements,
+    Container, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
+    Pod, PodSecurityContext, PodSpec, SeccompProfile, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
@@ -84,16 +84,7 @@ pub fn pod(run: &BenchmarkRun, image: &str, i: usize) -> Result<Pod> {
                 name: CONTAINER.into(),
                 image: Some(workers.image.clone().unwrap_or_else(|| image.to_string())),
                 args: Some(vec!["probe-io".into(), MOUNT.into()]),
-                security_context: Some(SecurityContext {
-                    allow_privilege_escalation: Some(false),
-                    read_only_root_filesystem: Some(true),
-                    run_as_non_root: Some(true),
-                    capabilities: Some(Capabilities {
-                        drop: Some(vec!["ALL".into()]),
-                        add: None,
-                    }),
-                    ..Default::default()
-                }),
+                security_context: Some(crate::resources::worker_security_context()),
                 termination_message_policy: Some("FallbackToLogsOnError".into()),
                 volume_mounts: Some(vec![VolumeMount {
                     name: "data".into(),
