@@ -154,6 +154,8 @@ async fn an_unbindable_class_fails_with_the_provisioners_message_not_a_hang() {
         .create(&PostParams::default(), &sc)
         .await
         .expect("create StorageClass");
+    // Cluster-scoped: removed when the test ends, failed or not.
+    let _class = RemoveClass(class.clone());
     let _op = spawn_operator(&env);
     let started = tokio::time::Instant::now();
     let api = create_run(
@@ -181,7 +183,6 @@ controlPlane:
     )
     .await;
     let took = started.elapsed();
-    let _ = classes.delete(&class, &DeleteParams::default()).await;
     let st = run.status.clone().expect("status");
     assert_eq!(st.phase, Phase::Failed, "{st:#?}");
     let failed = condition(&run, "Failed").expect("Failed condition");
@@ -261,5 +262,29 @@ controlPlane:
             "45 s after the deletion: run gone {gone}, left {left:?}"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// A StorageClass of the test, deleted when dropped (also when an assertion failed).
+struct RemoveClass(String);
+
+impl Drop for RemoveClass {
+    fn drop(&mut self) {
+        let class = self.0.clone();
+        // On a thread with a runtime and a client of its own: the test's runtime may be the
+        // one this drop blocks, and a client is served by the runtime that made it.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                let client = benchrun_test_support::connect().await;
+                let _ = Api::<StorageClass>::all(client)
+                    .delete(&class, &DeleteParams::default())
+                    .await;
+            });
+        })
+        .join();
     }
 }
