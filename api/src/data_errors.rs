@@ -16,11 +16,12 @@ pub const MAX_DATA_ERRORS: usize = 8;
 #[serde(rename_all = "camelCase")]
 pub struct DataError {
     /// `corrupt` (the bytes differ from what benchrun wrote) or `short` (an object shorter
-    /// than its size).
+    /// than its size, or a block read that returned fewer bytes than asked).
     pub kind: String,
     /// The object's key, or the block file or device.
     pub key: String,
-    /// `corrupt`: the first byte that differs; `short`: the bytes read (where the object ends).
+    /// `corrupt`: the first byte that differs; `short`: where the data ends (an object's
+    /// bytes read; a block read's offset plus its bytes read).
     pub offset: u64,
 }
 

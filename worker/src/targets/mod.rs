@@ -309,6 +309,19 @@ pub enum TargetError {
         /// Bytes it should hold.
         want: u64,
     },
+    /// A block read returned fewer bytes than asked: the file or device ends before the
+    /// dataset does (a block file truncated since it was laid out, or a smaller device).
+    #[error("{path}: short read at {at}: {got} bytes of {want}; the file or device ends before the dataset does")]
+    ShortRead {
+        /// The block file or device.
+        path: String,
+        /// The read's offset in it.
+        at: u64,
+        /// Bytes read.
+        got: u64,
+        /// Bytes asked for.
+        want: u64,
+    },
     /// The target cannot do what is asked (O_DIRECT on tmpfs, a scheme that is no object store).
     #[error("{0}")]
     Unsupported(String),
@@ -354,6 +367,7 @@ impl TargetError {
         let (key, offset) = match self {
             TargetError::Corrupt { key, offset } => (key, *offset),
             TargetError::Short { key, got, .. } => (key, *got),
+            TargetError::ShortRead { path, at, got, .. } => (path, at + got),
             _ => return None,
         };
         Some(crate::stats::DataError {
@@ -375,7 +389,7 @@ impl TargetError {
             TargetError::Io { .. } => "io".into(),
             TargetError::NoSpace { .. } => "no_space".into(),
             TargetError::Corrupt { .. } => "corrupt".into(),
-            TargetError::Short { .. } => "short".into(),
+            TargetError::Short { .. } | TargetError::ShortRead { .. } => "short".into(),
             TargetError::Unsupported(_) => "unsupported".into(),
             TargetError::Config(_) => "config".into(),
             TargetError::Other(_) => "other".into(),
@@ -429,6 +443,27 @@ pub fn read_plan(workload: &Workload, target: &dyn Target) -> ChunkPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_block_read_is_a_short_data_error_where_the_data_ends() {
+        let e = TargetError::ShortRead {
+            path: "/dev/loop3".into(),
+            at: 8192,
+            got: 512,
+            want: 4096,
+        };
+        assert_eq!(e.kind(), "short");
+        let d = e.data_error().expect("a data error");
+        assert_eq!(
+            (d.kind.as_str(), d.key.as_str(), d.offset),
+            ("short", "/dev/loop3", 8704)
+        );
+        assert!(
+            e.to_string()
+                .contains("short read at 8192: 512 bytes of 4096"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_full_target_is_its_own_error_kind_with_advice() {

@@ -128,11 +128,21 @@ impl Files {
         )
     }
 
+    /// A read or write that moved fewer bytes than asked. A short read is a data error
+    /// (`short`, with its place in the summary's first few, like a short object): the data
+    /// the run expects is not there. A short write is an I/O error of its own kind (`other`).
     fn short(&self, p: Place, op: OpKind, got: usize, want: u64) -> TargetError {
+        let path = self.regions[p.region].path.display().to_string();
+        if op == OpKind::Read {
+            return TargetError::ShortRead {
+                path,
+                at: self.at(p),
+                got: got as u64,
+                want,
+            };
+        }
         TargetError::Other(format!(
-            "{} {} at {}: {got} of {want} bytes",
-            op,
-            self.regions[p.region].path.display(),
+            "{op} {path} at {}: {got} of {want} bytes",
             self.at(p)
         ))
     }
