@@ -17,6 +17,8 @@
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`summary_read`]: reading every summary format version, refusing unknown ones by number;
 //!   the summary's JSON Schema
+//! - [`significance`]: the rank-sum and Kolmogorov-Smirnov tests of two runs, for `compare`
+//!   and the operator's baselines
 //! - [`size_buckets`]: figures per object-size bucket, for workloads whose sizes vary
 //! - [`change`]: relative changes and the median repeat, for every comparison table
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
@@ -33,6 +35,7 @@ pub mod latency;
 pub mod matrix;
 pub mod metric_family;
 pub mod quote;
+pub mod significance;
 pub mod size_buckets;
 pub mod spec;
 pub mod stable;
