@@ -11,7 +11,8 @@
 //! - [`latency`]: the latency histogram and its bounded serialization
 //! - [`checkpoint`]: a checkpoint run's per-rank save and restore times and their exact merge
 //! - [`training`]: a training run's AU, epoch and data-wait figures and their exact merge
-//! - [`training_search`]: a maximum-accelerators search's answer and probes
+//! - [`training_search`]: a maximum-accelerators search: its answer and probes, and the pure
+//!   search (doubling, then bisection) the worker and the operator both drive
 //! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
 //! - [`timeline`]: the per-second timeline, coarser later in long runs, and its exact merge
 //! - [`stats`]: histograms, the summary and its exact merge
