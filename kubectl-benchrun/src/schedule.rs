@@ -579,7 +579,7 @@ mod tests {
                         ],
                         throughput: Some("80 ops/s".into()),
                         p99: Some("12ms".into()),
-                        message: None,
+                        ..Default::default()
                     },
                     ScheduledRun {
                         name: "nightly-1".into(),
