@@ -11,12 +11,15 @@
 //! - [`latency`]: the latency histogram and its bounded serialization
 //! - [`checkpoint`]: a checkpoint run's per-rank save and restore times and their exact merge
 //! - [`training`]: a training run's AU, epoch and data-wait figures and their exact merge
-//! - [`training_search`]: a maximum-accelerators search's answer and probes
+//! - [`training_search`]: a maximum-accelerators search: its answer and probes, and the pure
+//!   search (doubling, then bisection) the worker and the operator both drive
 //! - [`volume`]: a block workload's engine, depth and page-cache figures (a leaf)
 //! - [`timeline`]: the per-second timeline, coarser later in long runs, and its exact merge
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`summary_read`]: reading every summary format version, refusing unknown ones by number;
 //!   the summary's JSON Schema
+//! - [`significance`]: the rank-sum and Kolmogorov-Smirnov tests of two runs, for `compare`
+//!   and the operator's baselines
 //! - [`size_buckets`]: figures per object-size bucket, for workloads whose sizes vary
 //! - [`change`]: relative changes and the median repeat, for every comparison table
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
@@ -33,6 +36,7 @@ pub mod latency;
 pub mod matrix;
 pub mod metric_family;
 pub mod quote;
+pub mod significance;
 pub mod size_buckets;
 pub mod spec;
 pub mod stable;

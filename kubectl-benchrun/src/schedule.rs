@@ -291,10 +291,12 @@ pub fn history_table(s: &BenchmarkSchedule) -> String {
             r.throughput.clone().unwrap_or_else(dash),
             r.p99.clone().unwrap_or_else(dash),
             r.baseline.clone().unwrap_or_else(dash),
-            if r.regressions.is_empty() {
-                r.message.clone().unwrap_or_else(dash)
+            if !r.regressions.is_empty() {
+                r.regressions.join(", ")
+            } else if !r.not_significant.is_empty() {
+                format!("not significant: {}", r.not_significant.join(", "))
             } else {
-                r.regressions.join(",")
+                r.message.clone().unwrap_or_else(dash)
             },
         ]);
     }
@@ -571,16 +573,22 @@ mod tests {
                         phase: "Succeeded".into(),
                         verdict: Some("Regressed".into()),
                         baseline: Some("nightly-1".into()),
-                        regressions: vec!["get".into(), "put".into()],
+                        regressions: vec![
+                            "get ops/s 80.00 vs 100.00 (-20.0%; rank-sum p=0.0028)".into(),
+                            "put p99 12.000ms vs 8.000ms (+50.0%; not tested: this run has no successful put op)".into(),
+                        ],
                         throughput: Some("80 ops/s".into()),
                         p99: Some("12ms".into()),
-                        message: None,
+                        ..Default::default()
                     },
                     ScheduledRun {
                         name: "nightly-1".into(),
                         scheduled_time: "2026-01-01T03:00:00+00:00".into(),
                         phase: "Succeeded".into(),
                         verdict: Some("Succeeded".into()),
+                        not_significant: vec![
+                            "get ops/s 100.00 vs 120.00 (-16.7%; rank-sum p=0.21, not significant)".into(),
+                        ],
                         throughput: Some("100 ops/s".into()),
                         p99: Some("8ms".into()),
                         ..Default::default()
@@ -597,11 +605,18 @@ mod tests {
             "{t}"
         );
         assert!(
-            lines[1].contains("nightly-1") && lines[1].ends_with("get,put"),
+            lines[1].contains("nightly-1")
+                && lines[1].ends_with(
+                    "get ops/s 80.00 vs 100.00 (-20.0%; rank-sum p=0.0028), put p99 12.000ms vs 8.000ms (+50.0%; not tested: this run has no successful put op)"
+                ),
             "{t}"
         );
+        // Beyond the tolerance, but noise: said so, with the p-value.
         assert!(
-            lines[2].contains("100 ops/s") && lines[2].ends_with('-'),
+            lines[2].contains("100 ops/s")
+                && lines[2].ends_with(
+                    "not significant: get ops/s 100.00 vs 120.00 (-16.7%; rank-sum p=0.21, not significant)"
+                ),
             "{t}"
         );
         let row = list_row(&s, 0);

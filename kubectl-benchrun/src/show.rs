@@ -185,6 +185,10 @@ fn workload_tables(s: &benchrun_api::Summary) -> String {
     let mut out = String::new();
     if let Some(t) = &s.training {
         out.push_str(&benchrun_worker::training::table(t));
+        // A search's probes (of every worker, one child run each), as the worker prints them.
+        if let Some(f) = &t.search {
+            out.push_str(&benchrun_worker::training::search::table(f));
+        }
     }
     if let Some(c) = &s.checkpoint {
         out.push_str(&benchrun_worker::checkpoint::table(c));
@@ -291,6 +295,30 @@ mod tests {
         let text = super::workload_tables(&s);
         assert!(text.contains("training: 2 accelerators"), "{text}");
         assert!(text.contains("AU mean"), "{text}");
+        // A search run on the cluster: its probe table, as the worker prints it.
+        if let Some(t) = s.training.as_mut() {
+            t.search = Some(benchrun_api::training_search::SearchFigures {
+                max_accelerators: 2,
+                mark: 90.0,
+                cap: 8,
+                at_cap: false,
+                probes: [(1, true), (2, true), (4, false), (3, false)]
+                    .map(|(n, passed)| benchrun_api::training_search::SearchProbe {
+                        accelerators: n,
+                        complete: true,
+                        passed,
+                        ..Default::default()
+                    })
+                    .to_vec(),
+            });
+        }
+        let text = super::workload_tables(&s);
+        assert!(text.contains("maximum-accelerators search"), "{text}");
+        assert!(
+            text.contains("max accelerators per worker: 2 (2 passed the 90.0% mark, 3 did not)"),
+            "{text}"
+        );
+        assert_eq!(text.matches(" FAIL").count(), 2, "{text}");
         s.training = None;
         s.checkpoint = Some(Default::default());
         assert!(super::workload_tables(&s).contains("checkpoint:"));

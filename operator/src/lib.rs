@@ -59,6 +59,7 @@ pub mod resources;
 pub mod results;
 pub mod run_rules;
 pub mod schedule;
+pub mod search;
 pub mod status;
 pub mod sweep;
 pub mod thresholds;

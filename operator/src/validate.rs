@@ -41,15 +41,6 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
     }
     errs.extend(checkpoint_ranks(spec));
     errs.extend(training_volume(spec));
-    if spec
-        .workload
-        .training
-        .as_ref()
-        .is_some_and(|t| t.search.as_ref().is_some_and(|q| q.max_accelerators))
-    {
-        // The probes would have to run in step on every worker and be judged merged.
-        errs.push("spec.workload.training.search: the search for the most accelerators runs standalone on one worker (`benchrun-worker run`), not as a BenchmarkRun yet (docs/TRAINING.md)".into());
-    }
     errs.extend(ca_ref(spec));
     errs.extend(volume_mode(spec));
     errs.extend(claim_template(spec));
@@ -280,6 +271,7 @@ pub fn run(s: &BenchmarkRunSpec, name: &str) -> Vec<String> {
         errs.extend(baseline::validate(b, name));
     }
     errs.extend(sweep::validate(s, name));
+    errs.extend(crate::search::validate(s, name));
     errs
 }
 

@@ -382,7 +382,7 @@ baseline: {policy: MedianOfLast, count: 3, tolerancePercent: 50}
 runTemplate:
   workload:
     target: file:///data/bench
-    duration: 3s
+    duration: 8s
     concurrency: 2
     ops: [{op: get}]
     objectSize: 4KiB
@@ -451,13 +451,35 @@ runTemplate:
         b.regressions.iter().any(|g| g.starts_with("get ops/s")),
         "the get op is named: {b:#?}"
     );
+    // Beyond the tolerance and significant: the rank-sum test of the runs' per-second
+    // throughput (8 full seconds each, every one of the slow run's below every one of the
+    // good run's) is reported with its p-value, below 0.01.
+    let t = b.deltas["get"]
+        .ops_per_sec_test
+        .clone()
+        .expect("the throughput test");
+    assert_eq!((t.test.as_str(), t.runs), ("rank-sum", 1), "{t:?}");
+    assert!(
+        t.significant && t.p_value.is_some_and(|p| p < 0.01),
+        "{t:?}"
+    );
+    assert!(
+        b.regressions
+            .iter()
+            .any(|g| g.starts_with("get ops/s") && g.contains("; rank-sum p=")),
+        "the p-value is in the verdict: {b:#?}"
+    );
     let c = condition(&run, "Regressed").expect("Regressed");
     assert_eq!(
         (c.status.as_str(), c.reason.as_str()),
         ("True", "Regressed"),
         "{c:?}"
     );
-    assert!(c.message.contains("get ops/s"), "{}", c.message);
+    assert!(
+        c.message.contains("get ops/s") && c.message.contains("rank-sum p="),
+        "{}",
+        c.message
+    );
 
     // The schedule: verdict, the op that moved, and the baseline told as fewer than asked.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -475,7 +497,9 @@ runTemplate:
             let rec = rec.expect("recent run");
             assert_eq!(rec.verdict.as_deref(), Some("Regressed"));
             assert!(
-                rec.regressions.iter().any(|g| g.starts_with("get ops/s")),
+                rec.regressions
+                    .iter()
+                    .any(|g| g.starts_with("get ops/s") && g.contains("rank-sum p=")),
                 "{rec:#?}"
             );
             assert_eq!(
@@ -515,7 +539,10 @@ runTemplate:
         if let Some(ev) = ev {
             let note = ev.note.clone().unwrap_or_default();
             assert_eq!(ev.type_.as_deref(), Some("Warning"));
-            assert!(note.contains(&slow) && note.contains("get ops/s"), "{note}");
+            assert!(
+                note.contains(&slow) && note.contains("get ops/s") && note.contains("p="),
+                "{note}"
+            );
             break;
         }
         assert!(

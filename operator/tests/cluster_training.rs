@@ -230,3 +230,161 @@ timeout: 3m
     wait_pods_gone(&env, "ck", "cleanup: OnSuccess of a successful run").await;
     drop(fwd);
 }
+
+/// A maximum-accelerators search as a `BenchmarkRun` of two workers: each probe is a child
+/// run of both workers at one count, judged on its merged AU, and the counts follow the
+/// standalone search's rule (replayed here with the same `Bracket`). The AU a count reaches is
+/// the storage's and the nodes' business, so no count is asserted, only the search's
+/// invariant: the answer has a passing probe with a failing probe one above it, or is the cap.
+/// 64 samples of 4 KiB, 20 ms compute a step: each accelerator's share of an epoch shrinks as
+/// the count grows (64 / (2 n) steps) while its first batch's wait does not, so AU falls with
+/// the count and a 90% mark is crossed somewhere below the cap of 8 on most machines.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_probes_every_worker_at_once_and_stops_at_the_boundary() {
+    use benchrun_api::training_search::Bracket;
+    use benchrun_operator::crd::BenchmarkRun;
+    use kube::api::Api;
+    use kube::ResourceExt;
+
+    let storage = storage_env();
+    let env = env("op-search").await;
+    let fwd = s3_for_pods(&env, &storage).await;
+    create_creds_secret(&env, &storage).await;
+    let _op = spawn_operator(&env);
+    let (bucket, prefix) = (&storage["BENCHRUN_S3_BUCKET"], env.ns.name().to_string());
+    let spec = format!(
+        r#"
+workload:
+  target: s3://{bucket}/{prefix}/search/
+  ops: [{{op: get}}]
+  seed: 5
+  concurrency: 4
+  training: {{samples: 64, sampleSize: 4KiB, batchSize: 1, readers: 1, computeTime: 20ms, minAU: 90, search: {{maxAccelerators: true, upTo: 8}}}}
+  storage: {{endpoint: '{endpoint}', allowHttp: true, pathStyle: true, region: us-east-1}}
+secretRef: {{name: {CREDS}}}
+workers:
+  count: 2
+  resources: {{limits: {{cpu: 500m, memory: 256Mi}}, requests: {{cpu: 50m, memory: 32Mi}}}}
+cleanup: Always
+startDelay: 3s
+timeout: 8m
+"#,
+        endpoint = fwd.endpoint,
+    );
+    let api = create_run(&env, "sr", &spec).await;
+    let run = wait_for(&api, "sr", Duration::from_secs(540), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    let s = st.search.clone().expect("status.search");
+    let answer = s.max_accelerators.expect("the search ended with an answer");
+    // One accelerator below the mark fails the run as a standalone search exits 4; else it
+    // succeeded.
+    if answer == 0 {
+        let c = condition(&run, "Failed").expect("Failed");
+        assert_eq!(c.reason, "ThresholdsNotMet", "{st:#?}");
+    } else {
+        assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    }
+    assert_eq!((s.mark, s.cap), (90.0, 8), "{s:#?}");
+
+    // Every probe: a child run of both workers at its count, owned and labelled, judged on
+    // its merged result.
+    let runs: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), env.ns.name());
+    let uid = run.metadata.uid.clone().expect("uid");
+    let mut bracket = Bracket::new(s.cap);
+    for (k, row) in s.probes.iter().enumerate() {
+        assert_eq!(row.run, format!("sr-probe-{}", k + 1));
+        // The count is the search's next: 1, 2, 4, ... then bisection.
+        assert_eq!(
+            bracket.next(),
+            Some(row.accelerators),
+            "probe {}: {s:#?}",
+            k + 1
+        );
+        let p = row.result.clone().expect("every probe judged");
+        assert_eq!(p.accelerators, row.accelerators);
+        assert!(p.complete, "{p:?}");
+        assert_eq!(p.passed, p.au_min_percent >= s.mark, "{p:?}");
+        bracket.record(p.accelerators, p.passed);
+
+        let child = runs.get(&row.run).await.expect("the probe run");
+        assert!(
+            child.owner_references().iter().any(|o| o.uid == uid),
+            "{}: owned by the search",
+            row.run
+        );
+        assert_eq!(
+            child
+                .labels()
+                .get("benchrun.dev/search")
+                .map(String::as_str),
+            Some("sr")
+        );
+        let t = child.spec.workload.training.clone().expect("training");
+        assert_eq!(t.accelerators_per_worker, Some(row.accelerators));
+        assert!(t.search.is_none());
+        let cst = child.status.clone().expect("probe status");
+        assert_eq!(cst.phase, row.phase);
+        assert_eq!(
+            cst.workers.len(),
+            2,
+            "{}: a probe runs on every worker",
+            row.run
+        );
+        assert!(cst
+            .workers
+            .iter()
+            .all(|w| w.phase == WorkerPhase::Collected));
+        let ct = cst.training.clone().expect("probe training figures");
+        assert_eq!(ct.accelerators, 2 * u64::from(row.accelerators), "{ct:?}");
+        // Judged on the merged AU: the lowest of any accelerator of either worker.
+        assert!((ct.au.min - p.au_min_percent).abs() < 0.01, "{ct:?} {p:?}");
+        assert_eq!(ct.au.per_worker.len(), 2, "{ct:?}");
+        // A probe below the mark is a run that missed its minAU.
+        assert_eq!(cst.phase == Phase::Succeeded, p.passed, "{cst:#?}");
+    }
+    assert_eq!(bracket.next(), None, "the search ended where its rule does");
+    assert_eq!(bracket.answer(), answer);
+    assert_eq!(bracket.at_cap(), s.at_cap);
+    // The invariant.
+    let probe = |n: u32| {
+        s.probes
+            .iter()
+            .filter_map(|r| r.result.as_ref())
+            .find(|p| p.accelerators == n)
+    };
+    if s.at_cap {
+        assert!(
+            answer == s.cap && probe(s.cap).is_some_and(|p| p.passed),
+            "{s:#?}"
+        );
+    } else {
+        assert!(probe(answer + 1).is_some_and(|p| !p.passed), "{s:#?}");
+        assert!(
+            answer == 0 || probe(answer).is_some_and(|p| p.passed),
+            "{s:#?}"
+        );
+    }
+
+    // The run's own result: the answer probe's (the first's when none passed), with the
+    // probe table, which `kubectl benchrun result` prints as the worker does.
+    let data = result_data(&env, "sr").await;
+    let merged = benchrun_api::summary_read::read(&data["merged.json"]).expect("merged.json");
+    let f = merged
+        .training
+        .as_ref()
+        .and_then(|t| t.search.clone())
+        .expect("training.search in the merged result");
+    assert_eq!(f.max_accelerators, answer);
+    assert_eq!(
+        f.probes,
+        s.probes
+            .iter()
+            .filter_map(|r| r.result.clone())
+            .collect::<Vec<_>>()
+    );
+    let table = benchrun_worker::training::search::table(&f);
+    assert!(table.contains("max accelerators per worker"), "{table}");
+    assert!(st.training.is_some() && !st.results.is_empty(), "{st:#?}");
+    drop(fwd);
+}

@@ -9,19 +9,17 @@
 //! result as text, Markdown or JSON.
 
 pub mod endpoints;
-pub mod ks;
-pub mod rank_sum;
 pub mod render;
+
+/// The tests themselves are the api crate's: the operator's baselines run the same ones.
+pub use benchrun_api::significance::{
+    full_seconds, ks, ops_per_second, rank_sum, significance, STRONG, WEAK,
+};
 
 use serde::Serialize;
 
 use crate::figures::{relative, Figures, Metric, Scope, Units};
-use crate::stats::{Second, Summary};
-
-/// p-value below which a difference is called significant.
-pub const STRONG: f64 = 0.01;
-/// p-value below which a difference is called weak evidence.
-pub const WEAK: f64 = 0.05;
+use crate::stats::Summary;
 
 /// The comparison of two summaries.
 #[derive(Clone, Debug, Serialize)]
@@ -127,31 +125,6 @@ impl Change {
             Change::Worse
         }
     }
-}
-
-/// How strong the evidence of a difference is.
-pub fn significance(p: f64) -> &'static str {
-    if p < STRONG {
-        "significant"
-    } else if p < WEAK {
-        "weak"
-    } else {
-        "not significant"
-    }
-}
-
-/// The timeline entries of the measured stage that lie wholly inside it (the last one
-/// usually does not: it would look like a drop); warm-up entries are left out. Entries later
-/// in a long run span more than a second: read their rates with [`Second::per_second`].
-pub fn full_seconds(s: &Summary) -> impl Iterator<Item = &Second> {
-    s.timeline.iter().filter(move |t| {
-        !t.warmup && t.second.saturating_add(t.span.max(1)) as f64 <= s.elapsed_seconds + 1e-9
-    })
-}
-
-/// The ops per second of each full entry.
-fn ops_per_second(s: &Summary) -> Vec<f64> {
-    full_seconds(s).map(|t| t.per_second(t.ops)).collect()
 }
 
 /// Compare `b` against `a`, byte rates in MiB/s.
@@ -269,7 +242,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::spec::OpKind;
-    use crate::stats::{OpStats, ProcessStats};
+    use crate::stats::{OpStats, ProcessStats, Second};
 
     /// A summary of GETs with these latencies (us) over `elapsed` seconds, one timeline entry
     /// per `per_second` value, 1 MiB per GET and 2 requests each.

@@ -91,9 +91,16 @@ pub struct BaselineStatus {
     /// Per op (and `all`): relative changes against the baseline, in percent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub deltas: BTreeMap<String, OpDelta>,
-    /// The ops (and limits) that crossed the tolerance.
+    /// The ops (and limits) that crossed the tolerance in the worse direction and that the
+    /// significance tests confirm (p < 0.01 against the baseline, against every run of a
+    /// median), each with its p-value; or that no test could be made for (`not tested: why`),
+    /// where the tolerance alone decides.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub regressions: Vec<String>,
+    /// Changes that crossed the tolerance in the worse direction but that the tests cannot
+    /// tell from noise (p >= 0.01 against at least one baseline run): not regressions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_significant: Vec<String>,
 }
 
 /// Relative changes of one op, in percent of the baseline (positive: higher than baseline).
@@ -110,4 +117,33 @@ pub struct OpDelta {
     pub p99_percent: f64,
     /// Error rate (errors per operation) minus the baseline's, as a fraction (0.01: one point).
     pub error_rate_change: f64,
+    /// The rank-sum test of per-second throughput (of all ops: the timeline is not kept per
+    /// op), in the direction ops/s moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_per_sec_test: Option<SignificanceTest>,
+    /// The Kolmogorov-Smirnov test of this op's latency distribution, in the direction p99
+    /// moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_test: Option<SignificanceTest>,
+}
+
+/// A significance test of one figure against the baseline (the tests of `benchrun-worker
+/// compare`): one test per baseline run, so against a median, one per run of it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SignificanceTest {
+    /// `rank-sum` (per-second throughput, all ops) or `ks` (the op's latency histogram).
+    pub test: String,
+    /// The largest p-value of the tests (one per baseline run); absent when not tested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+    /// Tests made: one per baseline run (0 when not tested).
+    pub runs: u32,
+    /// Every test had p < 0.01 with this run on the side the figure moved to (lower
+    /// throughput, slower latency, or the other way round when it improved).
+    pub significant: bool,
+    /// Why no test was made (a run without full seconds, too few samples to ever reach
+    /// p < 0.01).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_tested: Option<String>,
 }

@@ -266,10 +266,15 @@ pub struct ScheduledRun {
     /// What it was compared with: a run's name, or `median of A, B` (with `MedianOfLast`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
-    /// With `Regressed`: the ops (and limits) that crossed the tolerance, from the run's
+    /// With `Regressed`: the ops (and limits) that crossed the tolerance, each with its
+    /// significance test's p-value (or `not tested: why`), from the run's
     /// `status.baseline.regressions`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub regressions: Vec<String>,
+    /// Changes beyond the tolerance that the significance tests could not tell from noise
+    /// (not regressions), from the run's `status.baseline.notSignificant`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_significant: Vec<String>,
     /// Its throughput (the run's printer column), once finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<String>,

@@ -146,6 +146,10 @@ pub struct BenchmarkRunStatus {
     /// With `spec.matrix`: progress and the table of combinations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub matrix: Option<MatrixStatus>,
+    /// With `workload.training.search`: the probes (each a child run of every worker) and
+    /// the most accelerators per worker the storage keeps at or above the AU mark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<super::training::SearchStatus>,
     /// ConfigMap holding the merged summary (`merged.json`). Each worker's own summary is in
     /// ConfigMap `<run>-result-<worker>` (gzip-compressed JSON, `binaryData` key
     /// `summary.json.gz`), written as it is collected.

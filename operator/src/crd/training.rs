@@ -55,6 +55,43 @@ pub struct TrainingStatus {
     pub cache_may_serve: bool,
 }
 
+/// `status.search`: a maximum-accelerators search run as child runs, one per probe.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchStatus {
+    /// `probe k: N accelerators per worker (run NAME)`, or `done`.
+    pub progress: String,
+    /// The AU mark, percent (`minAU`, or the preset's).
+    pub mark: f64,
+    /// The most accelerators per worker a probe may run (`upTo`, or the reader-thread bound).
+    pub cap: u32,
+    /// Once the search ended: the most accelerators per worker whose probe passed the mark,
+    /// with a failed probe one above it (or the cap); 0 when even one accelerator fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_accelerators: Option<u32>,
+    /// Every probe up to the cap passed: the storage may keep more busy than this.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_cap: bool,
+    /// Every probe, in the order it ran.
+    pub probes: Vec<ProbeRow>,
+}
+
+/// One probe: a child run of every worker with the same `acceleratorsPerWorker`, judged on
+/// its merged result (the lowest AU of any accelerator of any worker in an epoch).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeRow {
+    /// The child run (`<run>-probe-<k>`).
+    pub run: String,
+    /// Accelerators per worker.
+    pub accelerators: u32,
+    /// The child run's phase (a probe below the mark fails its `minAU`: `Failed`).
+    pub phase: super::status::Phase,
+    /// Its merged figures and verdict, once finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<benchrun_api::training_search::SearchProbe>,
+}
+
 /// Two decimals: the status carries figures people read, not float noise.
 fn r2(v: f64) -> f64 {
     (v * 100.0).round() / 100.0

@@ -20,28 +20,17 @@ impl Reconciler<'_> {
                 let mut b = baseline::compare_figures(
                     &baseline::figures(merged),
                     &base.figures,
+                    &baseline::Samples::of("this run", merged),
+                    &base.samples,
                     r.tolerance(),
                 );
                 b.source = base.source;
                 let regressed = !b.regressions.is_empty();
-                let msg = if regressed {
-                    format!(
-                        "against {} (tolerance {}%): {}",
-                        b.source,
-                        b.tolerance_percent,
-                        b.regressions.join("; ")
-                    )
-                } else {
-                    format!(
-                        "within {}% of {} on every op",
-                        b.tolerance_percent, b.source
-                    )
-                };
-                let reason = if regressed {
-                    "Regressed"
-                } else {
-                    "WithinTolerance"
-                };
+                let (reason, msg) = verdict_message(&b);
+                if !regressed && !b.not_significant.is_empty() {
+                    self.draft
+                        .event(EventType::Normal, "NotSignificant", msg.clone());
+                }
                 self.draft
                     .condition(cond::REGRESSED, regressed, reason, msg.clone());
                 if regressed {
@@ -66,5 +55,40 @@ impl Reconciler<'_> {
                 );
             }
         }
+    }
+}
+
+/// The `Regressed` condition's reason and message.
+fn verdict_message(b: &crate::crd::baseline::BaselineStatus) -> (&'static str, String) {
+    let noise = if b.not_significant.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; beyond the tolerance but not significant (noise): {}",
+            b.not_significant.join("; ")
+        )
+    };
+    if !b.regressions.is_empty() {
+        let msg = format!(
+            "against {} (tolerance {}%, significance p < 0.01): {}{noise}",
+            b.source,
+            b.tolerance_percent,
+            b.regressions.join("; ")
+        );
+        ("Regressed", msg)
+    } else if !b.not_significant.is_empty() {
+        let msg = format!(
+            "against {} (tolerance {}%): beyond the tolerance but not significant (p >= 0.01, noise): {}",
+            b.source,
+            b.tolerance_percent,
+            b.not_significant.join("; ")
+        );
+        ("NotSignificant", msg)
+    } else {
+        let msg = format!(
+            "within {}% of {} on every op",
+            b.tolerance_percent, b.source
+        );
+        ("WithinTolerance", msg)
     }
 }

@@ -28,7 +28,9 @@ impl Reconciler<'_> {
         }
         // A matrix run has no workers of its own: its combination in flight is its child run.
         if self.run.spec.matrix.is_some() {
-            self.stop_children().await?;
+            self.stop_children(crate::sweep::MATRIX_LABEL).await?;
+        } else if crate::search::plan(&self.run.spec).is_some() {
+            self.stop_children(crate::search::SEARCH_LABEL).await?;
         }
         let clean = decide::cleanup_due(&mut self.draft, self.run.spec.cleanup);
         if clean {

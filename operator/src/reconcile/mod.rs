@@ -54,6 +54,7 @@ pub mod deletion;
 mod finish;
 mod observe;
 mod place;
+mod search;
 mod stable;
 mod sweep;
 
@@ -182,6 +183,10 @@ impl Reconciler<'_> {
         // A matrix run places no workers itself: its combinations are child runs.
         if let Some(m) = self.run.spec.matrix.clone() {
             return self.sweep(&m).await;
+        }
+        // Nor does a maximum-accelerators search: its probes are child runs.
+        if let Some(plan) = crate::search::plan(&self.run.spec) {
+            return self.search(plan).await;
         }
         // 2. Place, once. Not left to the pass's one write at the end: the placement must be
         // recorded before the pods that follow it exist, or a restart in between would place

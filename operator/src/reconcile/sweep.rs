@@ -140,13 +140,14 @@ impl Reconciler<'_> {
         Ok(Combination::Finished)
     }
 
-    /// A finished matrix run's children still in flight are deleted, each by its UID (their
+    /// A finished matrix run's (or search's) children still in flight, found by `label`, are
+    /// deleted, each by its UID (their
     /// finalizer stops their workers, which remove what they created within the cleanup
     /// bound): a sweep that failed (its deadline, a spec made invalid) measures no further
     /// on the nodes. Which ones is [`sweep::children_to_stop`]'s decision.
-    pub(crate) async fn stop_children(&mut self) -> Result<()> {
+    pub(crate) async fn stop_children(&mut self, label: &str) -> Result<()> {
         let api: Api<BenchmarkRun> = self.api();
-        let lp = ListParams::default().labels(&format!("{}={}", sweep::MATRIX_LABEL, self.name));
+        let lp = ListParams::default().labels(&format!("{label}={}", self.name));
         let children = api.list(&lp).await?.items;
         let phase = self.draft.status.phase;
         for (name, uid) in sweep::children_to_stop(self.run, phase, &children) {

@@ -356,6 +356,11 @@ fn run_view(obj: &DynamicObject) -> (RunView, BenchmarkRunStatus) {
             .as_ref()
             .map(|b| b.regressions.clone())
             .unwrap_or_default(),
+        not_significant: status
+            .baseline
+            .as_ref()
+            .map(|b| b.not_significant.clone())
+            .unwrap_or_default(),
         baseline,
         median_of,
         finished_at: status.finish_time.as_deref().and_then(parse_time),

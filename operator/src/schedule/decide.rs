@@ -68,6 +68,8 @@ pub struct RunView {
     pub regressed: bool,
     /// `status.baseline.regressions`.
     pub regressions: Vec<String>,
+    /// `status.baseline.notSignificant`.
+    pub not_significant: Vec<String>,
     /// `spec.baselineRef.run`.
     pub baseline: Option<String>,
     /// `spec.baselineRef.runs` (a median baseline).
@@ -467,6 +469,7 @@ pub fn decide(v: &View) -> Plan {
             verdict: r.verdict().map(str::to_string),
             baseline: baseline_text(r.baseline.as_deref(), &r.median_of, median_count),
             regressions: r.regressions.clone(),
+            not_significant: r.not_significant.clone(),
             throughput: r.throughput.clone(),
             p99: r.p99.clone(),
             message: r.message.clone(),

@@ -22,6 +22,7 @@ fn run(name: &str, scheduled: &str, phase: Phase) -> RunView {
         phase,
         regressed: false,
         regressions: vec![],
+        not_significant: vec![],
         baseline: None,
         median_of: vec![],
         finished_at: phase

@@ -36,8 +36,10 @@ pub(super) async fn drive(
         .as_ref()
         .is_some_and(|t| t.search.as_ref().is_some_and(|q| q.max_accelerators))
     {
-        // The operator refuses it too: probes would have to run in step on every worker.
-        return Err("training.search runs standalone on one worker (benchrun-worker run), not under the operator yet".into());
+        // Under the operator each probe is a child run of every worker, started at one
+        // instant and judged merged (operator/src/search.rs); an agent is never sent the
+        // search itself, which one worker alone cannot judge.
+        return Err("training.search is not an agent's: the operator runs each probe as a run of every worker (a BenchmarkRun with training.search), or run it standalone with benchrun-worker run".into());
     }
     let is_checkpoint = workload.checkpoint.is_some();
     if is_checkpoint {

@@ -8,91 +8,21 @@
 //! always has a passing probe with a failing probe (or the cap) one above it, so a noisy AU
 //! near the boundary moves the answer by the noise's width, never past a measured failure.
 //!
-//! [`Bracket`] is the pure search (unit-tested against fake AU functions); [`run`] drives it
-//! with real training runs, each preparing (reusing) the dataset and starting its readers
+//! [`Bracket`] is the pure search (the api crate's: the operator drives the same one across
+//! a cluster's workers, each probe a child run); [`run`] drives it with real training runs, each preparing (reusing) the dataset and starting its readers
 //! before its own start instant, as a single run does.
 
 use std::fmt::Write;
 use std::future::Future;
 use std::sync::Arc;
 
+pub use benchrun_api::training_search::Bracket;
 use benchrun_api::training_search::{SearchFigures, SearchProbe};
 
 use crate::engine::EngineError;
 use crate::spec::Workload;
 use crate::stats::Summary;
 use crate::targets::Target;
-
-/// The search's state: the largest count that passed, the smallest that failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bracket {
-    cap: u32,
-    /// The largest count that passed (0: none yet).
-    pass: u32,
-    /// The smallest count that failed, once one has.
-    fail: Option<u32>,
-}
-
-impl Bracket {
-    /// A search over 1 ..= `cap` accelerators.
-    pub fn new(cap: u32) -> Self {
-        Bracket {
-            cap: cap.max(1),
-            pass: 0,
-            fail: None,
-        }
-    }
-
-    /// The next count to probe, or `None` when the answer is known.
-    pub fn next(&self) -> Option<u32> {
-        match self.fail {
-            // Growing: double the last pass, up to the cap.
-            None if self.pass >= self.cap => None,
-            None => Some((self.pass.saturating_mul(2)).clamp(1, self.cap)),
-            // Bisecting between the last pass and the first fail.
-            Some(f) if f <= self.pass + 1 => None,
-            Some(f) => Some(self.pass + (f - self.pass) / 2),
-        }
-    }
-
-    /// Record a probe of `n` accelerators.
-    pub fn record(&mut self, n: u32, passed: bool) {
-        if passed {
-            self.pass = self.pass.max(n);
-        } else {
-            self.fail = Some(self.fail.map_or(n, |f| f.min(n)));
-        }
-    }
-
-    /// The most accelerators that passed (0: not even one).
-    pub fn answer(&self) -> u32 {
-        self.pass
-    }
-
-    /// Whether every count up to the cap passed.
-    pub fn at_cap(&self) -> bool {
-        self.pass >= self.cap
-    }
-}
-
-/// A probe's figures from its summary.
-fn probe_figures(n: u32, s: &Summary, mark: f64) -> SearchProbe {
-    let t = s.training.as_ref();
-    let total = t.map(|t| t.total()).unwrap_or_default();
-    let complete = t.is_some_and(|t| !t.epochs.is_empty() && t.epochs.iter().all(|e| e.complete));
-    let min = t.map_or(0.0, |t| t.min_au());
-    SearchProbe {
-        accelerators: n,
-        au_mean_percent: total.au.mean_au_percent(),
-        au_min_percent: min,
-        samples_per_sec: total.samples_per_sec(),
-        mib_per_sec: total.mib_per_sec(),
-        complete,
-        // An unfinished probe (a signal, `duration`) proves nothing: it does not pass.
-        passed: complete && min >= mark,
-        seconds: total.elapsed_us as f64 / 1e6,
-    }
-}
 
 fn pct(v: f64) -> String {
     format!("{v:.1}%")
@@ -223,7 +153,7 @@ pub async fn run(
             let _ = rx.wait_for(|s| *s).await;
         };
         let s = super::run(&w, target.clone(), opts.clone(), stopped).await?;
-        let p = probe_figures(n, &s, mark);
+        let p = SearchProbe::of(n, &s, mark);
         eprintln!("{}", probe_line(figures.probes.len() + 1, &p));
         bracket.record(n, p.passed);
         let partial = s.partial;
@@ -248,116 +178,4 @@ pub async fn run(
         t.search = Some(figures);
     }
     Ok(summary)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Probe `f` until the bracket closes: (answer, probes run).
-    fn search(cap: u32, mut f: impl FnMut(u32) -> bool) -> (u32, Vec<u32>) {
-        let mut b = Bracket::new(cap);
-        let mut probes = vec![];
-        while let Some(n) = b.next() {
-            assert!((1..=cap).contains(&n), "probe {n} outside 1 ..= {cap}");
-            assert!(!probes.contains(&n), "{n} probed twice: {probes:?}");
-            probes.push(n);
-            b.record(n, f(n));
-            assert!(probes.len() <= 64, "no end: {probes:?}");
-        }
-        (b.answer(), probes)
-    }
-
-    /// A storage that feeds `capacity` accelerators: AU = min(1, capacity / n).
-    fn au(capacity: f64, n: u32) -> f64 {
-        100.0 * (capacity / n as f64).min(1.0)
-    }
-
-    #[test]
-    fn a_monotone_au_is_found_exactly_in_logarithmic_probes() {
-        for cap_units in [1.0, 2.5, 5.5, 7.0, 13.2, 100.0, 700.0] {
-            let mark = 90.0;
-            // The largest n with capacity / n >= 0.9.
-            let want = (cap_units / 0.9f64).floor() as u32;
-            let (got, probes) = search(1024, |n| au(cap_units, n) >= mark);
-            assert_eq!(got, want, "capacity {cap_units}: probes {probes:?}");
-            let bound = 2 * (32 - want.leading_zeros()) + 2;
-            assert!(
-                probes.len() as u32 <= bound,
-                "capacity {cap_units}: {} probes {probes:?}, more than {bound}",
-                probes.len()
-            );
-            // The answer passed and the count above it failed, both measured.
-            assert!(
-                probes.contains(&want) && probes.contains(&(want + 1)),
-                "{probes:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn the_probes_grow_by_doubling_then_bisect() {
-        let (got, probes) = search(1024, |n| n <= 5);
-        assert_eq!(got, 5);
-        assert_eq!(probes, vec![1, 2, 4, 8, 6, 5]);
-    }
-
-    #[test]
-    fn every_probe_passing_stops_at_the_cap() {
-        let (got, probes) = search(24, |_| true);
-        assert_eq!(got, 24);
-        assert_eq!(probes, vec![1, 2, 4, 8, 16, 24]);
-        let mut b = Bracket::new(24);
-        for n in probes {
-            b.record(n, true);
-        }
-        assert!(b.at_cap());
-        // A cap of 1: one probe.
-        assert_eq!(search(1, |_| true), (1, vec![1]));
-    }
-
-    #[test]
-    fn one_accelerator_failing_answers_zero_after_one_probe() {
-        assert_eq!(search(1024, |_| false), (0, vec![1]));
-        assert!(!Bracket::new(8).at_cap());
-    }
-
-    /// Noise at the boundary: within +-3% of the mark a probe passes or fails at random. The
-    /// answer stays inside the noisy band (never past a count that clearly fails, never
-    /// under one that clearly passes), and still has a measured fail right above it.
-    #[test]
-    fn noise_at_the_boundary_keeps_the_answer_inside_the_noisy_band() {
-        use rand::{Rng, SeedableRng};
-        let (capacity, mark) = (20.0, 90.0);
-        // AU = 100 * 20 / n: within 90 +- 3 for n in 21 ..= 23 (AU 95.2 at 21 is clear).
-        let clear_pass = (1..=1024)
-            .filter(|&n| au(capacity, n) > mark + 3.0)
-            .max()
-            .unwrap();
-        let clear_fail = (1..=1024).find(|&n| au(capacity, n) < mark - 3.0).unwrap();
-        for seed in 0..200 {
-            let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-            let mut seen = std::collections::BTreeMap::new();
-            let (got, probes) = search(1024, |n| {
-                let a = au(capacity, n);
-                let pass = if (a - mark).abs() <= 3.0 {
-                    rng.random_bool(0.5)
-                } else {
-                    a >= mark
-                };
-                seen.insert(n, pass);
-                pass
-            });
-            assert!(
-                (clear_pass..clear_fail).contains(&got),
-                "seed {seed}: answer {got} outside {clear_pass} .. {clear_fail}: {probes:?}"
-            );
-            assert_eq!(seen.get(&got), Some(&true), "seed {seed}: {probes:?}");
-            assert_eq!(
-                seen.get(&(got + 1)),
-                Some(&false),
-                "seed {seed}: {probes:?}"
-            );
-        }
-    }
 }

@@ -102,6 +102,17 @@ pub fn test(a: &[(u64, u64)], b: &[(u64, u64)]) -> Option<KsTest> {
     })
 }
 
+/// The smallest p-value the test can give with `n` and `m` samples: that of two disjoint
+/// samples (D = 1); 1 when either is empty.
+pub fn smallest_p(n: u64, m: u64) -> f64 {
+    if n == 0 || m == 0 {
+        return 1.0;
+    }
+    let (nf, mf) = (n as f64, m as f64);
+    let ne = nf * mf / (nf + mf);
+    kolmogorov_q(ne.sqrt() + 0.12 + 0.11 / ne.sqrt())
+}
+
 /// `c(alpha)` of the two-sample critical value `c(alpha) * sqrt((n + m) / (n m))`:
 /// `sqrt(-ln(alpha / 2) / 2)` (1.358 at 5%, 1.628 at 1%).
 pub fn critical_coefficient(alpha: f64) -> f64 {
