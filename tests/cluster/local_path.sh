@@ -2,7 +2,7 @@
 # rancher's local-path-provisioner, the test cluster's second real provisioner, and its
 # StorageClass `local-path` (not the default: benchrun-hostpath is):
 #   local_path.sh build    build github.com/rancher/local-path-provisioner $LOCAL_PATH_VERSION
-#                          from the Go module proxy (its vendored modules) into
+#                          from the Go module proxy (its go.mod and go.sum) into
 #                          $BENCHRUN_CACHE/local-path-provisioner/<version+go hash>/ once;
 #                          prints the binary's path
 #   local_path.sh up       build, apply addons/local-path.yaml (namespace, helper pods'
@@ -52,13 +52,14 @@ build() {
   if [ ! -x "$LPP_BIN" ]; then
     log "building $MODULE $LOCAL_PATH_VERSION from the Go module proxy (first time per version: 2 to 4 min on 2 busy cores)"
     mkdir -p "$dir" "$LOG_DIR"
-    # The module's own vendor/ directory holds its dependencies at the versions it was released
-    # with: one download, and the build is upstream's.
+    # Built in the module's own directory with its go.mod and go.sum: its dependencies at the
+    # versions it was released with, checked against its sums. Not -mod=vendor: a module's zip
+    # on the proxy leaves out vendor/ (all but modules.txt).
     go mod download "$MODULE@$LOCAL_PATH_VERSION" >> "$LOG_DIR/local-path-build.log" 2>&1 ||
       die "go mod download $MODULE@$LOCAL_PATH_VERSION failed" local-path-build
     src=$(go env GOMODCACHE)/$MODULE@$LOCAL_PATH_VERSION
     tmp=$(mktemp "$dir/.build.XXXXXX")
-    if ! (cd "$src" && CGO_ENABLED=0 go build -mod=vendor -trimpath -ldflags "-s -w" -o "$tmp" .) >> "$LOG_DIR/local-path-build.log" 2>&1; then
+    if ! (cd "$src" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$tmp" .) >> "$LOG_DIR/local-path-build.log" 2>&1; then
       rm -f "$tmp"; die "go build of $MODULE@$LOCAL_PATH_VERSION failed" local-path-build
     fi
     mv "$tmp" "$LPP_BIN"
@@ -73,9 +74,10 @@ build() {
 helper_image() {
   local bb=/bin/busybox ref tar n
   [ -x "$bb" ] || apt_install busybox-static >> "$LOG_DIR/apt.log" 2>&1 || die "apt-get install busybox-static failed" apt
-  ref=localhost/benchrun-local-path-helper:$(sha256sum "$bb" | cut -c1-12)
+  # Tagged by the binary and the layout, so a change of either is a new image.
+  ref=localhost/benchrun-local-path-helper:$( { cat "$bb"; echo "/busybox /bin/sh /bin/busybox"; } | sha256sum | cut -c1-12)
   tar=$IMAGE_CACHE/benchrun-local-path-helper_${ref##*:}.tar
-  [ -f "$tar" ] || make_image "$tar" "$ref" "$bb" /bin/sh "$bb:/bin/busybox"
+  [ -f "$tar" ] || make_image "$tar" "$ref" "$bb" /busybox "$bb:/bin/sh" "$bb:/bin/busybox"
   for n in $NODES; do import_image "$n" "$tar" "$ref"; done
   echo "$ref"
 }
