@@ -326,7 +326,7 @@ async fn twenty_claims_on_each_provisioner_compared_through_the_plugin() {
         && r["bMs"].is_number()));
 
     // Any p99 at all is more than 100 % below zero change: exit 5 (SLOWER), naming operations.
-    let gate = exec(&ns, &["compare", "hp", "lp", "--fail-if-slower", "-100"]).await;
+    let gate = exec(&ns, &["compare", "hp", "lp", "--fail-if-slower=-100"]).await;
     assert_eq!(gate.code, 5, "{}", gate.stderr);
     assert!(
         gate.stderr.contains("lp is slower than allowed") && gate.stderr.contains("provision p99"),
