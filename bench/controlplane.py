@@ -120,7 +120,10 @@ def main():
                 by_res = sorted(((v, k) for k, v in api.items() if v >= COUNT), reverse=True)[:4]
                 rows.append((cls, conc, e2e, ops, total / COUNT, own / COUNT, cp["elapsedMs"] / 1000,
                              ", ".join(f"{k or '-'} {v / COUNT:.1f}" for v, k in by_res)))
-                print(f"# {cls} c={conc}: {cp['completed']}/{cp['requested']} in {cp['elapsedMs'] / 1000:.1f}s", file=sys.stderr)
+                # Each row as soon as it is measured: a run cut short keeps what it has.
+                print(f"# {cls} c={conc}: {cp['completed']}/{cp['requested']} in {cp['elapsedMs'] / 1000:.1f}s; "
+                      f"claim->firstIO p50/p99 {e2e['p50Ms']:.0f}/{e2e['p99Ms']:.0f} ms; "
+                      f"API requests/lifecycle {total / COUNT:.1f} (operator {own / COUNT:.1f})", file=sys.stderr)
                 kubectl("delete", "benchmarkrun", run["metadata"]["name"], "-n", NS, "--wait=true")
         print(f"{COUNT} claims per row; idle API server rate {idle:.1f} requests/s (subtracted)\n")
         print("| class | concurrency | claim -> first I/O p50 / p99 | provision p50 / p99 | attach p50 / p99 | firstIO p50 / p99 | delete p50 / p99 | wall | API requests / lifecycle (all clients, idle subtracted) | of them the operator's | top resources / lifecycle |")
