@@ -95,7 +95,9 @@ pub enum Command {
         "  # B against A, failing (exit 5) when B is more than 10% slower
   kubectl benchrun compare s3-get s3-get-new --fail-if-slower 10
   # As JSON
-  kubectl benchrun compare s3-get s3-get-new -o json"
+  kubectl benchrun compare s3-get s3-get-new -o json
+  # Two control-plane runs (two StorageClasses): per operation and phase, p50/p95/p99/max
+  kubectl benchrun compare cp-hostpath cp-local-path"
     ))]
     Compare(CompareArgs),
     /// Report on finished runs (as `benchrun-worker report`): tables, or Markdown and SVG files.
@@ -115,7 +117,9 @@ pub enum Command {
     /// Benchmark a StorageClass: a claim per node, a volume profile, the table, then cleanup.
     #[command(after_help = examples(
         "  # Benchmark StorageClass fast-ssd on the nodes labelled disk=ssd
-  kubectl benchrun storageclass fast-ssd --node-selector disk=ssd"
+  kubectl benchrun storageclass fast-ssd --node-selector disk=ssd
+  # The same, then how long its claims take to provision, attach, serve a first I/O and delete
+  kubectl benchrun storageclass fast-ssd --control-plane --control-plane-count 50"
     ))]
     Storageclass(StorageClassArgs),
     /// BenchmarkSchedules: create one from a workload file or a manifest, list them, show a
@@ -283,7 +287,8 @@ pub struct CompareArgs {
     /// Output format (`--format` is kept as a hidden alias).
     #[arg(short = 'o', long = "output", alias = "format", value_enum, default_value_t = benchrun_worker::compare::render::Format::Text)]
     pub format: benchrun_worker::compare::render::Format,
-    /// Exit 5 when B's ops/s (per op or overall) is more than PCT percent below A's.
+    /// Exit 5 when B's ops/s (per op or overall) is more than PCT percent below A's; for two
+    /// control-plane runs, when an operation's p99 in B is more than PCT percent above A's.
     #[arg(long, value_name = "PCT")]
     pub fail_if_slower: Option<f64>,
     /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).
@@ -343,6 +348,27 @@ pub struct StorageClassArgs {
     /// Keep the run (and its result) instead of deleting it at the end.
     #[arg(long)]
     pub keep: bool,
+    /// Also measure the class's control plane, after the I/O profile: claims provisioned,
+    /// attached, written once and deleted (a control-plane run, docs/CONTROL_PLANE.md); its
+    /// rows follow the profile's table.
+    #[arg(long)]
+    pub control_plane: bool,
+    /// Claims the control-plane measurement takes through their lifecycle.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        requires = "control_plane"
+    )]
+    pub control_plane_count: i32,
+    /// Of those lifecycles, how many in flight at once.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 5,
+        requires = "control_plane"
+    )]
+    pub control_plane_concurrency: i32,
 }
 
 /// `schedule`.

@@ -1,13 +1,17 @@
 //! `compare` and `report`: the stored merged summaries read from the cluster and handed to the
 //! worker's own `compare` and `report` (one implementation, the same output as
-//! `benchrun-worker compare`/`report` on the same summaries).
+//! `benchrun-worker compare`/`report` on the same summaries). Two control-plane runs have no
+//! summaries: their `status.controlPlane` is compared by [`crate::cpcompare`].
 
 use anyhow::Result;
 use benchrun_worker::compare;
 use benchrun_worker::report::{self, Run};
 
+use benchrun_operator::crd::BenchmarkRun;
+
 use crate::cli::{CompareArgs, ReportArgs};
-use crate::connect::Target;
+use crate::connect::{self, Target};
+use crate::cpcompare;
 use crate::exit::{bad_input, OK, SLOWER};
 use crate::fetch;
 
@@ -25,6 +29,9 @@ async fn single(t: &Target, name: &str) -> Result<Run> {
 
 /// `kubectl benchrun compare A B`.
 pub async fn main(t: &Target, args: &CompareArgs) -> Result<u8> {
+    if let Some((a, b)) = control_plane_pair(t, args).await? {
+        return control_plane(a, b, args);
+    }
     let a = single(t, &args.a).await?;
     let b = single(t, &args.b).await?;
     let c = compare::compare_in(&a.label, &a.summary, &b.label, &b.summary, args.units);
@@ -34,6 +41,72 @@ pub async fn main(t: &Target, args: &CompareArgs) -> Result<u8> {
         if !slower.is_empty() {
             eprintln!(
                 "error: {} is slower than allowed ({pct}%): {}",
+                args.b,
+                slower.join("; ")
+            );
+            return Ok(SLOWER);
+        }
+    }
+    Ok(OK)
+}
+
+/// Both runs, when either is a control-plane run (then both must be, and finished); `None`
+/// for two data-plane runs (or a missing one: the summaries' path says so).
+async fn control_plane_pair(
+    t: &Target,
+    args: &CompareArgs,
+) -> Result<Option<(cpcompare::Side, cpcompare::Side)>> {
+    let api = t.api::<BenchmarkRun>();
+    let mut runs = vec![];
+    for name in [&args.a, &args.b] {
+        match api
+            .get_opt(name)
+            .await
+            .map_err(|e| connect::explain(e, &format!("reading run {name}")))?
+        {
+            Some(r) => runs.push(r),
+            None => return Ok(None),
+        }
+    }
+    let is_cp = |r: &BenchmarkRun| r.spec.control_plane.is_some();
+    if !runs.iter().any(is_cp) {
+        return Ok(None);
+    }
+    let mut sides = vec![];
+    for (name, r) in [&args.a, &args.b].into_iter().zip(&runs) {
+        let Some(cp) = &r.spec.control_plane else {
+            return Err(bad_input(format!(
+                "run {name} is a data-plane run: a control-plane run compares only with another control-plane run"
+            )));
+        };
+        let Some(status) = r.status.as_ref().and_then(|s| s.control_plane.clone()) else {
+            return Err(bad_input(format!(
+                "run {name} has no control-plane result yet (wait for it: kubectl benchrun watch {name})"
+            )));
+        };
+        sides.push(cpcompare::Side {
+            run: name.clone(),
+            storage_class: cp
+                .storage_class_name
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            status,
+        });
+    }
+    let b = sides.pop();
+    let a = sides.pop();
+    Ok(a.zip(b))
+}
+
+/// Two control-plane runs compared: the table, and `--fail-if-slower` on each operation's p99.
+fn control_plane(a: cpcompare::Side, b: cpcompare::Side, args: &CompareArgs) -> Result<u8> {
+    let c = cpcompare::compare(a, b);
+    print!("{}", cpcompare::render(&c, args.format));
+    if let Some(pct) = args.fail_if_slower {
+        let slower = c.slower_than(pct);
+        if !slower.is_empty() {
+            eprintln!(
+                "error: {} is slower than allowed ({pct}% on p99): {}",
                 args.b,
                 slower.join("; ")
             );

@@ -11,6 +11,7 @@
 //! - `watch`: following a run's status, with a progress line on stderr
 //! - `show`: a finished run's result table (the worker's), thresholds, JSON/YAML
 //! - `run`: `run` and `watch`; `list`, `compare` (with `report`), `logs`, `storageclass`
+//! - `cpcompare`: `compare` of two control-plane runs (per operation and phase)
 //! - `schedule`: `schedule create|list|history|suspend|resume` (BenchmarkSchedules)
 //! - `completion`: the shell completion scripts
 
@@ -18,6 +19,7 @@ mod cli;
 mod compare;
 mod completion;
 mod connect;
+mod cpcompare;
 mod exit;
 mod fetch;
 mod list;

@@ -146,6 +146,21 @@ pub fn control_plane(cp: &benchrun_operator::crd::control_plane::ControlPlaneSta
             );
         }
     }
+    if let Some(l) = &cp.provision_to_first_io {
+        let n = cp.operations.get("firstIO").map_or(0, |r| r.count);
+        let _ = writeln!(
+            out,
+            "{:<14} {:>6} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+            "claim->firstIO", n, 0, l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
+        );
+    }
+    if let Some(a) = &cp.arrivals {
+        let _ = writeln!(
+            out,
+            "arrivals: {}/s, {} started, {} late (>10 ms), max lag {:.1} ms",
+            a.rate_per_second, a.started, a.late, a.max_lag_ms
+        );
+    }
     if let Some(e) = &cp.first_error {
         let _ = writeln!(out, "first error: {e}");
     }

@@ -4,6 +4,9 @@
 //! at depth 4 for bandwidth, random 4 KiB at depth 1 for latency; each read, then write) as a
 //! matrix run, one combination at a time; the table is printed and the run (with its claims)
 //! deleted. The same run as `examples/benchmarkrun-storageclass-profile.yaml`, shorter.
+//! With `--control-plane`, a control-plane run on the class follows (claims provisioned,
+//! attached, written once and deleted, `--control-plane-count` of them,
+//! `--control-plane-concurrency` at once): its rows are printed after the profile's.
 
 use std::fmt::Write;
 
@@ -126,11 +129,54 @@ pub fn table(run: &BenchmarkRun) -> String {
     out
 }
 
+/// The control-plane run of `--control-plane`: the class's claims (of `--claim-size`) through
+/// provision, attach, firstIO and delete.
+pub fn build_control_plane(args: &StorageClassArgs) -> Result<BenchmarkRun> {
+    let selector = manifest::node_selector(&args.node_selector)?;
+    let spec = serde_json::json!({
+        "controlPlane": {
+            "operations": ["provision", "attach", "firstIO", "delete"],
+            "count": args.control_plane_count,
+            "concurrency": args.control_plane_concurrency,
+            "storageClassName": args.class,
+            "size": args.claim_size,
+        },
+        "workers": {
+            "nodeSelector": if selector.is_empty() { None } else { Some(selector) },
+        },
+        "cleanup": "Always",
+    });
+    let spec: BenchmarkRunSpec = serde_json::from_value(spec)
+        .map_err(|e| bad_input(format!("storageclass {} --control-plane: {e}", args.class)))?;
+    let mut run = BenchmarkRun::new("", spec);
+    run.metadata = ObjectMeta {
+        generate_name: Some(manifest::name_prefix(&format!("sc-{}-cp", args.class))),
+        ..ObjectMeta::default()
+    };
+    manifest::validate(&run)?;
+    Ok(run)
+}
+
+/// The control-plane rows: the per-operation table of `kubectl benchrun result`.
+fn control_plane_table(run: &BenchmarkRun) -> String {
+    match run.status.as_ref().and_then(|s| s.control_plane.as_ref()) {
+        Some(cp) => format!("\n{}", crate::show::control_plane(cp)),
+        None => String::new(),
+    }
+}
+
 /// `kubectl benchrun storageclass CLASS`.
 pub async fn main(global: &Global, args: &StorageClassArgs) -> Result<u8> {
-    let run = build(args)?;
+    let mut runs = vec![(build(args)?, table as fn(&BenchmarkRun) -> String)];
+    if args.control_plane {
+        runs.push((build_control_plane(args)?, control_plane_table));
+    }
     if args.dry_run == Some(DryRun::Client) {
-        print!("{}", serde_yaml::to_string(&run)?);
+        let docs: Vec<String> = runs
+            .iter()
+            .map(|(r, _)| serde_yaml::to_string(r))
+            .collect::<Result<_, _>>()?;
+        print!("{}", docs.join("---\n"));
         return Ok(crate::exit::OK);
     }
     let t = connect::connect(global).await?;
@@ -140,16 +186,44 @@ pub async fn main(global: &Global, args: &StorageClassArgs) -> Result<u8> {
             dry_run: true,
             ..PostParams::default()
         };
-        let checked = api
-            .create(&params, &run)
-            .await
-            .map_err(|e| connect::explain(e, "creating the BenchmarkRun"))?;
-        print!("{}", serde_yaml::to_string(&checked)?);
+        let mut docs = vec![];
+        for (run, _) in &runs {
+            let checked = api
+                .create(&params, run)
+                .await
+                .map_err(|e| connect::explain(e, "creating the BenchmarkRun"))?;
+            docs.push(serde_yaml::to_string(&checked)?);
+        }
+        print!("{}", docs.join("---\n"));
         return Ok(crate::exit::OK);
     }
     eprintln!("benchmarking {}", describe(args));
+    // One after the other, so the control-plane figures are not taken under the profile's I/O;
+    // the first verdict that is not OK is the exit code.
+    let mut code = crate::exit::OK;
+    for (run, print) in &runs {
+        let c = one(&t, &api, run, *print, args.keep).await?;
+        if c == INTERRUPTED {
+            return Ok(c);
+        }
+        if code == crate::exit::OK {
+            code = c;
+        }
+    }
+    Ok(code)
+}
+
+/// Create `run`, follow it to its end, print it with `print`, delete it (unless `keep`): the
+/// exit code of its verdict.
+async fn one(
+    t: &connect::Target,
+    api: &Api<BenchmarkRun>,
+    run: &BenchmarkRun,
+    print: fn(&BenchmarkRun) -> String,
+    keep: bool,
+) -> Result<u8> {
     let created = api
-        .create(&PostParams::default(), &run)
+        .create(&PostParams::default(), run)
         .await
         .map_err(|e| connect::explain(e, "creating the BenchmarkRun"))?;
     let name = created.metadata.name.clone().unwrap_or_default();
@@ -159,13 +233,13 @@ pub async fn main(global: &Global, args: &StorageClassArgs) -> Result<u8> {
     );
     let mut view = View::default();
     let ended = tokio::select! {
-        r = watch::follow(&t, &name, &mut view) => Some(r),
+        r = watch::follow(t, &name, &mut view) => Some(r),
         _ = tokio::signal::ctrl_c() => None,
     };
     view.done();
     let code = match &ended {
         Some(Ok(run)) => {
-            print!("{}", table(run));
+            print!("{}", print(run));
             let verdict = Verdict::of(run);
             if let Some(m) = verdict.message(&name) {
                 eprintln!("error: {m}");
@@ -175,9 +249,9 @@ pub async fn main(global: &Global, args: &StorageClassArgs) -> Result<u8> {
         Some(Err(_)) => crate::exit::ERROR,
         None => INTERRUPTED,
     };
-    if args.keep {
+    if keep {
         eprintln!(
-            "kept run {name}: kubectl benchrun report {name} -n {}",
+            "kept run {name}: kubectl benchrun result {name} -n {}",
             t.namespace
         );
     } else {
@@ -205,6 +279,9 @@ mod tests {
             node_selector: vec!["disk=ssd".into()],
             dry_run: None,
             keep: false,
+            control_plane: true,
+            control_plane_count: 10,
+            control_plane_concurrency: 5,
         }
     }
 
@@ -231,5 +308,23 @@ mod tests {
         let mut bad = args();
         bad.duration = "soon".into();
         assert!(build(&bad).is_err());
+    }
+
+    #[test]
+    fn the_control_plane_rows_come_from_a_control_plane_run_on_the_class() {
+        let run = build_control_plane(&args()).expect("valid");
+        assert_eq!(run.metadata.generate_name.as_deref(), Some("sc-fast-cp-"));
+        let cp = run.spec.control_plane.as_ref().expect("controlPlane");
+        assert_eq!(cp.storage_class_name.as_deref(), Some("fast"));
+        assert_eq!((cp.count, cp.concurrency), (10, Some(5)));
+        assert_eq!(cp.operations, ["provision", "attach", "firstIO", "delete"]);
+        assert_eq!(cp.size.as_ref().map(|q| q.0.as_str()), Some("2Gi"));
+        assert!(benchrun_operator::crd::is_control_plane_only(
+            &run.spec.workload
+        ));
+        let mut bad = args();
+        bad.control_plane_concurrency = 11;
+        let e = build_control_plane(&bad).expect_err("concurrency above count");
+        assert!(e.to_string().contains("concurrency"), "{e}");
     }
 }

@@ -10,6 +10,10 @@
 //!   `benchrun_operator_run_elapsed_seconds{namespace,run}`: live progress of running runs
 //! - `benchrun_operator_run_start_skew_seconds{namespace,run}`: measured start skew
 //! - `benchrun_operator_leader`: 1 while this replica runs the controller (leads), else 0
+//! - `benchrun_operator_control_plane_operation_seconds{operation,storage_class}`: latency of
+//!   each control-plane operation (`provision`, `attach`, `firstIO`, `delete`) of control-plane
+//!   runs, observed as it ends; `storage_class` is the run's (`default` when it names none)
+//! - `benchrun_operator_control_plane_errors_total{operation,storage_class,kind}`: failed ones
 //! - `benchrun_schedule_last_run_regressed{namespace,schedule}`: 1 when a schedule's newest
 //!   finished run regressed against its baseline, 0 when it did not (or failed)
 //! - `benchrun_schedule_failures_in_a_row{namespace,schedule}`: its newest finished runs that
@@ -23,8 +27,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use benchrun_api::metric_family::{MetricFamily, MetricKind};
@@ -66,6 +70,8 @@ pub struct Metrics {
     schedule_ops_seen: Mutex<HashMap<String, BTreeSet<String>>>,
     /// The operator's Kubernetes API requests by verb (see `apicount`).
     pub api_requests: IntCounterVec,
+    control_plane_seconds: HistogramVec,
+    control_plane_errors: IntCounterVec,
     /// Every run with series, by `namespace/name`: its phase and the ops its result series
     /// name, so that its series can all be removed without its status (a run deleted without
     /// the finalizer's pass leaves none to read).
@@ -217,6 +223,27 @@ impl Metrics {
             &["namespace", "schedule", "op"],
         )
         .expect("metric");
+        // From a fast CSI driver's provision (tens of ms) to a cloud disk's attach (minutes).
+        let control_plane_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "benchrun_operator_control_plane_operation_seconds",
+                "Latency of control-plane operations (provision, attach, firstIO, delete) of control-plane runs",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                300.0,
+            ]),
+            &["operation", "storage_class"],
+        )
+        .expect("metric");
+        let control_plane_errors = IntCounterVec::new(
+            Opts::new(
+                "benchrun_operator_control_plane_errors_total",
+                "Failed control-plane operations of control-plane runs, by kind (timeout, provisioningFailed, podFailed, api, ...)",
+            ),
+            &["operation", "storage_class", "kind"],
+        )
+        .expect("metric");
         let mut families = Vec::new();
         for (c, kind) in [
             (
@@ -240,6 +267,11 @@ impl Metrics {
             (Box::new(schedule_failures.clone()), MetricKind::Gauge),
             (Box::new(schedule_ops.clone()), MetricKind::Gauge),
             (Box::new(schedule_p99.clone()), MetricKind::Gauge),
+            (
+                Box::new(control_plane_seconds.clone()),
+                MetricKind::Histogram,
+            ),
+            (Box::new(control_plane_errors.clone()), MetricKind::Counter),
         ] {
             families.extend(MetricFamily::of(c.as_ref(), kind));
             registry.register(c).expect("unique metric");
@@ -261,6 +293,8 @@ impl Metrics {
             run_regressed,
             leader,
             api_requests,
+            control_plane_seconds,
+            control_plane_errors,
             schedule_regressed,
             schedule_failures,
             schedule_ops,
@@ -348,6 +382,16 @@ impl Metrics {
             self.run_p99
                 .with_label_values(&[ns, run, op])
                 .set(r.p99_ms / 1000.0);
+        }
+    }
+
+    /// Where a control-plane run of StorageClass `class` (`None`: the default class) records
+    /// its operations.
+    pub fn control_plane(&self, class: Option<&str>) -> ControlPlaneSink {
+        ControlPlaneSink {
+            seconds: self.control_plane_seconds.clone(),
+            errors: self.control_plane_errors.clone(),
+            class: class.unwrap_or("default").to_string(),
         }
     }
 
@@ -457,6 +501,32 @@ impl Metrics {
     }
 }
 
+/// The control-plane families, for one run's lifecycles (cheap to clone: the families are
+/// shared). The series are per class, not per run: they add up across runs, as a histogram's
+/// buckets should, and a class's distribution is what a dashboard compares.
+#[derive(Clone, Debug)]
+pub struct ControlPlaneSink {
+    seconds: HistogramVec,
+    errors: IntCounterVec,
+    class: String,
+}
+
+impl ControlPlaneSink {
+    /// Operation `op` took `d`.
+    pub fn ok(&self, op: &str, d: std::time::Duration) {
+        self.seconds
+            .with_label_values(&[op, &self.class])
+            .observe(d.as_secs_f64());
+    }
+
+    /// Operation `op` failed with an error of `kind`.
+    pub fn error(&self, op: &str, kind: &str) {
+        self.errors
+            .with_label_values(&[op, &self.class, kind])
+            .inc();
+    }
+}
+
 /// What the metrics hold of one run: enough to remove its series.
 #[derive(Debug)]
 struct Seen {
@@ -511,6 +581,26 @@ mod tests {
             assert!(text.contains(name), "{name} missing in\n{text}");
         }
         assert!(!text.contains("benchrun_operator_run_thresholds_met{"));
+    }
+
+    #[test]
+    fn control_plane_operations_are_observed_per_operation_and_class() {
+        let m = Metrics::new();
+        let mut f = crate::control_plane::figures::Figures::feeding(m.control_plane(Some("fast")));
+        f.ok("provision", std::time::Duration::from_millis(300), &[]);
+        f.ok("provision", std::time::Duration::from_millis(700), &[]);
+        f.error("attach", "timeout", "pod not running".into());
+        m.control_plane(None)
+            .ok("delete", std::time::Duration::from_millis(20));
+        let text = m.render();
+        for want in [
+            "benchrun_operator_control_plane_operation_seconds_count{operation=\"provision\",storage_class=\"fast\"} 2",
+            "benchrun_operator_control_plane_operation_seconds_bucket{operation=\"provision\",storage_class=\"fast\",le=\"0.5\"} 1",
+            "benchrun_operator_control_plane_operation_seconds_count{operation=\"delete\",storage_class=\"default\"} 1",
+            "benchrun_operator_control_plane_errors_total{kind=\"timeout\",operation=\"attach\",storage_class=\"fast\"} 1",
+        ] {
+            assert!(text.contains(want), "{want} missing in\n{text}");
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Pure: the latencies of a control-plane run's lifecycles kept in exact HDR histograms (the
+//! The latencies of a control-plane run's lifecycles kept in exact HDR histograms (the
 //! project's [`Latency`], microseconds, 3 significant digits), assembled into
-//! `status.controlPlane`, and its thresholds evaluated.
+//! `status.controlPlane`, and its thresholds evaluated. Pure but for one side effect: each
+//! latency and error is also passed to the operator's metrics when a sink is given
+//! ([`Figures::feeding`]), so dashboards see a run while it runs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use crate::crd::control_plane::{
     ControlPlaneSpec, ControlPlaneStatus, LatencyReport, OperationReport,
 };
 use crate::crd::thresholds::ThresholdCheck;
+use crate::metrics::ControlPlaneSink;
 
 /// The operations, in lifecycle order.
 pub const OPERATIONS: [&str; 4] = ["provision", "attach", "firstIO", "delete"];
@@ -30,11 +33,26 @@ pub struct Figures {
     completed: u32,
     failed: u32,
     first_error: Option<String>,
+    /// Claim create request to first I/O done, per lifecycle that got there.
+    to_first_io: Latency,
+    /// The operator's histograms, fed as operations end.
+    sink: Option<ControlPlaneSink>,
 }
 
 impl Figures {
+    /// Figures that also feed `sink` (the operator's metrics).
+    pub fn feeding(sink: ControlPlaneSink) -> Self {
+        Self {
+            sink: Some(sink),
+            ..Self::default()
+        }
+    }
+
     /// Operation `op` succeeded in `total`, reaching each named phase after its duration.
     pub fn ok(&mut self, op: &'static str, total: Duration, phases: &[(&str, Duration)]) {
+        if let Some(s) = &self.sink {
+            s.ok(op, total);
+        }
         let o = self.ops.entry(op).or_default();
         o.total.record(total);
         for (name, d) in phases {
@@ -42,8 +60,16 @@ impl Figures {
         }
     }
 
+    /// A lifecycle's first I/O was done `d` after its claim's create request.
+    pub fn to_first_io(&mut self, d: Duration) {
+        self.to_first_io.record(d);
+    }
+
     /// Operation `op` failed with an error of `kind`; `message` says why (the first is kept).
     pub fn error(&mut self, op: &'static str, kind: &str, message: String) {
+        if let Some(s) = &self.sink {
+            s.error(op, kind);
+        }
         *self
             .ops
             .entry(op)
@@ -98,6 +124,9 @@ impl Figures {
             elapsed_ms: ms(elapsed.as_micros() as u64),
             operations,
             first_error: self.first_error.clone(),
+            provision_to_first_io: (self.to_first_io.count() > 0)
+                .then(|| report(&self.to_first_io)),
+            arrivals: None,
         }
     }
 }
@@ -162,6 +191,7 @@ mod tests {
             f.ok("attach", t, &[]);
             f.lifecycle_done(true);
         }
+        f.to_first_io(Duration::from_secs(2));
         f.error(
             "provision",
             "timeout",
@@ -179,6 +209,14 @@ mod tests {
         assert!((p.latency.p50_ms - 500.0).abs() <= 0.5, "{p:?}");
         assert!((p.latency.max_ms - 1000.0).abs() <= 1.0, "{p:?}");
         assert!((p.phases["pvCreated"].max_ms - 500.0).abs() <= 0.5, "{p:?}");
+        let e2e = st
+            .provision_to_first_io
+            .expect("one lifecycle reached its first I/O");
+        assert!((e2e.p50_ms - 2000.0).abs() <= 2.0, "{e2e:?}");
+        assert!(Figures::default()
+            .status(&s, Duration::ZERO)
+            .provision_to_first_io
+            .is_none());
         assert_eq!(
             st.first_error.as_deref(),
             Some("provision timeout: ExternalProvisioning: waiting")

@@ -153,7 +153,11 @@ impl Shared {
             self.lock()
                 .ok("attach", running.saturating_duration_since(from), &phases);
             if self.cp.measures("firstIO") {
-                self.first_io(name, running + timeout).await?;
+                let io = self.first_io(name, running + timeout).await?;
+                // The claim's create request to the first I/O done: the pod running (as
+                // watched) plus the probe's own I/O time.
+                self.lock()
+                    .to_first_io(running.saturating_duration_since(t0) + io);
             }
             // The pod goes first: the claim's protection finalizer holds it while a pod uses it.
             let dp = DeleteParams {
@@ -216,8 +220,8 @@ impl Shared {
         Ok(())
     }
 
-    /// firstIO: the probe's own times, from its termination message.
-    async fn first_io(&self, name: &str, deadline: Instant) -> Result<(), Failure> {
+    /// firstIO: the probe's own times, from its termination message; their sum.
+    async fn first_io(&self, name: &str, deadline: Instant) -> Result<Duration, Failure> {
         let Some(m) = self
             .seen
             .wait(name, deadline, |m: &Marks| m.terminated.is_some())
@@ -250,7 +254,7 @@ impl Shared {
         );
         self.lock()
             .ok("firstIO", w + rd, &[("write", w), ("read", rd)]);
-        Ok(())
+        Ok(w + rd)
     }
 
     /// Whether the claim's class binds on first consumer (then a pod is needed to provision).

@@ -1,7 +1,8 @@
 //! Control-plane runs (`spec.controlPlane`, docs/CONTROL_PLANE.md): `count` claims, each
-//! taken through one lifecycle ([`lifecycle`]), `concurrency` at once; the latencies seen
-//! through watch events ([`watch`]) in HDR histograms ([`figures`]); what the run creates
-//! built by [`objects`].
+//! taken through one lifecycle ([`lifecycle`]), `concurrency` at once or at `ratePerSecond`
+//! ([`pace`]); the latencies seen through watch events ([`watch`]) in HDR histograms
+//! ([`figures`], also fed to the operator's histograms); what the run creates built by
+//! [`objects`].
 //!
 //! A run's lifecycles are one task of the operator process, kept in [`Runs`] by run UID: the
 //! reconcile pass starts it once the run is recorded `Running`, reads its outcome when it
@@ -13,6 +14,7 @@
 pub mod figures;
 mod lifecycle;
 pub mod objects;
+pub mod pace;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -154,6 +156,14 @@ pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
             ));
         }
     }
+    if let Some(r) = cp.rate_per_second {
+        use crate::crd::control_plane::{MAX_RATE, MIN_RATE};
+        if !(MIN_RATE..=MAX_RATE).contains(&r) {
+            errs.push(format!(
+                "spec.controlPlane.ratePerSecond: from {MIN_RATE} to {MAX_RATE} (got {r})"
+            ));
+        }
+    }
     if let Some(t) = cp.timeout {
         if t.0 < Duration::from_secs(1) {
             errs.push(format!("spec.controlPlane.timeout: at least 1s (got {t})"));
@@ -197,7 +207,12 @@ fn quantity_ok(q: &str) -> bool {
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Run `run`'s control-plane benchmark to its end: every lifecycle, then the sweep.
-pub async fn execute(client: Client, run: BenchmarkRun, image: String) -> Outcome {
+pub async fn execute(
+    client: Client,
+    run: BenchmarkRun,
+    image: String,
+    metrics: Arc<crate::metrics::Metrics>,
+) -> Outcome {
     let Some(cp) = run.spec.control_plane.clone() else {
         return Outcome {
             status: ControlPlaneStatus::default(),
@@ -229,31 +244,24 @@ pub async fn execute(client: Client, run: BenchmarkRun, image: String) -> Outcom
         cp: cp.clone(),
         image,
         seen,
-        figures: Mutex::new(Figures::default()),
+        figures: Mutex::new(Figures::feeding(
+            metrics.control_plane(cp.storage_class_name.as_deref()),
+        )),
         wait_for_consumer: Default::default(),
     });
-    let sem = Arc::new(tokio::sync::Semaphore::new(cp.concurrency()));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let start = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for i in 0..usize::try_from(cp.count).unwrap_or(0) {
-        let Ok(permit) = sem.clone().acquire_owned().await else {
-            break;
-        };
-        // After the first failure no lifecycle starts: a class that cannot provision fails
-        // the run within one timeout, not `count / concurrency` of them.
-        if stop.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
-        }
-        let (sh, stop) = (shared.clone(), stop.clone());
-        set.spawn(async move {
-            if !sh.lifecycle(i).await {
-                stop.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-            drop(permit);
-        });
-    }
-    while set.join_next().await.is_some() {}
+    // After the first failure no lifecycle starts: a class that cannot provision fails the
+    // run within one timeout, not `count / concurrency` of them.
+    let arrivals = pace::drive(
+        usize::try_from(cp.count).unwrap_or(0),
+        pace::Pace::new(cp.rate_per_second),
+        cp.concurrency(),
+        |i| {
+            let sh = shared.clone();
+            async move { sh.lifecycle(i).await }
+        },
+    )
+    .await;
     let elapsed = start.elapsed();
     let swept = sweep(&client, &run, cp.timeout()).await;
     let figures = shared
@@ -261,8 +269,10 @@ pub async fn execute(client: Client, run: BenchmarkRun, image: String) -> Outcom
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
+    let mut status = figures.status(&cp, elapsed);
+    status.arrivals = arrivals;
     Outcome {
-        status: figures.status(&cp, elapsed),
+        status,
         failure: swept.err(),
     }
 }
@@ -341,11 +351,15 @@ mod tests {
         assert_eq!(check(&s, false), Vec::<String>::new());
         assert_eq!(s.concurrency(), 5);
         assert_eq!(s.timeout(), Duration::from_secs(30));
+        // Open loop: the cap defaults to every lifecycle in flight.
+        let s = spec("{operations: [provision], count: 40, ratePerSecond: 2.5}");
+        assert_eq!(check(&s, false), Vec::<String>::new());
+        assert_eq!(s.concurrency(), 40);
     }
 
     #[test]
     fn bad_values_are_named_with_their_path() {
-        let s = spec("{operations: [provision, snapshot, resize, provision], count: 2, concurrency: 3, size: 1Gb, timeout: 10ms, thresholds: [{operation: attach, maxP99: 1s}]}");
+        let s = spec("{operations: [provision, snapshot, resize, provision], count: 2, concurrency: 3, ratePerSecond: 5000, size: 1Gb, timeout: 10ms, thresholds: [{operation: attach, maxP99: 1s}]}");
         let errs = check(&s, true).join("\n");
         for want in [
             "give workload or controlPlane, not both",
@@ -353,6 +367,7 @@ mod tests {
             "unknown operation `resize`",
             "listed twice",
             "concurrency (3) may not exceed count (2)",
+            "ratePerSecond: from 0.01 to 1000 (got 5000)",
             "timeout: at least 1s",
             "size: `1Gb` is not a positive quantity",
             "thresholds[0]: `attach` is not in operations",

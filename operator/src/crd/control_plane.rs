@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 pub const MAX_COUNT: i32 = 10_000;
 /// Most lifecycles in flight at once (`concurrency`); also in the schema.
 pub const MAX_CONCURRENCY: i32 = 500;
+/// Lowest and highest `ratePerSecond`; also in the schema.
+pub const MIN_RATE: f64 = 0.01;
+/// See [`MIN_RATE`].
+pub const MAX_RATE: f64 = 1000.0;
 /// `timeout` when the run gives none: per operation of one claim.
 pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// `size` when the run gives none.
@@ -44,10 +48,19 @@ pub struct ControlPlaneSpec {
     /// Claims created, one lifecycle each.
     #[schemars(range(min = 1, max = 10000))]
     pub count: i32,
-    /// Lifecycles in flight at once. Default 1.
+    /// Lifecycles in flight at once. Default 1. With `ratePerSecond`, the most in flight at
+    /// once (default `count`, at most 500): a lifecycle due while that many are in flight
+    /// starts when one ends, and is counted late (`status.controlPlane.arrivals`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 500))]
     pub concurrency: Option<i32>,
+    /// Open loop: lifecycles start at this rate (lifecycle i is due i / ratePerSecond seconds
+    /// after the first), whether or not the earlier ones have finished, as pods arrive in a
+    /// scale-up; `concurrency` caps those in flight. Unset: closed loop, a new lifecycle when
+    /// one ends. Timer resolution 1 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.01, max = 1000.0))]
+    pub rate_per_second: Option<f64>,
     /// The claims' StorageClass; default the cluster's default class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
@@ -112,9 +125,16 @@ pub struct ControlPlaneThreshold {
 }
 
 impl ControlPlaneSpec {
-    /// Lifecycles in flight at once.
+    /// Lifecycles in flight at once (with `ratePerSecond`: at most).
     pub fn concurrency(&self) -> usize {
-        self.concurrency.unwrap_or(1).clamp(1, MAX_CONCURRENCY) as usize
+        let default = if self.rate_per_second.is_some() {
+            self.count
+        } else {
+            1
+        };
+        self.concurrency
+            .unwrap_or(default)
+            .clamp(1, MAX_CONCURRENCY) as usize
     }
 
     /// Longest wait for one operation of one claim.
@@ -148,6 +168,34 @@ pub struct ControlPlaneStatus {
     /// provisioner's `ProvisioningFailed` or `ExternalProvisioning` message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_error: Option<String>,
+    /// From each claim's create request to its first I/O done (the pod running, as watched,
+    /// plus the probe's write and read), over the lifecycles that got there (`firstIO`'s
+    /// count): what a new pod of a StatefulSet waits before its volume serves.
+    #[serde(
+        rename = "provisionToFirstIO",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provision_to_first_io: Option<LatencyReport>,
+    /// With `ratePerSecond`: how the lifecycles kept to their due times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<Arrivals>,
+}
+
+/// How an open-loop control-plane run (`ratePerSecond`) kept to its schedule. Latencies are
+/// measured from each API request, so a late start does not show in them: it shows here.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Arrivals {
+    /// The rate asked for.
+    pub rate_per_second: f64,
+    /// Lifecycles started.
+    pub started: u32,
+    /// Of those, started more than 10 ms after they were due: `concurrency` lifecycles were
+    /// in flight (the cap), or the operator's runtime was busy.
+    pub late: u32,
+    /// The largest start lag (start minus due), ms.
+    pub max_lag_ms: f64,
 }
 
 /// One operation's figures, from exact HDR histograms (microsecond resolution; the times

@@ -37,19 +37,32 @@ impl Reconciler<'_> {
             self.draft.set_phase(
                 Phase::Running,
                 "Started",
-                format!(
-                    "{} claims, {} at a time: {}",
-                    cp.count,
-                    cp.concurrency(),
-                    cp.operations.join(", ")
-                ),
+                match cp.rate_per_second {
+                    None => format!(
+                        "{} claims, {} at a time: {}",
+                        cp.count,
+                        cp.concurrency(),
+                        cp.operations.join(", ")
+                    ),
+                    Some(r) => format!(
+                        "{} claims at {r}/s, at most {} in flight: {}",
+                        cp.count,
+                        cp.concurrency(),
+                        cp.operations.join(", ")
+                    ),
+                },
             );
             self.draft.status.start_time = Some(self.draft.now.to_rfc3339());
             if !self.persist().await? {
                 return Ok(Action::requeue(POLL));
             }
             let image = self.ctx.config.worker_image.clone();
-            let task = control_plane::execute(self.ctx.client.clone(), self.run.clone(), image);
+            let task = control_plane::execute(
+                self.ctx.client.clone(),
+                self.run.clone(),
+                image,
+                self.ctx.metrics.clone(),
+            );
             self.ctx.control_plane.start(&uid, task);
             return Ok(Action::requeue(POLL));
         }

@@ -1,0 +1,143 @@
+"""Control-plane figures of the test cluster's two provisioners (bench/controlplane.sh runs this).
+
+For each StorageClass and each concurrency: one control-plane run of COUNT claims (provision,
+attach, firstIO, delete), run by the operator binary on the host watching one namespace. Prints
+a Markdown table: provision-to-first-I/O p50/p99 (status.controlPlane.provisionToFirstIO), the
+operations' p50/p99, and the API server's requests per lifecycle: the increase of the API
+server's apiserver_request_total over the run (every client: the operator, the provisioners,
+the kubelets, the controllers, the scheduler), less the idle rate measured before for as long,
+and the operator's own requests (its benchrun_operator_api_requests_total).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+KUBECTL = os.environ["KUBECTL"]
+OPERATOR = os.environ["OPERATOR_BIN"]
+WORKER_IMAGE = os.environ["WORKER_IMAGE"]
+CLASSES = os.environ.get("CLASSES", "benchrun-hostpath local-path").split()
+CONCURRENCIES = [int(c) for c in sys.argv[1:]] or [1, 5, 20]
+COUNT = int(os.environ.get("COUNT", "20"))
+NS = "benchrun-cp-bench"
+METRICS_PORT = 18391
+KEY = b"benchrun-controlplane-bench-operator-key"
+IDLE_SECS = 20
+
+
+def kubectl(*args, stdin=None, check=True):
+    r = subprocess.run([KUBECTL, *args], input=stdin, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        sys.exit(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def apiserver_requests():
+    """{resource: requests} from the API server's own apiserver_request_total (every client)."""
+    out = {}
+    for line in kubectl("get", "--raw", "/metrics").splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        res = labels.split('resource="', 1)[1].split('"', 1)[0] if 'resource="' in labels else ""
+        out[res] = out.get(res, 0) + float(value)
+    return out
+
+
+def operator_requests():
+    """Requests the operator sent (all verbs), from its /metrics."""
+    url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("benchrun_operator_api_requests_total{"))
+
+
+def diff(after, before):
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after}
+
+
+def wait_metrics():
+    end = time.time() + 60
+    while time.time() < end:
+        try:
+            operator_requests()
+            return
+        except OSError:
+            time.sleep(0.5)
+    sys.exit("the operator's /metrics did not answer within 60 s")
+
+
+def run_one(cls, conc):
+    name = f"cp-{cls}-c{conc}"[:50]
+    spec = {
+        "apiVersion": "benchrun.dev/v1alpha1", "kind": "BenchmarkRun",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"controlPlane": {"operations": ["provision", "attach", "firstIO", "delete"],
+                                  "count": COUNT, "concurrency": conc, "storageClassName": cls,
+                                  "size": "16Mi", "timeout": "2m"}},
+    }
+    kubectl("delete", "benchmarkrun", name, "-n", NS, "--ignore-not-found", "--wait=true")
+    a0, o0, t0 = apiserver_requests(), operator_requests(), time.time()
+    kubectl("apply", "-f", "-", stdin=json.dumps(spec))
+    kubectl("wait", f"benchmarkrun/{name}", "-n", NS, "--for=jsonpath={.status.finishTime}", "--timeout=30m")
+    a1, o1, t1 = apiserver_requests(), operator_requests(), time.time()
+    run = json.loads(kubectl("get", "benchmarkrun", name, "-n", NS, "-o", "json"))
+    st = run["status"]
+    if st.get("phase") != "Succeeded":
+        sys.exit(f"{name}: {st.get('phase')}: {json.dumps(st.get('conditions'))}")
+    return run, diff(a1, a0), o1 - o0, t1 - t0
+
+
+def main():
+    kubectl("create", "namespace", NS, check=False)
+    crd = subprocess.run([OPERATOR, "crd"], check=True, capture_output=True, text=True).stdout
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crd)
+    work = tempfile.mkdtemp(prefix="benchrun-cp-bench-")
+    keyfile = os.path.join(work, "key")
+    with open(keyfile, "wb") as f:
+        f.write(KEY)
+    log = open(os.path.join(work, "operator.log"), "w")
+    op = subprocess.Popen([OPERATOR, "run", "--worker-image", WORKER_IMAGE, "--key-file", keyfile,
+                           "--namespace", NS, "--metrics-addr", f"127.0.0.1:{METRICS_PORT}"],
+                          stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "BENCHRUN_LOG": "info,kube=warn"})
+    try:
+        wait_metrics()
+        # The cluster's own request rate with nothing of ours running (leases, node status).
+        i0 = apiserver_requests()
+        time.sleep(IDLE_SECS)
+        idle = sum(diff(apiserver_requests(), i0).values()) / IDLE_SECS
+        rows = []
+        for cls in CLASSES:
+            for conc in CONCURRENCIES:
+                run, api, own, secs = run_one(cls, conc)
+                cp = run["status"]["controlPlane"]
+                e2e = cp["provisionToFirstIO"]
+                ops = cp["operations"]
+                total = sum(api.values()) - idle * secs
+                by_res = sorted(((v, k) for k, v in api.items() if v >= COUNT), reverse=True)[:4]
+                rows.append((cls, conc, e2e, ops, total / COUNT, own / COUNT, cp["elapsedMs"] / 1000,
+                             ", ".join(f"{k or '-'} {v / COUNT:.1f}" for v, k in by_res)))
+                # Each row as soon as it is measured: a run cut short keeps what it has.
+                print(f"# {cls} c={conc}: {cp['completed']}/{cp['requested']} in {cp['elapsedMs'] / 1000:.1f}s; "
+                      f"claim->firstIO p50/p99 {e2e['p50Ms']:.0f}/{e2e['p99Ms']:.0f} ms; "
+                      f"API requests/lifecycle {total / COUNT:.1f} (operator {own / COUNT:.1f})", file=sys.stderr)
+                kubectl("delete", "benchmarkrun", run["metadata"]["name"], "-n", NS, "--wait=true")
+        print(f"{COUNT} claims per row; idle API server rate {idle:.1f} requests/s (subtracted)\n")
+        print("| class | concurrency | claim -> first I/O p50 / p99 | provision p50 / p99 | attach p50 / p99 | firstIO p50 / p99 | delete p50 / p99 | wall | API requests / lifecycle (all clients, idle subtracted) | of them the operator's | top resources / lifecycle |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+        for cls, conc, e2e, ops, per, own, wall, top in rows:
+            def pp(r):
+                return f"{r['p50Ms'] / 1000:.2f} / {r['p99Ms'] / 1000:.2f} s"
+            print(f"| {cls} | {conc} | {pp(e2e)} | {pp(ops['provision'])} | {pp(ops['attach'])} | "
+                  f"{ops['firstIO']['p50Ms']:.1f} / {ops['firstIO']['p99Ms']:.1f} ms | {pp(ops['delete'])} | "
+                  f"{wall:.1f} s | {per:.1f} | {own:.1f} | {top} |")
+    finally:
+        op.terminate()
+        op.wait(timeout=30)
+        kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+main()
