@@ -134,7 +134,12 @@ async fn thresholds_gate_the_run_and_baselines_are_compared() {
     let b = st.baseline.expect("status.baseline");
     assert_eq!(b.source, "configmap golden/merged.json");
     assert_eq!(b.tolerance_percent, 50.0);
-    let want = baseline::compare(&merged(&env, "gate").await, &golden, 50.0);
+    let want = baseline::compare(
+        &merged(&env, "gate").await,
+        &golden,
+        "configmap golden/merged.json",
+        50.0,
+    );
     let got = b.deltas["get"].ops_per_sec_percent;
     assert_eq!(got, want.deltas["get"].ops_per_sec_percent);
     assert!(
