@@ -965,6 +965,30 @@ fn merged_tool_version(parts: &[Summary]) -> Option<String> {
     (!versions.is_empty()).then(|| versions.into_iter().collect::<Vec<_>>().join(", "))
 }
 
+// Here, not in `training_search`: a probe is judged from a summary, and the search's types
+// are part of one (`Summary.training.search`), so the two modules would import each other.
+impl crate::training_search::SearchProbe {
+    /// A probe of `n` accelerators per worker, from its (merged) summary, judged by `mark`.
+    pub fn of(n: u32, s: &Summary, mark: f64) -> Self {
+        let t = s.training.as_ref();
+        let total = t.map(|t| t.total()).unwrap_or_default();
+        let complete =
+            t.is_some_and(|t| !t.epochs.is_empty() && t.epochs.iter().all(|e| e.complete));
+        let min = t.map_or(0.0, |t| t.min_au());
+        Self {
+            accelerators: n,
+            au_mean_percent: total.au.mean_au_percent(),
+            au_min_percent: min,
+            samples_per_sec: total.samples_per_sec(),
+            mib_per_sec: total.mib_per_sec(),
+            complete,
+            // An unfinished probe (a signal, `duration`) proves nothing: it does not pass.
+            passed: complete && min >= mark,
+            seconds: total.elapsed_us as f64 / 1e6,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

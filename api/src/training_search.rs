@@ -13,8 +13,6 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::stats::Summary;
-
 /// One probe: a short training run with `accelerators` accelerators per worker.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -55,28 +53,6 @@ pub struct SearchFigures {
     pub at_cap: bool,
     /// Every probe, in the order it ran.
     pub probes: Vec<SearchProbe>,
-}
-
-impl SearchProbe {
-    /// A probe of `n` accelerators per worker, from its (merged) summary, judged by `mark`.
-    pub fn of(n: u32, s: &Summary, mark: f64) -> SearchProbe {
-        let t = s.training.as_ref();
-        let total = t.map(|t| t.total()).unwrap_or_default();
-        let complete =
-            t.is_some_and(|t| !t.epochs.is_empty() && t.epochs.iter().all(|e| e.complete));
-        let min = t.map_or(0.0, |t| t.min_au());
-        SearchProbe {
-            accelerators: n,
-            au_mean_percent: total.au.mean_au_percent(),
-            au_min_percent: min,
-            samples_per_sec: total.samples_per_sec(),
-            mib_per_sec: total.mib_per_sec(),
-            complete,
-            // An unfinished probe (a signal, `duration`) proves nothing: it does not pass.
-            passed: complete && min >= mark,
-            seconds: total.elapsed_us as f64 / 1e6,
-        }
-    }
 }
 
 /// The search's state: the largest count that passed, the smallest that failed.

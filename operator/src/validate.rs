@@ -278,6 +278,17 @@ pub fn run(s: &BenchmarkRunSpec, name: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn a_search_without_an_au_mark_is_refused_by_the_workload_check() {
+        let no_mark: BenchmarkRunSpec = serde_yaml::from_str(
+            "workload: {target: s3://b/p/, ops: [{op: get}], training: {samples: 8, sampleSize: 4KiB, computeTime: 1ms, search: {maxAccelerators: true}}}",
+        )
+        .expect("spec");
+        assert!(spec(&no_mark)
+            .expect_err("the workload's own check")
+            .iter()
+            .any(|e| e.starts_with("spec.workload.training.search")));
+    }
 
     /// Training and checkpoint workloads are runs like any other (the agents split them by
     /// rank: operator/tests/agent_ranked.rs); a checkpoint's op-log is refused, naming why.

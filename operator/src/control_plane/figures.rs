@@ -244,4 +244,24 @@ mod tests {
             .iter()
             .all(|c| c.met));
     }
+
+    #[test]
+    fn control_plane_operations_are_observed_per_operation_and_class() {
+        let m = crate::metrics::Metrics::new();
+        let mut f = Figures::feeding(m.control_plane(Some("fast")));
+        f.ok("provision", std::time::Duration::from_millis(300), &[]);
+        f.ok("provision", std::time::Duration::from_millis(700), &[]);
+        f.error("attach", "timeout", "pod not running".into());
+        m.control_plane(None)
+            .ok("delete", std::time::Duration::from_millis(20));
+        let text = m.render();
+        for want in [
+            "benchrun_operator_control_plane_operation_seconds_count{operation=\"provision\",storage_class=\"fast\"} 2",
+            "benchrun_operator_control_plane_operation_seconds_bucket{operation=\"provision\",storage_class=\"fast\",le=\"0.5\"} 1",
+            "benchrun_operator_control_plane_operation_seconds_count{operation=\"delete\",storage_class=\"default\"} 1",
+            "benchrun_operator_control_plane_errors_total{kind=\"timeout\",operation=\"attach\",storage_class=\"fast\"} 1",
+        ] {
+            assert!(text.contains(want), "{want} missing in\n{text}");
+        }
+    }
 }
