@@ -59,6 +59,8 @@ tests_of() { for f in "$@"; do printf -- '--test %s ' "$(basename "$f" .rs)"; do
 declare -A dir_of exe_of
 names=()
 while read -r name dir exe; do
+  # Binaries are known by file name: two crates' tests of one name would run one of them twice.
+  [ -z "${exe_of[$name]:-}" ] || { echo "two cluster test binaries are named $name (${dir_of[$name]} and $dir): rename one" >&2; exit 2; }
   dir_of[$name]=$dir exe_of[$name]=$exe
   names+=("$name")
 done < "$list"
