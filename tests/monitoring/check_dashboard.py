@@ -6,7 +6,7 @@ panel that would show "No data" fails the check. Grafana's variables are substit
 dashboard would with that run selected ($namespace, $run, $node = all, $__rate_interval).
 
 Panels that only another kind of run can feed (NOT_FED_BY_AN_OBJECT_RUN: training runs, scheduled
-runs) are reported as skipped with the reason, never passed silently; their queries are still
+runs, control-plane runs) are reported as skipped with the reason, never passed silently; their queries are still
 parsed and their metric names checked offline (tests/helm/dashcheck), and a prefix that matches
 no panel fails the check, so the list cannot hide a renamed panel.
 
@@ -25,6 +25,7 @@ import urllib.request
 NOT_FED_BY_AN_OBJECT_RUN = {
     "Training:": "a training workload's worker metrics",
     "Schedules:": "a BenchmarkSchedule's runs (operator metrics per schedule)",
+    "Control plane:": "a control-plane run (operator metrics per operation and StorageClass)",
 }
 
 
