@@ -6,19 +6,21 @@
 //!
 //! These tests fail (never skip) when the cluster is not up, saying which script to run.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use benchrun_api::Summary;
-use benchrun_operator::context::Config;
 use benchrun_operator::crd::{BenchmarkRun, Phase};
 use benchrun_operator::resources::RUN_LABEL;
-use benchrun_operator::{controller, metrics::Metrics, results};
-use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use benchrun_operator::results;
+use benchrun_test_support::NODES;
+use common::{env_without_workers, exec, exec_stdin, plugin, Env, Ran};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
-use kube::{Api, Client};
+use kube::Api;
 use tokio::io::AsyncWriteExt;
 
 /// The operator's HMAC key in these tests.
@@ -26,119 +28,14 @@ const KEY: &[u8] = b"benchrun-plugin-test-operator-key";
 /// Longest a short run may take from create to finish (pods start, prepare, 3 s measured).
 const RUN_BOUND: Duration = Duration::from_secs(180);
 
-struct Env {
-    client: Client,
-    ns: TestNamespace,
-    images: Images,
-}
-
 async fn env(prefix: &str) -> Env {
-    let (client, ns) = env_without_workers(prefix).await;
-    Env {
-        client,
-        ns,
-        images: Images::load(),
-    }
+    Env::new(prefix).await
 }
 
-/// The cluster, the CRD and a namespace, for tests that start no workers (no images needed).
-async fn env_without_workers(prefix: &str) -> (Client, TestNamespace) {
-    benchrun_operator::install_crypto_provider();
-    let client = cluster::connect().await;
-    cluster::require_ready_nodes(&client, &NODES).await;
-    install_crd(&client).await;
-    let ns = TestNamespace::create(&client, prefix).await;
-    (client, ns)
-}
-
-/// Apply the CRDs (runs and schedules) and wait until they are served.
-pub async fn install_crd(client: &Client) {
-    cluster::install_crd(client, &benchrun_operator::crd()).await;
-    cluster::install_crd(client, &benchrun_operator::schedule_crd()).await;
-}
-
-/// The controller, in this process, for the test's namespace only.
 fn spawn_operator(env: &Env) -> tokio::task::JoinHandle<()> {
-    let config = Config {
-        namespace: Some(env.ns.name().to_string()),
-        ..Config::new(KEY.to_vec(), env.images.worker.clone())
-    };
-    let run = controller::run(
-        env.client.clone(),
-        config,
-        std::sync::Arc::new(Metrics::new()),
-        std::future::pending(),
-    );
-    tokio::spawn(async move { run.await.expect("the controller starts") })
+    common::spawn_operator(env, KEY)
 }
 
-/// The plugin with the test kubeconfig and namespace `ns`.
-fn plugin(ns: &str, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-benchrun"));
-    cmd.env_remove("KUBECONFIG")
-        .arg("--kubeconfig")
-        .arg(cluster::kubeconfig_path())
-        .args(["-n", ns])
-        .args(args)
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    cmd
-}
-
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn ran(out: Output) -> Ran {
-    Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Run the plugin to its end, bounded by [`RUN_BOUND`].
-async fn exec(ns: &str, args: &[&str]) -> Ran {
-    let out = tokio::time::timeout(RUN_BOUND, plugin(ns, args).output())
-        .await
-        .unwrap_or_else(|_| panic!("kubectl-benchrun {args:?} did not end within {RUN_BOUND:?}"))
-        .expect("kubectl-benchrun starts");
-    let r = ran(out);
-    eprintln!(
-        "kubectl-benchrun {args:?}: exit {}\n--- stdout\n{}--- stderr\n{}",
-        r.code, r.stdout, r.stderr
-    );
-    r
-}
-
-/// Run the plugin with `input` on its stdin.
-async fn exec_stdin(ns: &str, args: &[&str], input: &str) -> Ran {
-    let mut cmd = plugin(ns, args);
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl-benchrun starts");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin
-        .write_all(input.as_bytes())
-        .await
-        .expect("write stdin");
-    drop(stdin);
-    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("kubectl-benchrun {args:?} did not end within {RUN_BOUND:?}"))
-        .expect("kubectl-benchrun runs");
-    let r = ran(out);
-    eprintln!(
-        "kubectl-benchrun {args:?} (stdin): exit {}\n--- stdout\n{}--- stderr\n{}",
-        r.code, r.stdout, r.stderr
-    );
-    r
-}
-
-/// A standalone workload file (the worker's format): a short mixed run on a local directory.
 const WORKLOAD: &str = "\
 target: file:///data/bench
 duration: 3s
@@ -520,8 +417,11 @@ async fn ctrl_c_with_delete_on_interrupt_deletes_the_run() {
         .await
         .expect("ends after Ctrl-C")
         .expect("waits");
-    let r = ran(out);
-    eprintln!("{}", r.stderr);
+    let r = Ran::of(
+        out,
+        &["run", "-", "--delete-on-interrupt"],
+        " (interrupted)",
+    );
     assert_eq!(r.code, 130);
     assert!(
         r.stderr.contains("interrupted: run long deleted"),
@@ -759,31 +659,7 @@ async fn storageclass_benchmarks_the_default_class_and_cleans_up() {
         "{}",
         r.stderr
     );
-    let runs: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), &ns);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &ns);
-    let deadline = tokio::time::Instant::now() + RUN_BOUND;
-    loop {
-        let left_runs = runs
-            .list(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .len();
-        let left_claims = claims
-            .list(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .len();
-        if left_runs == 0 && left_claims == 0 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{left_runs} runs and {left_claims} claims left {RUN_BOUND:?} after the command"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    common::wait_no_runs_or_claims(&env, RUN_BOUND).await;
 }
 
 /// `schedule create|list|suspend|resume|run|history` against the API server: the schedule is made

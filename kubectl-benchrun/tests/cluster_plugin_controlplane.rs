@@ -8,42 +8,29 @@
 //!
 //! These tests fail (never skip) when the cluster is not up, saying which script to run.
 
-use std::process::Stdio;
+mod common;
+
 use std::time::Duration;
 
-use benchrun_operator::context::Config;
 use benchrun_operator::control_plane::objects;
 use benchrun_operator::crd::control_plane::ControlPlaneStatus;
 use benchrun_operator::crd::{BenchmarkRun, Phase};
-use benchrun_operator::{controller, metrics::Metrics};
-use benchrun_test_support::{cluster, Images, TestNamespace, NODES};
+use common::{exec, Env};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
 
 /// The operator's HMAC key in these tests.
 const KEY: &[u8] = b"benchrun-plugin-cp-test-operator-key";
-/// Longest one plugin command may take (the storageclass profile: 6 combinations, then the
-/// control-plane run).
-const COMMAND_BOUND: Duration = Duration::from_secs(300);
 /// Longest a control-plane run of 20 claims may take on this cluster.
 const RUN_BOUND: Duration = Duration::from_secs(240);
 
-struct Env {
-    client: Client,
-    ns: TestNamespace,
-    images: Images,
-}
-
+/// The test's namespace, once the second provisioner's class is known to be there.
 async fn env(prefix: &str) -> Env {
-    benchrun_operator::install_crypto_provider();
-    let client = cluster::connect().await;
-    cluster::require_ready_nodes(&client, &NODES).await;
-    cluster::install_crd(&client, &benchrun_operator::crd()).await;
-    cluster::install_crd(&client, &benchrun_operator::schedule_crd()).await;
+    let env = Env::new(prefix).await;
     // The second provisioner's class: made by tests/cluster/local_path.sh (up.sh), not here.
-    let classes: Api<StorageClass> = Api::all(client.clone());
+    let classes: Api<StorageClass> = Api::all(env.client.clone());
     let lp = classes
         .get_opt("local-path")
         .await
@@ -52,61 +39,11 @@ async fn env(prefix: &str) -> Env {
         lp.is_some_and(|c| c.provisioner == "rancher.io/local-path"),
         "no StorageClass local-path of rancher.io/local-path: run tests/cluster/up.sh (or tests/cluster/local_path.sh up)"
     );
-    let ns = TestNamespace::create(&client, prefix).await;
-    Env {
-        client,
-        ns,
-        images: Images::load(),
-    }
+    env
 }
 
-/// The controller, in this process, for the test's namespace only.
 fn spawn_operator(env: &Env) -> tokio::task::JoinHandle<()> {
-    let config = Config {
-        namespace: Some(env.ns.name().to_string()),
-        ..Config::new(KEY.to_vec(), env.images.worker.clone())
-    };
-    let run = controller::run(
-        env.client.clone(),
-        config,
-        std::sync::Arc::new(Metrics::new()),
-        std::future::pending(),
-    );
-    tokio::spawn(async move { run.await.expect("the controller starts") })
-}
-
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// The plugin with the test kubeconfig (`KUBECONFIG` removed) in namespace `ns`, to its end.
-async fn exec(ns: &str, args: &[&str]) -> Ran {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-benchrun"));
-    cmd.env_remove("KUBECONFIG")
-        .arg("--kubeconfig")
-        .arg(cluster::kubeconfig_path())
-        .args(["-n", ns])
-        .args(args)
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(COMMAND_BOUND, cmd.output())
-        .await
-        .unwrap_or_else(|_| {
-            panic!("kubectl-benchrun {args:?} did not end within {COMMAND_BOUND:?}")
-        })
-        .expect("kubectl-benchrun starts");
-    let r = Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    eprintln!(
-        "kubectl-benchrun {args:?}: exit {}\n--- stdout\n{}--- stderr\n{}",
-        r.code, r.stdout, r.stderr
-    );
-    r
+    common::spawn_operator(env, KEY)
 }
 
 /// Create control-plane run `name` on `class` (20 claims, 5 at a time, every operation) and
@@ -397,29 +334,5 @@ async fn storageclass_with_control_plane_prints_both_tables_and_cleans_up() {
         "{}",
         r.stderr
     );
-    let runs: Api<BenchmarkRun> = Api::namespaced(env.client.clone(), &ns);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &ns);
-    let deadline = tokio::time::Instant::now() + RUN_BOUND;
-    loop {
-        let left_runs = runs
-            .list_metadata(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .len();
-        let left_claims = claims
-            .list_metadata(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .len();
-        if left_runs == 0 && left_claims == 0 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{left_runs} runs and {left_claims} claims left {RUN_BOUND:?} after the command"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    common::wait_no_runs_or_claims(&env, RUN_BOUND).await;
 }
