@@ -151,36 +151,12 @@ impl VolumeStats {
                 },
             );
         }
-        for (key, t) in theirs {
-            self.targets
-                .entry(key)
-                .and_modify(|mine| mine.merge(&t))
-                .or_insert(t);
-        }
+        merge_targets(&mut self.targets, &theirs);
         self.dataset_bytes = self
             .targets
             .values()
             .fold(0u64, |n, t| n.saturating_add(t.dataset_bytes));
-        let caches: Vec<&CacheResidency> = self
-            .targets
-            .values()
-            .filter_map(|t| t.cache.as_ref())
-            .collect();
-        self.cache = (!caches.is_empty()).then(|| {
-            let add = |f: fn(&CacheResidency) -> u64| {
-                caches.iter().fold(0u64, |n, c| n.saturating_add(f(c)))
-            };
-            CacheResidency {
-                bytes: add(|c| c.bytes),
-                resident_at_start: add(|c| c.resident_at_start),
-                resident_at_end: add(|c| c.resident_at_end),
-                // Only when every target measured it.
-                resident_before_warmup: caches.iter().try_fold(0u64, |n, c| {
-                    Some(n.saturating_add(c.resident_before_warmup?))
-                }),
-                dropped: caches.iter().fold(0u32, |n, c| n.saturating_add(c.dropped)),
-            }
-        });
+        self.cache = caches_added(&self.targets);
     }
 
     /// The engines, as `io_uring` or `io_uring x3, sync x1`.
@@ -194,6 +170,39 @@ impl VolumeStats {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Fold `theirs` (one worker's per-target figures, or a merge's) into `mine`: a target both
+/// name is counted once, with its largest figures (see [`TargetVolume`]). Block workloads'
+/// `volume.targets` and training datasets' `training.cacheTargets` merge alike.
+pub fn merge_targets(
+    mine: &mut BTreeMap<String, TargetVolume>,
+    theirs: &BTreeMap<String, TargetVolume>,
+) {
+    for (key, t) in theirs {
+        mine.entry(key.clone())
+            .and_modify(|m| m.merge(t))
+            .or_insert_with(|| t.clone());
+    }
+}
+
+/// The page caches of `targets` added up, each target once; `None` when none was measured.
+/// `residentBeforeWarmup` only when every target measured it.
+pub fn caches_added(targets: &BTreeMap<String, TargetVolume>) -> Option<CacheResidency> {
+    let caches: Vec<&CacheResidency> = targets.values().filter_map(|t| t.cache.as_ref()).collect();
+    (!caches.is_empty()).then(|| {
+        let add =
+            |f: fn(&CacheResidency) -> u64| caches.iter().fold(0u64, |n, c| n.saturating_add(f(c)));
+        CacheResidency {
+            bytes: add(|c| c.bytes),
+            resident_at_start: add(|c| c.resident_at_start),
+            resident_at_end: add(|c| c.resident_at_end),
+            resident_before_warmup: caches.iter().try_fold(0u64, |n, c| {
+                Some(n.saturating_add(c.resident_before_warmup?))
+            }),
+            dropped: caches.iter().fold(0u32, |n, c| n.saturating_add(c.dropped)),
+        }
+    })
 }
 
 #[cfg(test)]
