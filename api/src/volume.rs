@@ -46,7 +46,7 @@ pub struct VolumeStats {
     pub targets: BTreeMap<String, TargetVolume>,
 }
 
-/// One target's figures in a merged [`VolumeStats`].
+/// One target's figures in a merged [`VolumeStats`] (or a training run's `cacheTargets`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TargetVolume {
@@ -83,8 +83,9 @@ impl TargetVolume {
 pub struct CacheResidency {
     /// Bytes examined (the files' sizes).
     pub bytes: u64,
-    /// Bytes resident when the measured stage started: after `dropCache`, when it ran, and
-    /// after the warm-up, when there was one (the warm-up's reads fill the cache).
+    /// Bytes resident when the measured stage started (a training run's: when its first
+    /// epoch's reads began): after `dropCache`, when it ran, and after the warm-up, when there
+    /// was one (the warm-up's reads fill the cache).
     pub resident_at_start: u64,
     /// With a warm-up: bytes resident before it (when the warm-up started); absent without
     /// one (the same instant as `residentAtStart`) and in older summaries, which measured
@@ -93,7 +94,8 @@ pub struct CacheResidency {
     pub resident_before_warmup: Option<u64>,
     /// Bytes resident when it ended.
     pub resident_at_end: u64,
-    /// Workers that dropped the dataset from the cache before the start (`block.dropCache`).
+    /// Workers that dropped the dataset from the cache before the start (`block.dropCache`;
+    /// `training.dropCache`, before every epoch).
     pub dropped: u32,
 }
 
