@@ -168,7 +168,10 @@ async fn two_agents_run_a_training_workload_from_one_start_instant() {
         let prep = p.prepare.as_ref().expect("prepare stage figures");
         assert_eq!(prep.objects, 30, "worker {i} wrote its half of the dataset");
         // Each measured the whole dataset's page cache (mincore), not its half.
-        let c = t.cache.as_ref().expect("page-cache residency of local files");
+        let c = t
+            .cache
+            .as_ref()
+            .expect("page-cache residency of local files");
         assert_eq!(c.bytes, t.dataset_bytes, "worker {i}");
     }
     let merged = Summary::merge(&parts).expect("merge");
@@ -177,8 +180,14 @@ async fn two_agents_run_a_training_workload_from_one_start_instant() {
     assert_eq!(t.cache_targets.len(), 1, "{:?}", t.cache_targets);
     assert_eq!(t.cache_targets.values().next().map(|v| v.workers), Some(2));
     let c = t.cache.as_ref().expect("merged residency");
-    assert_eq!(c.bytes, t.dataset_bytes, "the shared dataset once, not twice");
-    assert!(c.resident_at_start <= c.bytes && c.resident_at_end <= c.bytes, "{c:?}");
+    assert_eq!(
+        c.bytes, t.dataset_bytes,
+        "the shared dataset once, not twice"
+    );
+    assert!(
+        c.resident_at_start <= c.bytes && c.resident_at_end <= c.bytes,
+        "{c:?}"
+    );
     assert_eq!(c.dropped, 2, "both dropped the cache before their epochs");
     assert_eq!(t.accelerators, 2);
     assert_eq!(
