@@ -12,6 +12,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::latency::Latency;
+use crate::volume::{CacheResidency, TargetVolume};
+
+/// The share of the dataset resident in the page cache when the epochs started (measured)
+/// at or above which reads may have come from memory, whatever the 5x rule says: a drop
+/// leaves a few pages (the block engine's check allows an eighth), tmpfs keeps everything.
+pub const RESIDENT_WARN_SHARE: f64 = 0.1;
 
 /// Time an accelerator spent, summed over accelerators.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -149,6 +155,21 @@ pub struct TrainingStats {
     /// Whether the page cache was dropped before every epoch (local files, `dropCache`)
     /// on every worker.
     pub cache_dropped: bool,
+    /// Local files (`file://`, `direct://`): how much of the dataset the page cache held,
+    /// from `mincore` over every dataset file, as block workloads measure it:
+    /// `residentAtStart` when the first epoch's reads began (after its drop, when
+    /// `dropCache` ran), `residentAtEnd` when the last epoch ended, `dropped` the workers
+    /// that dropped it. A training run has no warm-up (`residentBeforeWarmup` is absent).
+    /// Once merged: added up over distinct targets (`cacheTargets`), so a dataset several
+    /// workers share counts once. Absent on object storage (no client page cache) and
+    /// where it could not be measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheResidency>,
+    /// Per dataset directory the workers read (`<node>:<dir>` on a node's own filesystem,
+    /// `shared:<dir>` on one several nodes mount): its bytes and page-cache figures once
+    /// however many workers used it (the largest residency any of them measured).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cache_targets: BTreeMap<String, TargetVolume>,
     /// With `training.search`: the most accelerators at or above the mark and every probe
     /// (the figures above are then the probe at the answer's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,9 +208,57 @@ impl TrainingStats {
     }
 
     /// Whether the dataset breaks MLPerf's rule (at least 5x the clients' RAM, unless the
-    /// page cache is dropped): then reads may come from the clients' memory.
-    pub fn cache_may_serve(&self) -> bool {
+    /// page cache is dropped).
+    pub fn breaks_5x_rule(&self) -> bool {
         !self.cache_dropped && self.dataset_bytes < self.client_ram_bytes.saturating_mul(5)
+    }
+
+    /// The share of the dataset resident in the page cache when the epochs started (after
+    /// any drop), measured; `None` where it was not (object storage, older summaries).
+    pub fn resident_at_start_share(&self) -> Option<f64> {
+        self.cache.as_ref().map(|c| c.start_fraction())
+    }
+
+    /// Whether reads may have come from the clients' memory: the dataset breaks MLPerf's
+    /// rule, or the page cache was measured holding at least [`RESIDENT_WARN_SHARE`] of it
+    /// when the epochs started (a drop that did not take: tmpfs, a filesystem that ignores
+    /// `posix_fadvise`; or a dataset cached whatever its size).
+    pub fn cache_may_serve(&self) -> bool {
+        self.breaks_5x_rule()
+            || self
+                .resident_at_start_share()
+                .is_some_and(|f| f >= RESIDENT_WARN_SHARE)
+    }
+
+    /// The warning a table prints when reads may have come from memory, citing the rule and
+    /// the measured residency; `None` when they may not.
+    pub fn cache_warning(&self) -> Option<String> {
+        if !self.cache_may_serve() {
+            return None;
+        }
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let measured = match &self.cache {
+            Some(c) => format!(
+                "measured (mincore): {:.1}% of the dataset was in the page cache when the epochs started, {:.1}% when they ended",
+                100.0 * c.start_fraction(),
+                100.0 * c.end_fraction()
+            ),
+            None => "its page-cache residency was not measured".into(),
+        };
+        let why = if self.breaks_5x_rule() {
+            format!(
+                "the dataset ({:.1} GiB) is under 5x the clients' RAM ({:.1} GiB) and the page cache was not dropped",
+                gib(self.dataset_bytes),
+                gib(self.client_ram_bytes)
+            )
+        } else if self.cache_dropped {
+            "the page cache was dropped before every epoch, yet did not let go of the dataset (tmpfs, or a filesystem that ignores posix_fadvise)".into()
+        } else {
+            "the page cache held the dataset when the epochs started".into()
+        };
+        Some(format!(
+            "warning: {why}: reads may come from memory (MLPerf Storage's rule: a dataset at least 5x the clients' RAM, or the cache dropped); {measured}"
+        ))
     }
 
     /// Fold another worker's figures in (exact: epochs matched by number).
@@ -210,6 +279,8 @@ impl TrainingStats {
         if self.search.is_none() {
             self.search = o.search.clone();
         }
+        crate::volume::merge_targets(&mut self.cache_targets, &o.cache_targets);
+        self.cache = crate::volume::caches_added(&self.cache_targets);
         for e in &o.epochs {
             match self.epochs.iter_mut().find(|m| m.epoch == e.epoch) {
                 Some(m) => m.merge(e),
@@ -259,7 +330,7 @@ mod tests {
             min_au_percent: Some(90.0),
             client_ram_bytes: 100,
             cache_dropped: false,
-            search: None,
+            ..Default::default()
         }
     }
 
@@ -310,5 +381,108 @@ mod tests {
         );
         m.cache_dropped = true;
         assert!(!m.cache_may_serve(), "the page cache was dropped");
+    }
+
+    /// One worker's page-cache figures of the dataset on `target`.
+    fn with_cache(mut t: TrainingStats, target: &str, start: u64, end: u64) -> TrainingStats {
+        let c = CacheResidency {
+            bytes: 1000,
+            resident_at_start: start,
+            resident_at_end: end,
+            resident_before_warmup: None,
+            dropped: 1,
+        };
+        t.cache = Some(c.clone());
+        t.cache_targets = [(
+            target.to_string(),
+            TargetVolume {
+                workers: 1,
+                dataset_bytes: 1000,
+                cache: Some(c),
+            },
+        )]
+        .into();
+        t
+    }
+
+    #[test]
+    fn a_shared_datasets_residency_counts_once_and_distinct_ones_add() {
+        let a = with_cache(
+            worker("a", vec![epoch(0, 50, 9, 10, &[1])]),
+            "shared:/d",
+            0,
+            900,
+        );
+        let b = with_cache(
+            worker("b", vec![epoch(0, 50, 9, 10, &[1])]),
+            "shared:/d",
+            100,
+            800,
+        );
+        let mut m = TrainingStats::default();
+        m.merge(&a);
+        m.merge(&b);
+        let c = m.cache.clone().expect("measured");
+        // One dataset of 1000 B read by two workers: examined once, the most either saw.
+        assert_eq!(
+            (c.bytes, c.resident_at_start, c.resident_at_end),
+            (1000, 100, 900)
+        );
+        assert_eq!((c.dropped, m.cache_targets["shared:/d"].workers), (2, 2));
+        // A merge of merges gives the same figures.
+        let mut again = TrainingStats::default();
+        again.merge(&m);
+        assert_eq!(again.cache, m.cache);
+        // Another node's own copy is another target: it adds.
+        let d = with_cache(
+            worker("d", vec![epoch(0, 50, 9, 10, &[1])]),
+            "node-b:/d",
+            50,
+            50,
+        );
+        m.merge(&d);
+        let c = m.cache.clone().expect("measured");
+        assert_eq!((c.bytes, c.resident_at_start), (2000, 150));
+        // Object storage (nothing measured) leaves the figures as they are.
+        m.merge(&worker("s3", vec![]));
+        assert_eq!(m.cache.as_ref().map(|c| c.bytes), Some(2000));
+    }
+
+    #[test]
+    fn the_cache_warning_cites_the_rule_and_the_measured_residency() {
+        // 1000 B of data, 100 B of RAM, dropped: nothing to warn about, measured or not.
+        let mut t = worker("a", vec![epoch(0, 50, 9, 10, &[1])]);
+        t.cache_dropped = true;
+        assert_eq!(t.cache_warning(), None);
+        let t = with_cache(t, "n:/d", 20, 1000);
+        assert_eq!(t.cache_warning(), None, "2% resident after the drop");
+        // The drop did not take (tmpfs): the rule is kept, the measurement says otherwise.
+        let t = with_cache(t, "n:/d", 1000, 1000);
+        let w = t.cache_warning().expect("a warning");
+        assert!(w.contains("yet did not let go"), "{w}");
+        assert!(
+            w.contains("100.0% of the dataset was in the page cache when the epochs started"),
+            "{w}"
+        );
+        // Under 5x the RAM, not dropped: the rule's warning, with what was measured.
+        let mut t = with_cache(worker("a", vec![]), "n:/d", 0, 1000);
+        t.client_ram_bytes = 1000;
+        let w = t.cache_warning().expect("a warning");
+        assert!(w.contains("under 5x the clients' RAM"), "{w}");
+        assert!(w.contains("0.0% of the dataset was in the page cache when the epochs started, 100.0% when they ended"), "{w}");
+        t.cache = None;
+        assert!(t
+            .cache_warning()
+            .expect("a warning")
+            .contains("not measured"));
+        // At 5x the RAM, not dropped, yet cached when the epochs started.
+        let mut t = with_cache(worker("a", vec![]), "n:/d", 500, 1000);
+        t.client_ram_bytes = 200;
+        assert!(!t.breaks_5x_rule());
+        let w = t.cache_warning().expect("a warning");
+        assert!(
+            w.contains("held the dataset when the epochs started"),
+            "{w}"
+        );
     }
 }

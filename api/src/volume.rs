@@ -46,7 +46,7 @@ pub struct VolumeStats {
     pub targets: BTreeMap<String, TargetVolume>,
 }
 
-/// One target's figures in a merged [`VolumeStats`].
+/// One target's figures in a merged [`VolumeStats`] (or a training run's `cacheTargets`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TargetVolume {
@@ -83,8 +83,9 @@ impl TargetVolume {
 pub struct CacheResidency {
     /// Bytes examined (the files' sizes).
     pub bytes: u64,
-    /// Bytes resident when the measured stage started: after `dropCache`, when it ran, and
-    /// after the warm-up, when there was one (the warm-up's reads fill the cache).
+    /// Bytes resident when the measured stage started (a training run's: when its first
+    /// epoch's reads began): after `dropCache`, when it ran, and after the warm-up, when there
+    /// was one (the warm-up's reads fill the cache).
     pub resident_at_start: u64,
     /// With a warm-up: bytes resident before it (when the warm-up started); absent without
     /// one (the same instant as `residentAtStart`) and in older summaries, which measured
@@ -93,7 +94,8 @@ pub struct CacheResidency {
     pub resident_before_warmup: Option<u64>,
     /// Bytes resident when it ended.
     pub resident_at_end: u64,
-    /// Workers that dropped the dataset from the cache before the start (`block.dropCache`).
+    /// Workers that dropped the dataset from the cache before the start (`block.dropCache`;
+    /// `training.dropCache`, before every epoch).
     pub dropped: u32,
 }
 
@@ -151,36 +153,12 @@ impl VolumeStats {
                 },
             );
         }
-        for (key, t) in theirs {
-            self.targets
-                .entry(key)
-                .and_modify(|mine| mine.merge(&t))
-                .or_insert(t);
-        }
+        merge_targets(&mut self.targets, &theirs);
         self.dataset_bytes = self
             .targets
             .values()
             .fold(0u64, |n, t| n.saturating_add(t.dataset_bytes));
-        let caches: Vec<&CacheResidency> = self
-            .targets
-            .values()
-            .filter_map(|t| t.cache.as_ref())
-            .collect();
-        self.cache = (!caches.is_empty()).then(|| {
-            let add = |f: fn(&CacheResidency) -> u64| {
-                caches.iter().fold(0u64, |n, c| n.saturating_add(f(c)))
-            };
-            CacheResidency {
-                bytes: add(|c| c.bytes),
-                resident_at_start: add(|c| c.resident_at_start),
-                resident_at_end: add(|c| c.resident_at_end),
-                // Only when every target measured it.
-                resident_before_warmup: caches.iter().try_fold(0u64, |n, c| {
-                    Some(n.saturating_add(c.resident_before_warmup?))
-                }),
-                dropped: caches.iter().fold(0u32, |n, c| n.saturating_add(c.dropped)),
-            }
-        });
+        self.cache = caches_added(&self.targets);
     }
 
     /// The engines, as `io_uring` or `io_uring x3, sync x1`.
@@ -194,6 +172,39 @@ impl VolumeStats {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Fold `theirs` (one worker's per-target figures, or a merge's) into `mine`: a target both
+/// name is counted once, with its largest figures (see [`TargetVolume`]). Block workloads'
+/// `volume.targets` and training datasets' `training.cacheTargets` merge alike.
+pub fn merge_targets(
+    mine: &mut BTreeMap<String, TargetVolume>,
+    theirs: &BTreeMap<String, TargetVolume>,
+) {
+    for (key, t) in theirs {
+        mine.entry(key.clone())
+            .and_modify(|m| m.merge(t))
+            .or_insert_with(|| t.clone());
+    }
+}
+
+/// The page caches of `targets` added up, each target once; `None` when none was measured.
+/// `residentBeforeWarmup` only when every target measured it.
+pub fn caches_added(targets: &BTreeMap<String, TargetVolume>) -> Option<CacheResidency> {
+    let caches: Vec<&CacheResidency> = targets.values().filter_map(|t| t.cache.as_ref()).collect();
+    (!caches.is_empty()).then(|| {
+        let add =
+            |f: fn(&CacheResidency) -> u64| caches.iter().fold(0u64, |n, c| n.saturating_add(f(c)));
+        CacheResidency {
+            bytes: add(|c| c.bytes),
+            resident_at_start: add(|c| c.resident_at_start),
+            resident_at_end: add(|c| c.resident_at_end),
+            resident_before_warmup: caches.iter().try_fold(0u64, |n, c| {
+                Some(n.saturating_add(c.resident_before_warmup?))
+            }),
+            dropped: caches.iter().fold(0u32, |n, c| n.saturating_add(c.dropped)),
+        }
+    })
 }
 
 #[cfg(test)]

@@ -133,7 +133,7 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 /// Two agents of one training run: each writes half of the dataset before the start instant,
 /// and from it each epoch reads every sample once over both of them; the merged summary has
-/// both workers' AU.
+/// both workers' AU, and the dataset's page-cache residency once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_agents_run_a_training_workload_from_one_start_instant() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -167,9 +167,28 @@ async fn two_agents_run_a_training_workload_from_one_start_instant() {
         }
         let prep = p.prepare.as_ref().expect("prepare stage figures");
         assert_eq!(prep.objects, 30, "worker {i} wrote its half of the dataset");
+        // Each measured the whole dataset's page cache (mincore), not its half.
+        let c = t
+            .cache
+            .as_ref()
+            .expect("page-cache residency of local files");
+        assert_eq!(c.bytes, t.dataset_bytes, "worker {i}");
     }
     let merged = Summary::merge(&parts).expect("merge");
     let t = merged.training.expect("merged training figures");
+    // One directory of one machine read by both: its residency counted once.
+    assert_eq!(t.cache_targets.len(), 1, "{:?}", t.cache_targets);
+    assert_eq!(t.cache_targets.values().next().map(|v| v.workers), Some(2));
+    let c = t.cache.as_ref().expect("merged residency");
+    assert_eq!(
+        c.bytes, t.dataset_bytes,
+        "the shared dataset once, not twice"
+    );
+    assert!(
+        c.resident_at_start <= c.bytes && c.resident_at_end <= c.bytes,
+        "{c:?}"
+    );
+    assert_eq!(c.dropped, 2, "both dropped the cache before their epochs");
     assert_eq!(t.accelerators, 2);
     assert_eq!(
         t.workers.keys().map(String::as_str).collect::<Vec<_>>(),

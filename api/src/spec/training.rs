@@ -284,6 +284,12 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
             "a training run's length is `training.epochs`; `duration` may cap it".into(),
         );
     }
+    if w.warmup.is_some() {
+        bad(
+            "warmup",
+            "a training run has no warm-up: every epoch is measured, as DLIO's are (the page cache is dropped before each instead, `training.dropCache`)".into(),
+        );
+    }
     let s = match t.shape() {
         Ok(s) => s,
         Err((key, msg)) => {
@@ -427,6 +433,10 @@ mod tests {
         for (yaml, field) in [
             ("ops: [{op: put}]\ntraining: {preset: unet3d}", "ops"),
             ("ops: [{op: get}]\ntotalOps: 5\ntraining: {preset: unet3d}", "totalOps"),
+            (
+                "ops: [{op: get}]\nduration: 10s\nwarmup: 2s\ntraining: {preset: unet3d}",
+                "warmup: a training run has no warm-up",
+            ),
             ("ops: [{op: get}]\ntraining: {preset: unet3d, readers: 0}", "training.readers"),
             (
                 "ops: [{op: get}]\ntraining: {preset: unet3d, acceleratorsPerWorker: 1000, readers: 200}",

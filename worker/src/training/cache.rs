@@ -1,5 +1,6 @@
 //! The clients' memory: the dataset's files dropped from the page cache before an epoch
-//! (`posix_fadvise(DONTNEED)`, no privileges needed), and the RAM MLPerf's 5x rule is
+//! (`posix_fadvise(DONTNEED)`, no privileges needed), how much of the dataset the cache
+//! holds (`mincore`, as block workloads measure it), and the RAM MLPerf's 5x rule is
 //! measured against.
 
 use std::os::unix::io::AsRawFd;
@@ -16,6 +17,21 @@ pub fn drop_file(path: &Path) -> std::io::Result<()> {
         return Err(std::io::Error::from_raw_os_error(r));
     }
     Ok(())
+}
+
+/// The dataset's files under `root`: their bytes, and how many of those the page cache
+/// holds. Off the async threads: it opens and maps every file.
+pub fn resident(root: &Path, dataset: &super::dataset::Shape) -> std::io::Result<(u64, u64)> {
+    let (mut bytes, mut resident) = (0u64, 0u64);
+    for f in 0..dataset.files() {
+        let path = root.join(dataset.file_key(f));
+        let with_path =
+            |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+        let len = std::fs::metadata(&path).map_err(with_path)?.len();
+        bytes += len;
+        resident += crate::volume::resident_in_page_cache(&path, 0, len).map_err(with_path)?;
+    }
+    Ok((bytes, resident))
 }
 
 /// This machine's RAM in bytes (`MemTotal` of /proc/meminfo), or 0 if unknown.

@@ -101,13 +101,22 @@ pub fn table(t: &TrainingStats) -> String {
             pct(t.min_au())
         );
     }
-    if t.cache_may_serve() {
+    if let Some(c) = &t.cache {
         let _ = writeln!(
             out,
-            "warning: the dataset ({:.1} GiB) is under 5x the clients' RAM ({:.1} GiB) and the page cache was not dropped: reads may come from memory (MLPerf Storage's rule)",
-            t.dataset_bytes as f64 / (1u64 << 30) as f64,
-            t.client_ram_bytes as f64 / (1u64 << 30) as f64
+            "page cache: {:.1}% of the dataset resident when the epochs started{}, {:.1}% when they ended ({:.1} MiB examined{})",
+            100.0 * c.start_fraction(),
+            if c.dropped > 0 { " (after the drop)" } else { "" },
+            100.0 * c.end_fraction(),
+            c.bytes as f64 / (1u64 << 20) as f64,
+            match t.cache_targets.len() {
+                0 | 1 => String::new(),
+                n => format!(", {n} targets"),
+            }
         );
+    }
+    if let Some(w) = t.cache_warning() {
+        let _ = writeln!(out, "{w}");
     }
     out
 }

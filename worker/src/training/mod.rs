@@ -10,7 +10,7 @@
 //! - `dataset.rs`: the dataset's shape (files, shards, sample sizes) and its prepare stage
 //! - `sampler.rs`: the epoch order (a keyed permutation) and each accelerator's slice
 //! - `accel.rs`: one epoch: readers with bounded prefetch queues, accelerators computing
-//! - `cache.rs`: the page cache dropped before an epoch; the clients' RAM
+//! - `cache.rs`: the page cache dropped before an epoch, its residency; the clients' RAM
 //! - `figures.rs`: the outcomes as summary figures, and the table
 //! - `search.rs`: the maximum-accelerators search (`training.search`), probe by probe
 
@@ -210,6 +210,8 @@ impl Prepared {
         let mut mine = AuFigures::default();
         let mut first_error = None;
         let mut readers = readers;
+        // The page cache's residency when the first epoch's reads begin (after its drop).
+        let mut resident_at_start = None;
         for e in 0..shape.epochs {
             if ctx.stop.load(Ordering::Relaxed) || ctx.deadline.is_some_and(|d| Instant::now() >= d)
             {
@@ -217,6 +219,9 @@ impl Prepared {
             }
             if let (Some(root), true) = (&local_root, shape.drop_cache) {
                 drop_cache(root, &dataset).await?;
+            }
+            if let (Some(root), 0) = (&local_root, e) {
+                resident_at_start = residency(root, &dataset).await;
             }
             let c = ctx.clone();
             let (outcomes, back) = tokio::task::spawn_blocking(move || {
@@ -239,6 +244,26 @@ impl Prepared {
             stats.epochs.push(figures::epoch_figures(e, &outcomes));
         }
         stats.workers.insert(opts.worker_id.clone(), mine);
+        if let (Some(root), Some((bytes, at_start))) = (&local_root, resident_at_start) {
+            if let Some((_, at_end)) = residency(root, &dataset).await {
+                let cache = benchrun_api::stats::CacheResidency {
+                    bytes,
+                    resident_at_start: at_start,
+                    resident_before_warmup: None,
+                    resident_at_end: at_end,
+                    dropped: shape.drop_cache as u32,
+                };
+                stats.cache_targets.insert(
+                    crate::volume::files_identity(root),
+                    benchrun_api::stats::TargetVolume {
+                        workers: 1,
+                        dataset_bytes: bytes,
+                        cache: Some(cache.clone()),
+                    },
+                );
+                stats.cache = Some(cache);
+            }
+        }
         if reads.count > 0 && reads.errors == reads.count {
             return Err(EngineError::Dataset(format!(
                 "every read of the training dataset failed; first: {}",
@@ -278,6 +303,21 @@ impl Prepared {
         summary.refresh();
         Ok(summary)
     }
+}
+
+/// The dataset's bytes under `root` and how many the page cache holds (off the async
+/// threads); `None`, said on stderr, when a file cannot be measured (the summary then has no
+/// residency, as on object storage).
+async fn residency(root: &std::path::Path, dataset: &dataset::Shape) -> Option<(u64, u64)> {
+    let (root, dataset) = (root.to_path_buf(), dataset.clone());
+    tokio::task::spawn_blocking(move || cache::resident(&root, &dataset))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .inspect_err(|e| {
+            eprintln!("warning: the dataset's page-cache residency is not measured: {e}")
+        })
+        .ok()
 }
 
 /// Drop every file of the dataset from the page cache (off the async threads).

@@ -31,7 +31,8 @@ pub fn resident(path: &Path, start: u64, len: u64) -> std::io::Result<u64> {
     let page = page_size();
     // Mapped a window at a time: the vector mincore fills is one byte per page.
     const WINDOW: u64 = 1 << 30;
-    let mut vec = vec![0u8; (WINDOW / page) as usize];
+    // A small file (a training sample) needs a small vector.
+    let mut vec = vec![0u8; (len.min(WINDOW).div_ceil(page)) as usize];
     let mut total = 0u64;
     let mut off = 0u64;
     while off < len {

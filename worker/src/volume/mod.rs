@@ -419,10 +419,7 @@ impl Volume {
     /// `shared:<dir>`; files on a node's own filesystem are that node's: `<node>:<dir>`.
     /// The node is `NODE_NAME` when set (a pod's downward API), else the host name.
     pub fn identity(&self) -> String {
-        let node = std::env::var("NODE_NAME")
-            .ok()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(host_name);
+        let node = node_name();
         match &self.kind {
             Kind::Device(d) => {
                 let (start, len) = self
@@ -431,10 +428,7 @@ impl Volume {
                     .map_or((0, d.size), |r| (r.start, r.len));
                 format!("{node}:{}[{start}..{}]", d.path.display(), start + len)
             }
-            Kind::Files { dir } if on_shared_filesystem(dir) => {
-                format!("shared:{}", dir.display())
-            }
-            Kind::Files { dir } => format!("{node}:{}", dir.display()),
+            Kind::Files { dir } => files_identity_on(&node, dir),
         }
     }
 
@@ -446,6 +440,35 @@ impl Volume {
         }
         Some(total)
     }
+}
+
+/// Which files under `dir` are, for merging workers' page-cache figures: `shared:<dir>` on a
+/// filesystem several nodes mount (the same files from every node), else `<node>:<dir>` (see
+/// [`Volume::identity`]). Training datasets are named this way too.
+pub fn files_identity(dir: &Path) -> String {
+    files_identity_on(&node_name(), dir)
+}
+
+/// This node's name: `NODE_NAME` when set (a pod's downward API), else the host name.
+fn node_name() -> String {
+    std::env::var("NODE_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(host_name)
+}
+
+fn files_identity_on(node: &str, dir: &Path) -> String {
+    if on_shared_filesystem(dir) {
+        format!("shared:{}", dir.display())
+    } else {
+        format!("{node}:{}", dir.display())
+    }
+}
+
+/// Bytes of `len` at `start` (page aligned) of the file at `path` resident in the page cache
+/// (`mincore`; it reads the page tables and faults nothing in).
+pub fn resident_in_page_cache(path: &Path, start: u64, len: u64) -> std::io::Result<u64> {
+    cache::resident(path, start, len)
 }
 
 /// This machine's host name (empty if it has none).
