@@ -98,7 +98,7 @@ randread-4k-sync randread random read 4KiB 1 sync psync 1 file,memfile,dev
 randrw70-4k-4jx8 randrw random mix70 4KiB 8 ioUring io_uring 4 mem,dev"
 
 # The stat file of the block device under PATH: the device itself, or the one its file
-# system is on.
+# system is on (none for a file system on no block device, e.g. tmpfs: nan in the table).
 devstat() {
   local d=$1
   [ -b "$d" ] || d=$(findmnt -no SOURCE --target "$d")
@@ -110,7 +110,7 @@ rusage() {
   python3 - "$@" <<'PY'
 import os, subprocess, sys
 out, stat = sys.argv[1], sys.argv[2]
-read = lambda: [int(x) for x in open(stat).read().split()]
+read = lambda: [int(x) for x in open(stat).read().split()] if os.path.exists(stat) else []
 before = read()
 p = subprocess.Popen(sys.argv[3:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 _, status, ru = os.wait4(p.pid, 0)
@@ -184,6 +184,8 @@ def dev(path, ios, iops):
     # they took (summed over requests). The device's mean time per request in us, and the
     # requests in flight there on average over the tool's measured window (ios / iops).
     d = list(map(int, open(path + ".dev").read().split()))
+    if len(d) < 8:
+        return float("nan"), float("nan")
     reqs, ms = d[0] + d[4], d[3] + d[7]
     return ms * 1000 / max(reqs, 1), ms / 1000 / max(ios / max(iops, 1e-9), 1e-9)
 def br(path):
