@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 28, item 1, at its full size: what benchrun writes, read back and hashed.
+# The data content check at its full size (20,000 x 1 MiB objects and a 256 MiB block file):
+# what benchrun writes, read back and hashed.
 #
 #   bench/content.sh                    OBJECTS=20000 BLOCK_MIB=256 to change
 #
