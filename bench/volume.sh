@@ -4,6 +4,14 @@
 #   bench/volume.sh [DIR]               DIR on a disk-backed file system (default /var/tmp)
 #   SECS=10 REPS=3 bench/volume.sh      seconds per run, interleaved rounds
 #   CASES_ONLY=randrw bench/volume.sh   only the cases whose name contains this
+#   TARGETS=file,memfile bench/volume.sh only these targets (default: all of a case's)
+#   FIO_EXTRA="--iodepth_batch_submit=32" bench/volume.sh   options added to every fio run
+#                                       (for an experiment; the table's figures are without)
+#
+# Targets: file (a 1 GiB file on DIR's file system, on its disk), dev (a loop device over a
+# file on DIR), mem (a loop device over a file on /dev/shm: no disk), memfile (the file case
+# again, on an ext4 file system made on a loop device over a file on /dev/shm: the file
+# system's O_DIRECT path without the disk, as mem is the device's).
 #
 # Like for like: O_DIRECT for both; the same engine class (benchrun io_uring vs fio
 # ioengine=io_uring, benchrun sync vs fio psync); the same depth, block size, access and
@@ -28,6 +36,11 @@
 # latency is the same span; fio's clat_ns leaves out the submission), and CPU microseconds
 # per I/O, taken the same way for both tools: the user+system CPU of the whole process
 # (wait4's rusage, threads included) over all its I/Os; ratios are benchrun / fio.
+# Beside them, what the block device under the target saw during each tool's run (the
+# difference of its /sys/class/block/*/stat before and after: vda under file, the loop
+# device for the others): its mean time per request, and the requests in flight there that
+# this makes at the tool's IOPS (Little's law: IOPS x time per request); a tool that keeps
+# fewer of its I/Os at the device, or whose requests the device serves slower, shows here.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/lib/cache.sh
@@ -37,44 +50,73 @@ BASE=${1:-/var/tmp}/benchrun-volume-bench
 OUT=${OUT:-/tmp/benchrun-volume-results}
 SECS=${SECS:-10}
 REPS=${REPS:-3}
-apt_install fio python3 util-linux
+apt_install fio python3 util-linux e2fsprogs mount
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BENCHRUN_CACHE/target}
 cargo build --release -q -p benchrun-worker
 BIN=$CARGO_TARGET_DIR/release/benchrun-worker
 SHM=/dev/shm/benchrun-volume-bench-mem.img
-rm -rf "$BASE" "$OUT" "$SHM"; mkdir -p "$BASE/files" "$OUT"
+SHMFS=/dev/shm/benchrun-volume-bench-memfs.img
+DEV="" MEM="" MEMFS="" MNT=""
+cleanup() {
+  if [ -n "$MNT" ]; then umount "$MNT" && rmdir "$MNT"; fi
+  for d in "$DEV" "$MEM" "$MEMFS"; do [ -z "$d" ] || losetup -d "$d"; done
+  rm -rf "$BASE" "$SHM" "$SHMFS"
+}
+trap cleanup EXIT
+rm -rf "$BASE" "$OUT" "$SHM" "$SHMFS"; mkdir -p "$BASE/files" "$OUT"
 truncate -s 1G "$BASE/dev.img"
 DEV=$(losetup --find --show --direct-io=on "$BASE/dev.img")
 # tmpfs has no direct I/O for the loop driver to use: the device's reads and writes are
 # memory copies.
 truncate -s 1G "$SHM"
 MEM=$(losetup --find --show "$SHM")
-trap 'losetup -d "$DEV" "$MEM"; rm -rf "$BASE" "$SHM"' EXIT
+# memfile: ext4 (mkfs.ext4's defaults, as DIR's) on a loop device over tmpfs, room for the
+# 1 GiB file and the file system's own blocks.
+truncate -s 1280M "$SHMFS"
+MEMFS=$(losetup --find --show "$SHMFS")
+mkfs.ext4 -q -F "$MEMFS"
+MNT=$(mktemp -d /tmp/benchrun-volume-memfs.XXXXXX)
+mount "$MEMFS" "$MNT"
+mkdir -p "$MNT/files"
 # Real data everywhere before anything is read: the file by benchrun's layout, the devices by
 # one sequential pass.
 dd if=/dev/urandom of="$DEV" bs=4M count=256 oflag=direct status=none
 dd if=/dev/urandom of="$MEM" bs=4M count=256 oflag=direct status=none
 # The file benchrun's one task reads and writes (shared: false): fio is given this one.
 FILE=$BASE/files/benchrun/block-t0-f0
+MFILE=$MNT/files/benchrun/block-t0-f0
 
 # name  rw(fio)  access  op(s)  bs  depth  engine(benchrun)  ioengine(fio)  jobs  targets
 # op "mix70": 70% reads, 30% writes (fio randrw, rwmixread=70).
-CASES="randread-4k-qd1 randread random read 4KiB 1 ioUring io_uring 1 file,dev
-randread-4k-qd32 randread random read 4KiB 32 ioUring io_uring 1 file,dev,mem
-randwrite-4k-qd1 randwrite random write 4KiB 1 ioUring io_uring 1 file,dev
-randwrite-4k-qd32 randwrite random write 4KiB 32 ioUring io_uring 1 file,dev
-read-1m-qd4 read sequential read 1MiB 4 ioUring io_uring 1 file,dev
-write-1m-qd4 write sequential write 1MiB 4 ioUring io_uring 1 file,dev
-randread-4k-sync randread random read 4KiB 1 sync psync 1 file,dev
+CASES="randread-4k-qd1 randread random read 4KiB 1 ioUring io_uring 1 file,memfile,dev
+randread-4k-qd32 randread random read 4KiB 32 ioUring io_uring 1 file,memfile,dev,mem
+randwrite-4k-qd1 randwrite random write 4KiB 1 ioUring io_uring 1 file,memfile,dev
+randwrite-4k-qd32 randwrite random write 4KiB 32 ioUring io_uring 1 file,memfile,dev
+read-1m-qd4 read sequential read 1MiB 4 ioUring io_uring 1 file,memfile,dev
+write-1m-qd4 write sequential write 1MiB 4 ioUring io_uring 1 file,memfile,dev
+randread-4k-sync randread random read 4KiB 1 sync psync 1 file,memfile,dev
 randrw70-4k-4jx8 randrw random mix70 4KiB 8 ioUring io_uring 4 mem,dev"
 
-# rusage OUT CMD...: run CMD, write its whole process's user and system CPU seconds to OUT.
+# The stat file of the block device under PATH: the device itself, or the one its file
+# system is on (none for a file system on no block device, e.g. tmpfs: nan in the table).
+devstat() {
+  local d=$1
+  [ -b "$d" ] || d=$(findmnt -no SOURCE --target "$d")
+  echo "/sys/class/block/$(basename "$(readlink -f "$d")")/stat"
+}
+# rusage OUT STAT CMD...: run CMD, write its whole process's user and system CPU seconds to
+# OUT.cpu, and to OUT.dev the block device's counters (the STAT file) after minus before.
 rusage() {
   python3 - "$@" <<'PY'
 import os, subprocess, sys
-p = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+out, stat = sys.argv[1], sys.argv[2]
+read = lambda: [int(x) for x in open(stat).read().split()] if os.path.exists(stat) else []
+before = read()
+p = subprocess.Popen(sys.argv[3:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 _, status, ru = os.wait4(p.pid, 0)
-open(sys.argv[1], "w").write(f"{ru.ru_utime} {ru.ru_stime}\n")
+after = read()
+open(out + ".cpu", "w").write(f"{ru.ru_utime} {ru.ru_stime}\n")
+open(out + ".dev", "w").write(" ".join(str(a - b) for a, b in zip(after, before)) + "\n")
 sys.exit(os.waitstatus_to_exitcode(status))
 PY
 }
@@ -91,25 +133,32 @@ ops: $ops
 dataset: {cleanup: false, prepare: $([ -n "$size" ] && echo true || echo false)}
 block: {${size}blockSize: $bs, queueDepth: $depth, access: $access, engine: $engine, dropCache: true}
 YAML
-  rusage "$out.cpu" "$BIN" run "$BASE/w.yaml" --progress=never --summary "$out"
+  rusage "$out" "$(devstat "${target#direct://}")" "$BIN" run "$BASE/w.yaml" --progress=never --summary "$out"
 }
 run_fio() { # filename rw bs depth ioengine jobs out
-  local bs=${3/iB/}; bs=${bs,,}
-  rusage "$7.cpu" fio --name=j --filename="$1" --size=1g --rw="$2" --rwmixread=70 --bs="$bs" --iodepth="$4" \
+  local bs=${3/iB/} extra; bs=${bs,,}
+  read -ra extra <<< "${FIO_EXTRA:-}"
+  rusage "$7" "$(devstat "$1")" fio --name=j --filename="$1" --size=1g --rw="$2" --rwmixread=70 --bs="$bs" --iodepth="$4" \
     --ioengine="$5" --direct=1 --refill_buffers --lat_percentiles=1 --time_based --runtime="$SECS" --numjobs="$6" --thread \
-    --group_reporting --output-format=json --output="$7"
+    --group_reporting --output-format=json --output="$7" "${extra[@]}"
 }
 
-# The file exists (laid out by benchrun) before fio ever sees it.
-run_benchrun "direct://$BASE/files" x random read 4KiB 1 sync 1 "$BASE/warm.json"
-[ -f "$FILE" ] || { echo "benchrun laid out no $FILE: the script gives fio the wrong file" >&2; exit 1; }
+# The files exist (laid out by benchrun) before fio ever sees them.
+for d in "$BASE/files" "$MNT/files"; do
+  run_benchrun "direct://$d" x random read 4KiB 1 sync 1 "$BASE/warm.json"
+done
+for f in "$FILE" "$MFILE"; do
+  [ -f "$f" ] || { echo "benchrun laid out no $f: the script gives fio the wrong file" >&2; exit 1; }
+done
 for r in $(seq 1 "$REPS"); do
   echo "round $r: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   while read -r name rw access op bs depth engine ioengine jobs targets; do
     [[ $name == *"${CASES_ONLY:-}"* ]] || continue
     for where in ${targets//,/ }; do
+      [[ ,${TARGETS:-$targets}, == *",$where,"* ]] || continue
       case $where in
         file) t="direct://$BASE/files"; f=$FILE ;;
+        memfile) t="direct://$MNT/files"; f=$MFILE ;;
         dev) t="direct://$DEV"; f=$DEV ;;
         mem) t="direct://$MEM"; f=$MEM ;;
       esac
@@ -123,32 +172,49 @@ for r in $(seq 1 "$REPS"); do
   done <<< "$CASES"
 done
 # fio used the file it was given, not one of its own (beside it: only benchrun's layout marker).
-others=$(find "$BASE/files" -type f ! -path "$FILE" ! -name ".$(basename "$FILE").layout")
-[ -z "$others" ] || { echo "data files other than $FILE: $others" >&2; exit 1; }
+others=$(find "$BASE/files" "$MNT/files" -type f ! -path "$FILE" ! -path "$MFILE" ! -name ".$(basename "$FILE").layout")
+[ -z "$others" ] || { echo "data files other than $FILE and $MFILE: $others" >&2; exit 1; }
 python3 - "$OUT" "$REPS" <<'PY'
 import json, statistics as st, sys, glob, re
 base, reps = sys.argv[1], int(sys.argv[2])
 def cpu(path):
     u, s_ = map(float, open(path + ".cpu").read().split()); return u + s_
+def dev(path, ios, iops):
+    # /sys/class/block/*/stat, after minus before: requests done (reads, writes) and the ms
+    # they took (summed over requests). The device's mean time per request in us, and the
+    # requests in flight there on average over the tool's measured window (ios / iops).
+    d = list(map(int, open(path + ".dev").read().split()))
+    if len(d) < 8:
+        return float("nan"), float("nan")
+    reqs, ms = d[0] + d[4], d[3] + d[7]
+    return ms * 1000 / max(reqs, 1), ms / 1000 / max(ios / max(iops, 1e-9), 1e-9)
 def br(path):
     s = json.load(open(path)); r = s["report"]
     ops = sum(v["count"] for v in r.values()); iops = sum(v["opsPerSec"] for v in r.values())
     lat = r.get("read") or next(iter(r.values()))
-    return iops, lat["p50Ms"] * 1000, lat["p99Ms"] * 1000, cpu(path) / max(ops, 1) * 1e6, s["volume"]["engines"]
+    return (iops, lat["p50Ms"] * 1000, lat["p99Ms"] * 1000, cpu(path) / max(ops, 1) * 1e6,
+            *dev(path, ops, iops), s["volume"]["engines"])
 def fio(path):
     j = json.load(open(path))["jobs"][0]; rd, wr = j["read"], j["write"]
     d = rd if rd["total_ios"] else wr
     p = d["lat_ns"]["percentile"]
-    ios = rd["total_ios"] + wr["total_ios"]
-    return rd["iops"] + wr["iops"], p["50.000000"] / 1000, p["99.000000"] / 1000, cpu(path) / max(ios, 1) * 1e6
+    ios = rd["total_ios"] + wr["total_ios"]; iops = rd["iops"] + wr["iops"]
+    return (iops, p["50.000000"] / 1000, p["99.000000"] / 1000, cpu(path) / max(ios, 1) * 1e6,
+            *dev(path, ios, iops))
 names = sorted({re.sub(r"^r\d+-", "", p.split("/")[-1]).rsplit("-", 1)[0] for p in glob.glob(f"{base}/r1-*-benchrun.json")})
-print("| target | case | benchrun IOPS | fio IOPS | ratio | p50 us (b / f) | p99 us (b / f) | CPU us/IO (b / f) |")
-print("|---|---|---|---|---|---|---|---|")
+print("| target | case | benchrun IOPS | fio IOPS | ratio | p50 us (b / f) | p99 us (b / f) | CPU us/IO (b / f) | device us/req (b / f) | in flight at device (b / f) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+rounds = []
 for n in names:
     b = [br(f"{base}/r{r}-{n}-benchrun.json") for r in range(1, reps + 1)]
     f = [fio(f"{base}/r{r}-{n}-fio.json") for r in range(1, reps + 1)]
     m = lambda xs, i: st.median(x[i] for x in xs)
     ratio = st.median(x[0] / y[0] for x, y in zip(b, f))
     where, case = n.split("-", 1)
-    print(f"| {where} | {case} ({','.join(b[0][4])}) | {m(b,0):.0f} | {m(f,0):.0f} | {ratio:.2f} | {m(b,1):.0f} / {m(f,1):.0f} | {m(b,2):.0f} / {m(f,2):.0f} | {m(b,3):.1f} / {m(f,3):.1f} |")
+    print(f"| {where} | {case} ({','.join(b[0][6])}) | {m(b,0):.0f} | {m(f,0):.0f} | {ratio:.2f} | {m(b,1):.0f} / {m(f,1):.0f} | {m(b,2):.0f} / {m(f,2):.0f} | {m(b,3):.1f} / {m(f,3):.1f} | {m(b,4):.0f} / {m(f,4):.0f} | {m(b,5):.1f} / {m(f,5):.1f} |")
+    # Every round's IOPS, so the spread behind a median is in the output (after the table).
+    rounds.append(f"- {where} {case}: benchrun {' '.join(f'{x[0]:.0f}' for x in b)}; fio {' '.join(f'{y[0]:.0f}' for y in f)}; ratios {' '.join(f'{x[0] / y[0]:.2f}' for x, y in zip(b, f))}")
+print()
+print("IOPS per round:")
+print("\n".join(rounds))
 PY
