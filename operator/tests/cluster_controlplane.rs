@@ -241,9 +241,13 @@ controlPlane:
     let lp = ListParams::default().labels(&objects::selector("cpdel"));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let bound = claims.list(&lp).await.expect("list").items.iter().any(|c| {
-            c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
-        });
+        let bound = claims
+            .list(&lp)
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .any(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"));
         if bound {
             break;
         }
@@ -315,7 +319,8 @@ controlPlane:
         assert_eq!(st.phase, Phase::Failed, "{run}: {st:#?}");
         let failed = condition(&r, "Failed").expect("Failed condition");
         assert_eq!(failed.reason, "ControlPlaneErrors", "{run}");
-        let said = format!("ProvisioningFailed: {provisioner} does not support block volume provisioning");
+        let said =
+            format!("ProvisioningFailed: {provisioner} does not support block volume provisioning");
         assert!(
             failed.message.contains(&said),
             "{run}: the message carries the provisioner's Event ({said}): {}",

@@ -61,7 +61,10 @@ pub fn probe_device(path: &Path) -> Result<Probe> {
     let dev = Device::probe(path)
         .with_context(|| format!("{}: read the block device's size", path.display()))?;
     if let Some(u) = dev.in_use() {
-        bail!("{}: the device is in use ({u}): not written", path.display());
+        bail!(
+            "{}: the device is in use ({u}): not written",
+            path.display()
+        );
     }
     if let Some(sig) = dev
         .signature()

@@ -419,9 +419,17 @@ fn the_first_io_probe_writes_and_reads_a_raw_device_and_spares_a_file_system() {
         .arg(&lo.dev)
         .output()
         .expect("mkfs.ext4 runs");
-    assert!(mkfs.status.success(), "{}", String::from_utf8_lossy(&mkfs.stderr));
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
     let before = lo.stat();
     let e = benchrun_worker::probe::probe(&lo.dev).expect_err("must refuse");
     assert!(format!("{e:#}").contains("ext2/3/4"), "{e:#}");
-    assert_eq!(before.since(lo.stat()).sectors_written, 0, "nothing written");
+    assert_eq!(
+        before.since(lo.stat()).sectors_written,
+        0,
+        "nothing written"
+    );
 }

@@ -233,7 +233,10 @@ mod tests {
         );
         let p = pod(&r, "img", 0).expect("pod");
         let c0 = &p.spec.expect("spec").containers[0];
-        assert_eq!(c0.args.as_deref(), Some(&["probe-io".into(), MOUNT.into()][..]));
+        assert_eq!(
+            c0.args.as_deref(),
+            Some(&["probe-io".to_string(), MOUNT.to_string()][..])
+        );
         assert!(c0.volume_devices.is_none());
 
         let mut r = run();
@@ -241,16 +244,19 @@ mod tests {
             cp.volume_mode = Some(VolumeMode::Block);
         }
         let c = claim(&r, r.spec.control_plane.as_ref().expect("cp"), 0).expect("claim");
-        assert_eq!(
-            c.spec.and_then(|s| s.volume_mode).as_deref(),
-            Some("Block")
-        );
+        assert_eq!(c.spec.and_then(|s| s.volume_mode).as_deref(), Some("Block"));
         let p = pod(&r, "img", 0).expect("pod");
         let c0 = &p.spec.expect("spec").containers[0];
-        assert_eq!(c0.args.as_deref(), Some(&["probe-io".into(), DEVICE.into()][..]));
+        assert_eq!(
+            c0.args.as_deref(),
+            Some(&["probe-io".to_string(), DEVICE.to_string()][..])
+        );
         assert!(c0.volume_mounts.is_none(), "a raw device is not mounted");
         let d = c0.volume_devices.as_ref().expect("volumeDevices");
-        assert_eq!((d[0].name.as_str(), d[0].device_path.as_str()), ("data", DEVICE));
+        assert_eq!(
+            (d[0].name.as_str(), d[0].device_path.as_str()),
+            ("data", DEVICE)
+        );
     }
 
     #[test]
