@@ -4,9 +4,11 @@ For each StorageClass and each concurrency: one control-plane run of COUNT claim
 attach, firstIO, delete), run by the operator binary on the host watching one namespace. Prints
 a Markdown table: provision-to-first-I/O p50/p99 (status.controlPlane.provisionToFirstIO), the
 operations' p50/p99, and the API server's requests per lifecycle: the increase of the API
-server's apiserver_request_total over the run (every client: the operator, the provisioners,
-the kubelets, the controllers, the scheduler), less the idle rate measured before for as long,
-and the operator's own requests (its benchrun_operator_api_requests_total).
+server's apiserver_request_total over the run (read with `kubectl get --raw /metrics` before
+and after; every client: the operator, the provisioners, the kubelets, the controllers, the
+scheduler), less the idle rate measured before for as long, split by verb and by resource,
+and the operator's own requests (its benchrun_operator_api_requests_total). A WATCH is
+counted when it ends, so long watches opened during a run are mostly not in its figures.
 """
 import json
 import os
@@ -35,15 +37,29 @@ def kubectl(*args, stdin=None, check=True):
     return r.stdout
 
 
+def label(labels, name):
+    key = f'{name}="'
+    return labels.split(key, 1)[1].split('"', 1)[0] if key in labels else ""
+
+
 def apiserver_requests():
-    """{resource: requests} from the API server's own apiserver_request_total (every client)."""
+    """{(verb, resource): requests} from the API server's own apiserver_request_total (every
+    client, every response code)."""
     out = {}
     for line in kubectl("get", "--raw", "/metrics").splitlines():
         if not line.startswith("apiserver_request_total{"):
             continue
         labels, value = line.rsplit(" ", 1)
-        res = labels.split('resource="', 1)[1].split('"', 1)[0] if 'resource="' in labels else ""
-        out[res] = out.get(res, 0) + float(value)
+        key = (label(labels, "verb"), label(labels, "resource"))
+        out[key] = out.get(key, 0) + float(value)
+    return out
+
+
+def grouped(counts, at):
+    """Sum {(verb, resource): n} by the key's element `at` (0 verb, 1 resource)."""
+    out = {}
+    for k, v in counts.items():
+        out[k[at]] = out.get(k[at], 0) + v
     return out
 
 
@@ -57,6 +73,12 @@ def operator_requests():
 
 def diff(after, before):
     return {k: after.get(k, 0) - before.get(k, 0) for k in after}
+
+
+def top(per_lifecycle, n):
+    """The n largest of {name: requests per lifecycle} at 0.5 or more, as 'name x.y, ...'."""
+    items = sorted(((v, k) for k, v in per_lifecycle.items() if v >= 0.5), reverse=True)[:n]
+    return ", ".join(f"{k or '-'} {v:.1f}" for v, k in items)
 
 
 def wait_metrics():
@@ -108,7 +130,8 @@ def main():
         # The cluster's own request rate with nothing of ours running (leases, node status).
         i0 = apiserver_requests()
         time.sleep(IDLE_SECS)
-        idle = sum(diff(apiserver_requests(), i0).values()) / IDLE_SECS
+        idle_by_key = {k: v / IDLE_SECS for k, v in diff(apiserver_requests(), i0).items()}
+        idle = sum(idle_by_key.values())
         rows = []
         for cls in CLASSES:
             for conc in CONCURRENCIES:
@@ -116,24 +139,27 @@ def main():
                 cp = run["status"]["controlPlane"]
                 e2e = cp["provisionToFirstIO"]
                 ops = cp["operations"]
-                total = sum(api.values()) - idle * secs
-                by_res = sorted(((v, k) for k, v in api.items() if v >= COUNT), reverse=True)[:4]
+                # The run's own requests: the increase less the idle rate over as long.
+                net = {k: v - idle_by_key.get(k, 0) * secs for k, v in api.items()}
+                total = sum(net.values())
+                per = {k: v / COUNT for k, v in net.items()}
                 rows.append((cls, conc, e2e, ops, total / COUNT, own / COUNT, cp["elapsedMs"] / 1000,
-                             ", ".join(f"{k or '-'} {v / COUNT:.1f}" for v, k in by_res)))
+                             top(grouped(per, 0), 6), top(grouped(per, 1), 4)))
                 # Each row as soon as it is measured: a run cut short keeps what it has.
                 print(f"# {cls} c={conc}: {cp['completed']}/{cp['requested']} in {cp['elapsedMs'] / 1000:.1f}s; "
                       f"claim->firstIO p50/p99 {e2e['p50Ms']:.0f}/{e2e['p99Ms']:.0f} ms; "
-                      f"API requests/lifecycle {total / COUNT:.1f} (operator {own / COUNT:.1f})", file=sys.stderr)
+                      f"API requests/lifecycle {total / COUNT:.1f} (operator {own / COUNT:.1f}; {rows[-1][7]})",
+                      file=sys.stderr)
                 kubectl("delete", "benchmarkrun", run["metadata"]["name"], "-n", NS, "--wait=true")
         print(f"{COUNT} claims per row; idle API server rate {idle:.1f} requests/s (subtracted)\n")
-        print("| class | concurrency | claim -> first I/O p50 / p99 | provision p50 / p99 | attach p50 / p99 | firstIO p50 / p99 | delete p50 / p99 | wall | API requests / lifecycle (all clients, idle subtracted) | of them the operator's | top resources / lifecycle |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-        for cls, conc, e2e, ops, per, own, wall, top in rows:
+        print("| class | concurrency | claim -> first I/O p50 / p99 | provision p50 / p99 | attach p50 / p99 | firstIO p50 / p99 | delete p50 / p99 | wall | API requests / lifecycle (all clients, idle subtracted) | of them the operator's | by verb / lifecycle | top resources / lifecycle |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+        for cls, conc, e2e, ops, per, own, wall, verbs, resources in rows:
             def pp(r):
                 return f"{r['p50Ms'] / 1000:.2f} / {r['p99Ms'] / 1000:.2f} s"
             print(f"| {cls} | {conc} | {pp(e2e)} | {pp(ops['provision'])} | {pp(ops['attach'])} | "
                   f"{ops['firstIO']['p50Ms']:.1f} / {ops['firstIO']['p99Ms']:.1f} ms | {pp(ops['delete'])} | "
-                  f"{wall:.1f} s | {per:.1f} | {own:.1f} | {top} |")
+                  f"{wall:.1f} s | {per:.1f} | {own:.1f} | {verbs} | {resources} |")
     finally:
         op.terminate()
         op.wait(timeout=30)

@@ -2,9 +2,12 @@
 //! (tests/cluster/up.sh + image.sh), the controller in this test process: claims of the
 //! cluster's default StorageClass (benchrun-hostpath, a real external provisioner on
 //! sig-storage-lib-external-provisioner, WaitForFirstConsumer) provisioned, attached, written
-//! once and deleted; a class nobody provisions; a run deleted mid-way.
+//! once and deleted; a class nobody provisions, and a Block claim that provisioner refuses;
+//! a run deleted mid-way; Block claims served by `local` PersistentVolumes on loop devices
+//! (the test cluster has no provisioner of Block volumes), written and read raw by the probe.
 //!
-//! These tests fail (never skip) when the cluster is not up, saying which script to run.
+//! These tests fail (never skip) when the cluster is not up, saying which script to run; the
+//! Block test needs root (`losetup`), as the volume tests do.
 
 mod common;
 
@@ -12,6 +15,8 @@ use std::time::Duration;
 
 use benchrun_operator::control_plane::objects;
 use benchrun_operator::crd::Phase;
+use benchrun_test_support::loopdev::Loop;
+use benchrun_test_support::NODES;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -210,10 +215,11 @@ controlPlane:
 }
 
 /// A run deleted while its lifecycles are in flight: the finalizer stops them and deletes
-/// every claim and pod it created before the run goes.
+/// every claim and pod it created before the run goes, and the provisioner's volumes of
+/// those claims go too. (Snapshots: a control-plane run makes none yet.)
 #[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
-async fn a_run_deleted_mid_way_leaves_no_claim_or_pod() {
+async fn a_run_deleted_mid_way_leaves_no_claim_pod_or_volume() {
     let env = env("op-cp-del").await;
     let _op = spawn_operator(&env);
     let api = create_run(
@@ -229,39 +235,241 @@ controlPlane:
 "#,
     )
     .await;
-    // Mid-way: some claims exist.
+    // Mid-way: a claim of the run is Bound (provisioned, its volume exists), so the deletion
+    // has claims, pods and volumes to clean up.
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), env.ns.name());
     let lp = ListParams::default().labels(&objects::selector("cpdel"));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while claims
-        .list_metadata(&lp)
-        .await
-        .expect("list")
-        .items
-        .is_empty()
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no claim after 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    api.delete("cpdel", &DeleteParams::default())
-        .await
-        .expect("delete run");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(45);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let gone = api.get_opt("cpdel").await.expect("get").is_none();
-        let left = leftovers(&env, "cpdel").await;
-        if gone && left.is_empty() {
+        let bound = claims
+            .list(&lp)
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .any(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"));
+        if bound {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "45 s after the deletion: run gone {gone}, left {left:?}"
+            "no claim of the run Bound after 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let run = api.get("cpdel").await.expect("get");
+    let cp = run.status.and_then(|s| s.control_plane);
+    assert!(
+        cp.is_none(),
+        "the run must still be measuring when it is deleted: {cp:#?}"
+    );
+    api.delete("cpdel", &DeleteParams::default())
+        .await
+        .expect("delete run");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let gone = api.get_opt("cpdel").await.expect("get").is_none();
+        let left = leftovers(&env, "cpdel").await;
+        let volumes = volumes_of(&env).await;
+        if gone && left.is_empty() && volumes.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "90 s after the deletion: run gone {gone}, left {left:?}, volumes {volumes:?}"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// A Block claim of each of the test cluster's provisioners, neither of which provisions Block
+/// volumes: each run fails within its timeout with that provisioner's own `ProvisioningFailed`
+/// message (sig-storage-lib-external-provisioner's refusal, which both are built on), kind
+/// `provisioningFailed`, not a hang.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn a_block_claim_a_provisioner_refuses_fails_with_its_message() {
+    let env = env("op-cp-noblock").await;
+    let _op = spawn_operator(&env);
+    for (run, class, provisioner) in [
+        ("noblock-hp", "benchrun-hostpath", "benchrun.dev/hostpath"),
+        ("noblock-lp", "local-path", "rancher.io/local-path"),
+    ] {
+        let started = tokio::time::Instant::now();
+        let api = create_run(
+            &env,
+            run,
+            &format!(
+                r#"
+controlPlane:
+  operations: [provision, attach, firstIO, delete]
+  count: 5
+  concurrency: 1
+  storageClassName: {class}
+  volumeMode: Block
+  size: 16Mi
+  timeout: 8s
+"#
+            ),
+        )
+        .await;
+        let r = wait_for(&api, run, Duration::from_secs(60), "finished", finished).await;
+        let took = started.elapsed();
+        let st = r.status.clone().expect("status");
+        assert_eq!(st.phase, Phase::Failed, "{run}: {st:#?}");
+        let failed = condition(&r, "Failed").expect("Failed condition");
+        assert_eq!(failed.reason, "ControlPlaneErrors", "{run}");
+        let said =
+            format!("ProvisioningFailed: {provisioner} does not support block volume provisioning");
+        assert!(
+            failed.message.contains(&said),
+            "{run}: the message carries the provisioner's Event ({said}): {}",
+            failed.message
+        );
+        let cp = st.control_plane.clone().expect("status.controlPlane");
+        let prov = &cp.operations["provision"];
+        assert_eq!((prov.count, prov.errors), (0, 1), "{run}: {prov:#?}");
+        assert_eq!(
+            prov.errors_by_kind.get("provisioningFailed"),
+            Some(&1),
+            "{run}: {prov:#?}"
+        );
+        assert_eq!(
+            (cp.completed, cp.failed),
+            (0, 1),
+            "{run}: none started after the failure"
+        );
+        assert!(
+            took < Duration::from_secs(40),
+            "{run}: took {took:?} with an 8s timeout"
+        );
+        assert_eq!(leftovers(&env, run).await, Vec::<String>::new());
+    }
+}
+
+/// `volumeMode: Block`: one claim per node, bound (WaitForFirstConsumer) to a `local`
+/// PersistentVolume on a loop device; the probe pod gets the raw device through
+/// `volumeDevices` and writes and reads its first 4 KiB with O_DIRECT: the write reached each
+/// node's device (the kernel counted it) and the probe's pattern is there.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn block_claims_get_their_first_io_on_the_raw_device() {
+    let env = env("op-cp-block").await;
+    let dirs: Vec<tempfile::TempDir> = NODES
+        .iter()
+        .map(|_| tempfile::tempdir_in("/var/tmp").expect("dir"))
+        .collect();
+    let loops: Vec<Loop> = dirs.iter().map(|d| Loop::new(d.path(), 64 << 20)).collect();
+    let class = format!("{}-block", env.ns.name());
+    let sc: StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": class},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Retain",
+    }))
+    .expect("class");
+    Api::<StorageClass>::all(env.client.clone())
+        .create(&PostParams::default(), &sc)
+        .await
+        .expect("create StorageClass");
+    let _class = RemoveClass(class.clone());
+    let mut pvs = RemovePvs(vec![]);
+    for (node, lo) in NODES.iter().zip(&loops) {
+        let name = format!("{class}-{node}");
+        let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "64Mi"},
+                "volumeMode": "Block",
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": class,
+                "local": {"path": lo.dev.display().to_string()},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                ]}]}},
+            }
+        }))
+        .expect("pv");
+        Api::<PersistentVolume>::all(env.client.clone())
+            .create(&PostParams::default(), &pv)
+            .await
+            .expect("create PersistentVolume");
+        pvs.0.push(name);
+    }
+    let before: Vec<_> = loops.iter().map(Loop::stat).collect();
+    let _op = spawn_operator(&env);
+    // `delete` is not measured: with Retain (and no provisioner) the volumes stay, Released.
+    let api = create_run(
+        &env,
+        "blk",
+        &format!(
+            r#"
+controlPlane:
+  operations: [provision, attach, firstIO]
+  count: 2
+  concurrency: 2
+  storageClassName: {class}
+  volumeMode: Block
+  size: 16Mi
+  timeout: 90s
+"#
+        ),
+    )
+    .await;
+    let run = wait_for(&api, "blk", Duration::from_secs(240), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let cp = st.control_plane.clone().expect("status.controlPlane");
+    assert_eq!((cp.completed, cp.failed), (2, 0), "{cp:#?}");
+    for op in ["provision", "attach", "firstIO"] {
+        assert_eq!(cp.operations[op].count, 2, "{op}: {cp:#?}");
+    }
+    assert!(!cp.operations.contains_key("delete"), "{cp:#?}");
+    let io = &cp.operations["firstIO"];
+    assert!(io.phases.contains_key("write") && io.phases.contains_key("read"));
+    // Each node's device took the probe's write (8 sectors; a flush counts as an empty
+    // write) and the probe's pattern (byte i is i % 251) is at its start.
+    for ((lo, b), node) in loops.iter().zip(&before).zip(NODES) {
+        let d = b.since(lo.stat());
+        assert!(d.sectors_written >= 8, "{node} {}: {d:?}", lo.dev.display());
+        let mut head = vec![0u8; 4096];
+        std::os::unix::fs::FileExt::read_exact_at(
+            &std::fs::File::open(&lo.dev).expect("open device"),
+            &mut head,
+            0,
+        )
+        .expect("read device");
+        assert!(
+            head.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8),
+            "{node}: the probe's bytes are not at the start of {}",
+            lo.dev.display()
+        );
+    }
+    assert_eq!(leftovers(&env, "blk").await, Vec::<String>::new());
+}
+
+/// PersistentVolumes of the test, deleted when dropped (also when an assertion failed).
+struct RemovePvs(Vec<String>);
+
+impl Drop for RemovePvs {
+    fn drop(&mut self) {
+        let pvs = std::mem::take(&mut self.0);
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                let client = benchrun_test_support::connect().await;
+                for pv in &pvs {
+                    let _ = Api::<PersistentVolume>::all(client.clone())
+                        .delete(pv, &DeleteParams::default())
+                        .await;
+                }
+            });
+        })
+        .join();
     }
 }
 

@@ -65,10 +65,11 @@ pub enum Command {
     #[command(hide = true)]
     Agent(crate::agent::AgentArgs),
     /// The first I/O of a volume (the operator's control-plane runs): a 4 KiB O_DIRECT write
-    /// and read in DIR, the times as JSON on stdout and in the termination message.
+    /// and read in DIR (a file of its own) or at the start of a block device, the times as
+    /// JSON on stdout and in the termination message.
     #[command(hide = true)]
     ProbeIo {
-        /// A directory on the volume.
+        /// A directory on the volume, or the volume's raw block device.
         dir: PathBuf,
         /// Where the report is also written (Kubernetes' termination message).
         #[arg(long, default_value = crate::probe::TERMINATION_LOG)]

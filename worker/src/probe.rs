@@ -1,12 +1,14 @@
-//! `benchrun-worker probe-io DIR`: the first I/O of a freshly attached volume, for the
+//! `benchrun-worker probe-io PATH`: the first I/O of a freshly attached volume, for the
 //! operator's control-plane runs (operator/src/control_plane/). One 4 KiB O_DIRECT write (with
-//! its fdatasync) and one 4 KiB O_DIRECT read of it, each timed; the times go to the
-//! container's termination message as one JSON line (`{"writeUs":..,"readUs":..}`), where the
-//! operator reads them from the pod's status without any access to the pod.
+//! its fdatasync) and one 4 KiB O_DIRECT read of it, each timed, in a file of the directory
+//! PATH (a mounted `Filesystem` claim) or at offset 0 of the block device PATH (a `Block`
+//! claim); the times go to the container's termination message as one JSON line
+//! (`{"writeUs":..,"readUs":..}`), where the operator reads them from the pod's status
+//! without any access to the pod.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Instant;
 
@@ -14,6 +16,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::targets::AlignedBuf;
 use crate::targets::DIRECT_ALIGN;
+use crate::volume::device::{is_block_device, Device};
 
 /// The probe's I/O size.
 pub const PROBE_BYTES: usize = 4096;
@@ -30,13 +33,88 @@ pub struct Probe {
     pub read_us: u64,
 }
 
-/// Write then read [`PROBE_BYTES`] with O_DIRECT in `dir` (a file removed afterwards).
-pub fn probe(dir: &Path) -> Result<Probe> {
-    let path = dir.join(".benchrun-probe");
+/// The bytes the probe writes, in an O_DIRECT-aligned buffer.
+fn pattern() -> AlignedBuf {
     let mut buf = AlignedBuf::new(PROBE_BYTES.max(DIRECT_ALIGN));
     for (i, b) in buf.as_mut_slice().iter_mut().enumerate() {
         *b = (i % 251) as u8;
     }
+    buf
+}
+
+/// Write then read [`PROBE_BYTES`] with O_DIRECT on `path`: a file in the directory `path`
+/// (removed afterwards), or the first bytes of the block device `path` ([`probe_device`]).
+pub fn probe(path: &Path) -> Result<Probe> {
+    if is_block_device(path) {
+        probe_device(path)
+    } else {
+        probe_dir(path)
+    }
+}
+
+/// [`probe`] on a raw block device: its first [`PROBE_BYTES`] overwritten, then read back.
+/// Refused, before anything is written, on a device that is mounted or held, or that holds a
+/// file system or partition table (a control-plane run's claims are new volumes: a signature
+/// means someone's data). That check reads the device's first 68 KiB (buffered, untimed), so
+/// on a device the timed write is the first write, not the first I/O.
+pub fn probe_device(path: &Path) -> Result<Probe> {
+    let dev = Device::probe(path)
+        .with_context(|| format!("{}: read the block device's size", path.display()))?;
+    if let Some(u) = dev.in_use() {
+        bail!(
+            "{}: the device is in use ({u}): not written",
+            path.display()
+        );
+    }
+    if let Some(sig) = dev
+        .signature()
+        .with_context(|| format!("{}: read its first blocks", path.display()))?
+    {
+        bail!(
+            "{}: the device holds {sig}: the probe overwrites its first {PROBE_BYTES} bytes and refuses to destroy it",
+            path.display()
+        );
+    }
+    if dev.size < PROBE_BYTES as u64 || PROBE_BYTES as u64 % dev.logical_block != 0 {
+        bail!(
+            "{}: a device of {} bytes with {}-byte blocks cannot take one {PROBE_BYTES}-byte O_DIRECT write",
+            path.display(),
+            dev.size,
+            dev.logical_block
+        );
+    }
+    let buf = pattern();
+    let data = &buf.as_slice()[..PROBE_BYTES];
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .with_context(|| format!("open {} with O_DIRECT", path.display()))?;
+    let t = Instant::now();
+    f.write_all_at(data, 0)
+        .with_context(|| format!("write {}", path.display()))?;
+    f.sync_data()
+        .with_context(|| format!("fdatasync {}", path.display()))?;
+    let write_us = t.elapsed().as_micros() as u64;
+    let mut back = AlignedBuf::new(PROBE_BYTES.max(DIRECT_ALIGN));
+    let t = Instant::now();
+    f.read_exact_at(&mut back.as_mut_slice()[..PROBE_BYTES], 0)
+        .with_context(|| format!("read {}", path.display()))?;
+    let read_us = t.elapsed().as_micros() as u64;
+    if back.as_slice()[..PROBE_BYTES] != *data {
+        bail!(
+            "{}: read back other bytes than were written",
+            path.display()
+        );
+    }
+    Ok(Probe { write_us, read_us })
+}
+
+/// [`probe`] in a directory: a file of its own, removed afterwards.
+fn probe_dir(dir: &Path) -> Result<Probe> {
+    let path = dir.join(".benchrun-probe");
+    let buf = pattern();
     let data = &buf.as_slice()[..PROBE_BYTES];
     let t = Instant::now();
     let mut f = OpenOptions::new()
@@ -69,9 +147,9 @@ pub fn probe(dir: &Path) -> Result<Probe> {
     Ok(Probe { write_us, read_us })
 }
 
-/// Run the probe on `dir` and report it (or its error) on stdout and in `message_file`.
-pub fn main(dir: &Path, message_file: &Path) -> Result<()> {
-    let result = probe(dir);
+/// Run the probe on `path` and report it (or its error) on stdout and in `message_file`.
+pub fn main(path: &Path, message_file: &Path) -> Result<()> {
+    let result = probe(path);
     let line = match &result {
         Ok(p) => serde_json::to_string(p)?,
         Err(e) => format!("{e:#}"),

@@ -388,3 +388,48 @@ async fn residency_at_the_start_is_taken_after_the_warmup() {
     assert_eq!(c.resident_before_warmup, None);
     assert!(c.start_fraction() < 0.1, "{c:?}");
 }
+
+/// `probe-io` on a raw device (a control-plane run's `Block` claim): one 4 KiB write and one
+/// 4 KiB read at its start, both reaching the device (the kernel counts them); a device with a
+/// file system is refused before anything is written.
+#[test]
+fn the_first_io_probe_writes_and_reads_a_raw_device_and_spares_a_file_system() {
+    let dir = scratch();
+    let lo = new_loop(&dir, 16 << 20);
+    let before = lo.stat();
+    let p = benchrun_worker::probe::probe(&lo.dev).expect("probe");
+    let d = before.since(lo.stat());
+    // The signature check before it reads 68 KiB: reads are at least that, plus the probe's.
+    assert_eq!(d.sectors_written, 8, "one 4 KiB write: {d:?}");
+    assert!(d.reads >= 1 && d.sectors_read >= 8, "{d:?}");
+    assert!(p.write_us > 0, "{p:?}");
+    let mut head = vec![0u8; 4096];
+    std::os::unix::fs::FileExt::read_exact_at(
+        &std::fs::File::open(&lo.dev).expect("open"),
+        &mut head,
+        0,
+    )
+    .expect("read");
+    assert!(head.iter().any(|b| *b != 0), "the pattern is on the device");
+
+    let dir2 = scratch();
+    let lo = new_loop(&dir2, 32 << 20);
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(&lo.dev)
+        .output()
+        .expect("mkfs.ext4 runs");
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let before = lo.stat();
+    let e = benchrun_worker::probe::probe(&lo.dev).expect_err("must refuse");
+    assert!(format!("{e:#}").contains("ext2/3/4"), "{e:#}");
+    assert_eq!(
+        before.since(lo.stat()).sectors_written,
+        0,
+        "nothing written"
+    );
+}

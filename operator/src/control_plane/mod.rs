@@ -170,11 +170,16 @@ pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
         }
     }
     if let Some(q) = &cp.size {
-        if !quantity_ok(&q.0) {
-            errs.push(format!(
+        match quantity_bytes(&q.0) {
+            None => errs.push(format!(
                 "spec.controlPlane.size: `{}` is not a positive quantity such as 1Gi or 500Mi",
                 q.0
-            ));
+            )),
+            Some(b) if b < 4096.0 && cp.measures("firstIO") => errs.push(format!(
+                "spec.controlPlane.size: firstIO writes 4 KiB, more than a claim of `{}` holds: give at least 4Ki",
+                q.0
+            )),
+            Some(_) => {}
         }
     }
     for (i, t) in cp.thresholds.iter().enumerate() {
@@ -185,22 +190,32 @@ pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
     errs
 }
 
-/// A positive Kubernetes quantity: digits (a decimal point allowed), then nothing or a
-/// binary or decimal suffix. Checked here so a bad size fails the run at once, not each claim.
-fn quantity_ok(q: &str) -> bool {
+/// The bytes of a positive Kubernetes quantity: digits (a decimal point allowed), then nothing
+/// or a binary or decimal suffix; `None` when it is not one. Checked here so a bad size fails
+/// the run at once, not each claim.
+fn quantity_bytes(q: &str) -> Option<f64> {
     let digits = q
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(q.len());
     let (n, suffix) = q.split_at(digits);
-    let n: f64 = match n.parse() {
-        Ok(n) => n,
-        Err(_) => return false,
+    let n: f64 = n.parse().ok().filter(|n: &f64| *n > 0.0)?;
+    let unit = match suffix {
+        "" => 1.0,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        _ => return None,
     };
-    n > 0.0
-        && [
-            "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E",
-        ]
-        .contains(&suffix)
+    Some(n * unit)
 }
 
 /// Longest wait for the three watches' first lists before the run fails.
@@ -378,11 +393,43 @@ mod tests {
 
     #[test]
     fn quantities() {
-        for ok in ["1Gi", "500Mi", "1.5G", "1024"] {
-            assert!(quantity_ok(ok), "{ok}");
+        for (ok, bytes) in [
+            ("1Gi", 1073741824.0),
+            ("500Mi", 524288000.0),
+            ("1.5G", 1.5e9),
+            ("1024", 1024.0),
+            ("4Ki", 4096.0),
+        ] {
+            assert_eq!(quantity_bytes(ok), Some(bytes), "{ok}");
         }
         for bad in ["", "0", "Gi", "1GB", "-1Gi", "1 Gi"] {
-            assert!(!quantity_ok(bad), "{bad}");
+            assert_eq!(quantity_bytes(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn first_io_needs_room_for_its_4_kib_in_either_volume_mode() {
+        for mode in ["Filesystem", "Block"] {
+            let s = spec(&format!(
+                "{{operations: [provision, firstIO], count: 1, size: 2Ki, volumeMode: {mode}}}"
+            ));
+            let errs = check(&s, false).join("\n");
+            assert!(
+                errs.contains("firstIO writes 4 KiB, more than a claim of `2Ki` holds"),
+                "{mode}: {errs}"
+            );
+            // Without firstIO nothing is written: a tiny claim is the provisioner's business.
+            let s = spec(&format!(
+                "{{operations: [provision], count: 1, size: 2Ki, volumeMode: {mode}}}"
+            ));
+            assert_eq!(check(&s, false), Vec::<String>::new(), "{mode}");
+        }
+        let s = spec("{operations: [firstIO], count: 1, size: 4Ki, volumeMode: Block}");
+        assert_eq!(check(&s, false), Vec::<String>::new());
+        // An unknown mode is not a spec at all (the schema's enum refuses it too).
+        assert!(serde_yaml::from_str::<ControlPlaneSpec>(
+            "{operations: [firstIO], count: 1, volumeMode: block}"
+        )
+        .is_err());
     }
 }

@@ -5,14 +5,14 @@
 
 use k8s_openapi::api::core::v1::{
     Container, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
-    Pod, PodSecurityContext, PodSpec, SeccompProfile, Volume, VolumeMount,
+    Pod, PodSecurityContext, PodSpec, SeccompProfile, Volume, VolumeDevice, VolumeMount,
     VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 
-use crate::crd::control_plane::{ControlPlaneSpec, DEFAULT_SIZE};
+use crate::crd::control_plane::{ControlPlaneSpec, VolumeMode, DEFAULT_SIZE};
 use crate::crd::BenchmarkRun;
 use crate::resources::{owned_meta, RUN_LABEL, WORKER_UID};
 use crate::Result;
@@ -21,8 +21,10 @@ use crate::Result;
 pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 /// [`COMPONENT_LABEL`]'s value.
 pub const COMPONENT: &str = "control-plane";
-/// Where the probe pod mounts the claim.
+/// Where the probe pod mounts a `Filesystem` claim.
 pub const MOUNT: &str = "/data";
+/// Where a `Block` claim's device appears in the probe pod (`volumeDevices`).
+pub const DEVICE: &str = "/dev/benchrun-probe";
 /// The probe pod's container.
 pub const CONTAINER: &str = "probe";
 
@@ -58,7 +60,7 @@ pub fn claim(run: &BenchmarkRun, cp: &ControlPlaneSpec, i: usize) -> Result<Pers
         spec: Some(PersistentVolumeClaimSpec {
             access_modes: Some(vec![cp.access_mode.unwrap_or_default().as_str().into()]),
             storage_class_name: cp.storage_class_name.clone(),
-            volume_mode: Some("Filesystem".into()),
+            volume_mode: Some(cp.volume_mode().as_str().into()),
             resources: Some(VolumeResourceRequirements {
                 requests: Some(BTreeMap::from([("storage".to_string(), size)])),
                 limits: None,
@@ -70,27 +72,45 @@ pub fn claim(run: &BenchmarkRun, cp: &ControlPlaneSpec, i: usize) -> Result<Pers
 }
 
 /// Lifecycle `i`'s pod: the worker image's `probe-io`, which writes then reads 4 KiB with
-/// O_DIRECT in the mounted claim and reports both times in its termination message. Locked
-/// down as a worker pod (non-root, read-only root, no capabilities, no API token); `fsGroup`
-/// makes the volume writable where the driver honours it (the test cluster's provisioner
-/// makes its directories world-writable).
+/// O_DIRECT in the mounted claim ([`MOUNT`]), or on its raw device ([`DEVICE`]) for a `Block`
+/// claim, and reports both times in its termination message. Locked down as a worker pod
+/// (non-root, read-only root, no capabilities, no API token); `fsGroup` makes a mounted
+/// volume writable where the driver honours it (the test cluster's provisioner makes its
+/// directories world-writable); a device node is the pod user's where the runtime gives it
+/// the pod's `runAsUser` (containerd's `device_ownership_from_security_context`).
 pub fn pod(run: &BenchmarkRun, image: &str, i: usize) -> Result<Pod> {
     let claim = name(&run.name_any(), i);
     let workers = &run.spec.workers;
+    let block = run
+        .spec
+        .control_plane
+        .as_ref()
+        .is_some_and(|cp| cp.volume_mode() == VolumeMode::Block);
+    let (path, mounts, devices) = if block {
+        let d = VolumeDevice {
+            name: "data".into(),
+            device_path: DEVICE.into(),
+        };
+        (DEVICE, None, Some(vec![d]))
+    } else {
+        let m = VolumeMount {
+            name: "data".into(),
+            mount_path: MOUNT.into(),
+            ..Default::default()
+        };
+        (MOUNT, Some(vec![m]), None)
+    };
     Ok(Pod {
         metadata: meta(run, i)?,
         spec: Some(PodSpec {
             containers: vec![Container {
                 name: CONTAINER.into(),
                 image: Some(workers.image.clone().unwrap_or_else(|| image.to_string())),
-                args: Some(vec!["probe-io".into(), MOUNT.into()]),
+                args: Some(vec!["probe-io".into(), path.into()]),
                 security_context: Some(crate::resources::worker_security_context()),
                 termination_message_policy: Some("FallbackToLogsOnError".into()),
-                volume_mounts: Some(vec![VolumeMount {
-                    name: "data".into(),
-                    mount_path: MOUNT.into(),
-                    ..Default::default()
-                }]),
+                volume_mounts: mounts,
+                volume_devices: devices,
                 resources: workers.resources.clone(),
                 ..Default::default()
             }],
@@ -199,6 +219,43 @@ mod tests {
         assert_eq!(
             selector("cp"),
             "benchrun.dev/run=cp,app.kubernetes.io/component=control-plane"
+        );
+    }
+
+    #[test]
+    fn a_block_claim_is_given_to_the_probe_as_its_device() {
+        let r = run();
+        let c = claim(&r, r.spec.control_plane.as_ref().expect("cp"), 0).expect("claim");
+        assert_eq!(
+            c.spec.and_then(|s| s.volume_mode).as_deref(),
+            Some("Filesystem"),
+            "the default"
+        );
+        let p = pod(&r, "img", 0).expect("pod");
+        let c0 = &p.spec.expect("spec").containers[0];
+        assert_eq!(
+            c0.args.as_deref(),
+            Some(&["probe-io".to_string(), MOUNT.to_string()][..])
+        );
+        assert!(c0.volume_devices.is_none());
+
+        let mut r = run();
+        if let Some(cp) = r.spec.control_plane.as_mut() {
+            cp.volume_mode = Some(VolumeMode::Block);
+        }
+        let c = claim(&r, r.spec.control_plane.as_ref().expect("cp"), 0).expect("claim");
+        assert_eq!(c.spec.and_then(|s| s.volume_mode).as_deref(), Some("Block"));
+        let p = pod(&r, "img", 0).expect("pod");
+        let c0 = &p.spec.expect("spec").containers[0];
+        assert_eq!(
+            c0.args.as_deref(),
+            Some(&["probe-io".to_string(), DEVICE.to_string()][..])
+        );
+        assert!(c0.volume_mounts.is_none(), "a raw device is not mounted");
+        let d = c0.volume_devices.as_ref().expect("volumeDevices");
+        assert_eq!(
+            (d[0].name.as_str(), d[0].device_path.as_str()),
+            ("data", DEVICE)
         );
     }
 

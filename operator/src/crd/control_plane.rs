@@ -71,7 +71,12 @@ pub struct ControlPlaneSpec {
     /// Each claim's access mode. Default ReadWriteOnce.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_mode: Option<AccessMode>,
-    /// Each claim's volume mode. Only `Filesystem` for now (the first I/O writes a file).
+    /// Each claim's volume mode. Default `Filesystem`: the pod mounts the volume and the first
+    /// I/O writes a file in it. `Block`: the pod gets the raw device (`volumeDevices`) and the
+    /// first I/O overwrites its first 4 KiB (refused on a device that holds a file system or
+    /// is in use); the device node must be owned by the pod's user (containerd's
+    /// `device_ownership_from_security_context`), and the class's provisioner must provision
+    /// Block volumes (one that does not fails the run with its `ProvisioningFailed` Event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_mode: Option<VolumeMode>,
     /// Longest wait for each operation of one claim (e.g. Bound after the create); past it the
@@ -111,6 +116,17 @@ impl AccessMode {
 pub enum VolumeMode {
     #[default]
     Filesystem,
+    Block,
+}
+
+impl VolumeMode {
+    /// As in a claim's `volumeMode`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumeMode::Filesystem => "Filesystem",
+            VolumeMode::Block => "Block",
+        }
+    }
 }
 
 /// A limit on one operation of a control-plane run.
@@ -140,6 +156,11 @@ impl ControlPlaneSpec {
     /// Longest wait for one operation of one claim.
     pub fn timeout(&self) -> std::time::Duration {
         self.timeout.map(|t| t.0).unwrap_or(DEFAULT_TIMEOUT)
+    }
+
+    /// The claims' volume mode.
+    pub fn volume_mode(&self) -> VolumeMode {
+        self.volume_mode.unwrap_or_default()
     }
 
     /// Whether `op` is measured.
