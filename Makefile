@@ -16,7 +16,7 @@
 #   cluster       a real 2-node Kubernetes cluster (kube-proxy, CoreDNS, storage Services, a
 #                 dynamic provisioner behind the default StorageClass), worker/operator images,
 #                 kwok (simulated nodes for the fleet test), the cluster tests of every crate
-#                 (tests/cluster/run_tests.sh: two binaries at a time, the disruptive ones
+#                 (tests/cluster/run_tests.sh: three binaries at a time, the disruptive ones
 #                 alone), then the chart installed as users do (tests/helm/e2e.sh: README.md's
 #                 quick start command by command, in-cluster operator, Prometheus,
 #                 dashboard)
