@@ -190,32 +190,10 @@ pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
     errs
 }
 
-/// The bytes of a positive Kubernetes quantity: digits (a decimal point allowed), then nothing
-/// or a binary or decimal suffix; `None` when it is not one. Checked here so a bad size fails
-/// the run at once, not each claim.
+/// The bytes of a positive Kubernetes quantity (the parser pod fields use); `None` when it is
+/// not one. Checked here so a bad size fails the run at once, not each claim.
 fn quantity_bytes(q: &str) -> Option<f64> {
-    let digits = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(q.len());
-    let (n, suffix) = q.split_at(digits);
-    let n: f64 = n.parse().ok().filter(|n: &f64| *n > 0.0)?;
-    let unit = match suffix {
-        "" => 1.0,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        _ => return None,
-    };
-    Some(n * unit)
+    crate::podfields::parse_quantity(q).filter(|b| *b > 0.0)
 }
 
 /// Longest wait for the three watches' first lists before the run fails.
