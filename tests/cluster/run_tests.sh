@@ -24,9 +24,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 cd "$REPO_ROOT" || exit 1
 build_only=
 [ "${1:-}" = --build-only ] && { build_only=1; shift; }
-# Three at a time: the same cold run's pool (1,457 s of binaries) took 1,241 s at two, with
-# helper builds and a 20-claim control-plane benchmark on the same cluster beside it, and
-# every test passed; three leaves the waits overlapping further on 2 cores.
+# Three at a time: the tests mostly wait, and worker pods request no CPU. On a cold run's
+# cluster (2 cores, 2026-11-27) the pool (every binary but the exclusive ones) took ~880 s at
+# two, with builds and a 20-claim control-plane benchmark beside it, and 553 s at three.
 jobs=${BENCHRUN_CLUSTER_JOBS:-3}
 case $jobs in ''|*[!0-9]*|0) echo "BENCHRUN_CLUSTER_JOBS must be a positive number, not '$jobs'" >&2; exit 2 ;; esac
 logs=$STATE_DIR/logs/tests
