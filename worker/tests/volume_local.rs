@@ -163,16 +163,7 @@ async fn random_writes_stay_inside_the_range_and_spread_over_all_of_it() {
 async fn a_device_with_a_file_system_is_refused_and_a_mounted_one_always() {
     let dir = scratch();
     let lo = new_loop(&dir, 32 << 20);
-    let mkfs = Command::new("mkfs.ext4")
-        .args(["-q", "-F"])
-        .arg(&lo.dev)
-        .output()
-        .expect("mkfs.ext4 runs");
-    assert!(
-        mkfs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mkfs.stderr)
-    );
+    mkfs_ext4(&lo.dev);
     let target = format!("direct://{}", lo.dev.display());
     let writes =
         "totalOps: 10\nops: [{op: write}]\ndataset: {prepare: false}\nblock: {blockSize: 4KiB}\n";
@@ -414,16 +405,7 @@ fn the_first_io_probe_writes_and_reads_a_raw_device_and_spares_a_file_system() {
 
     let dir2 = scratch();
     let lo = new_loop(&dir2, 32 << 20);
-    let mkfs = Command::new("mkfs.ext4")
-        .args(["-q", "-F"])
-        .arg(&lo.dev)
-        .output()
-        .expect("mkfs.ext4 runs");
-    assert!(
-        mkfs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mkfs.stderr)
-    );
+    mkfs_ext4(&lo.dev);
     let before = lo.stat();
     let e = benchrun_worker::probe::probe(&lo.dev).expect_err("must refuse");
     assert!(format!("{e:#}").contains("ext2/3/4"), "{e:#}");
@@ -431,5 +413,19 @@ fn the_first_io_probe_writes_and_reads_a_raw_device_and_spares_a_file_system() {
         before.since(lo.stat()).sectors_written,
         0,
         "nothing written"
+    );
+}
+
+/// An ext4 file system on `dev` (a real mkfs, as a user's device would have).
+fn mkfs_ext4(dev: &std::path::Path) {
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(dev)
+        .output()
+        .expect("mkfs.ext4 runs");
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
     );
 }
