@@ -7,7 +7,7 @@
 //! without any access to the pod.
 
 use std::fs::OpenOptions;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Instant;
@@ -97,17 +97,7 @@ pub fn probe_device(path: &Path) -> Result<Probe> {
     f.sync_data()
         .with_context(|| format!("fdatasync {}", path.display()))?;
     let write_us = t.elapsed().as_micros() as u64;
-    let mut back = AlignedBuf::new(PROBE_BYTES.max(DIRECT_ALIGN));
-    let t = Instant::now();
-    f.read_exact_at(&mut back.as_mut_slice()[..PROBE_BYTES], 0)
-        .with_context(|| format!("read {}", path.display()))?;
-    let read_us = t.elapsed().as_micros() as u64;
-    if back.as_slice()[..PROBE_BYTES] != *data {
-        bail!(
-            "{}: read back other bytes than were written",
-            path.display()
-        );
-    }
+    let read_us = read_back(&f, path, data)?;
     Ok(Probe { write_us, read_us })
 }
 
@@ -130,18 +120,7 @@ fn probe_dir(dir: &Path) -> Result<Probe> {
     f.sync_data()
         .with_context(|| format!("fdatasync {}", path.display()))?;
     let write_us = t.elapsed().as_micros() as u64;
-    let mut back = AlignedBuf::new(PROBE_BYTES.max(DIRECT_ALIGN));
-    f.seek(SeekFrom::Start(0))?;
-    let t = Instant::now();
-    f.read_exact(&mut back.as_mut_slice()[..PROBE_BYTES])
-        .with_context(|| format!("read {}", path.display()))?;
-    let read_us = t.elapsed().as_micros() as u64;
-    if back.as_slice()[..PROBE_BYTES] != *data {
-        bail!(
-            "{}: read back other bytes than were written",
-            path.display()
-        );
-    }
+    let read_us = read_back(&f, &path, data)?;
     drop(f);
     std::fs::remove_file(&path).with_context(|| format!("remove {}", path.display()))?;
     Ok(Probe { write_us, read_us })
@@ -158,6 +137,23 @@ pub fn main(path: &Path, message_file: &Path) -> Result<()> {
     // Best effort: outside a container there is no termination log.
     let _ = std::fs::write(message_file, format!("{line}\n"));
     result.map(|_| ())
+}
+
+/// Read the probe's first bytes back from offset 0 with O_DIRECT, check they are `data`, and
+/// give the read's time in microseconds.
+fn read_back(f: &std::fs::File, path: &Path, data: &[u8]) -> Result<u64> {
+    let mut back = AlignedBuf::new(PROBE_BYTES.max(DIRECT_ALIGN));
+    let t = Instant::now();
+    f.read_exact_at(&mut back.as_mut_slice()[..PROBE_BYTES], 0)
+        .with_context(|| format!("read {}", path.display()))?;
+    let read_us = t.elapsed().as_micros() as u64;
+    if back.as_slice()[..PROBE_BYTES] != *data {
+        bail!(
+            "{}: read back other bytes than were written",
+            path.display()
+        );
+    }
+    Ok(read_us)
 }
 
 #[cfg(test)]
