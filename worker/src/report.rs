@@ -10,6 +10,8 @@
 //! - [`files`]: the report directory (`report.md` and the charts)
 //! - [`endpoints`]: the per-endpoint breakdown (`storage.endpoints`) of the result table and
 //!   of the report
+//! - [`training`]: the epochs, search probes and checkpoint repeats of training and
+//!   checkpoint runs
 
 pub mod charts;
 pub mod columns;
@@ -20,6 +22,7 @@ pub mod sizes;
 pub mod svg;
 pub mod tables;
 pub mod terminal;
+pub mod training;
 
 use std::fmt::Write;
 

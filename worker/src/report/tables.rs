@@ -5,8 +5,10 @@
 //! figures, CPU per GiB and page faults). Several summaries (runs of a parameter study, like
 //! the reports' old/new or chunk-size tables): one table per op, one row per summary, each
 //! figure after the first row followed by its relative difference to the first row. After
-//! them, for each run whose sizes varied, its per-size tables ([`super::sizes`]), and for
-//! each run through two or more endpoints its per-endpoint table ([`super::endpoints`]).
+//! them, for each run whose sizes varied, its per-size tables ([`super::sizes`]), for each
+//! run through two or more endpoints its per-endpoint table ([`super::endpoints`]), and for
+//! each training or checkpoint run its epochs, search probes or repeats
+//! ([`super::training`]).
 
 use crate::figures::{percent, relative, scopes, Figures, Metric, Scope, Units};
 
@@ -71,6 +73,7 @@ pub fn tables(runs: &[Run], units: Units) -> Vec<Table> {
         };
         out.extend(super::sizes::tables(&r.summary, &prefix, units));
         out.extend(super::endpoints::table(&r.summary, &prefix, units));
+        out.extend(super::training::tables(&r.summary, &prefix));
     }
     out
 }
