@@ -16,7 +16,7 @@ use std::time::Duration;
 use benchrun_operator::control_plane::objects;
 use benchrun_operator::crd::Phase;
 use benchrun_test_support::loopdev::Loop;
-use benchrun_test_support::NODES;
+use benchrun_test_support::{ClusterScoped, NODES};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -160,7 +160,7 @@ async fn an_unbindable_class_fails_with_the_provisioners_message_not_a_hang() {
         .await
         .expect("create StorageClass");
     // Cluster-scoped: removed when the test ends, failed or not.
-    let _class = RemoveClass(class.clone());
+    let _class = ClusterScoped::class(&class);
     let _op = spawn_operator(&env);
     let started = tokio::time::Instant::now();
     let api = create_run(
@@ -372,8 +372,7 @@ async fn block_claims_get_their_first_io_on_the_raw_device() {
         .create(&PostParams::default(), &sc)
         .await
         .expect("create StorageClass");
-    let _class = RemoveClass(class.clone());
-    let mut pvs = RemovePvs(vec![]);
+    let mut cluster_scoped = ClusterScoped::class(&class);
     for (node, lo) in NODES.iter().zip(&loops) {
         let name = format!("{class}-{node}");
         let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
@@ -395,7 +394,7 @@ async fn block_claims_get_their_first_io_on_the_raw_device() {
             .create(&PostParams::default(), &pv)
             .await
             .expect("create PersistentVolume");
-        pvs.0.push(name);
+        cluster_scoped.pv(name);
     }
     let before: Vec<_> = loops.iter().map(Loop::stat).collect();
     let _op = spawn_operator(&env);
@@ -447,52 +446,4 @@ controlPlane:
         );
     }
     assert_eq!(leftovers(&env, "blk").await, Vec::<String>::new());
-}
-
-/// PersistentVolumes of the test, deleted when dropped (also when an assertion failed).
-struct RemovePvs(Vec<String>);
-
-impl Drop for RemovePvs {
-    fn drop(&mut self) {
-        let pvs = std::mem::take(&mut self.0);
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                let client = benchrun_test_support::connect().await;
-                for pv in &pvs {
-                    let _ = Api::<PersistentVolume>::all(client.clone())
-                        .delete(pv, &DeleteParams::default())
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
-/// A StorageClass of the test, deleted when dropped (also when an assertion failed).
-struct RemoveClass(String);
-
-impl Drop for RemoveClass {
-    fn drop(&mut self) {
-        let class = self.0.clone();
-        // On a thread with a runtime and a client of its own: the test's runtime may be the
-        // one this drop blocks, and a client is served by the runtime that made it.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                let client = benchrun_test_support::connect().await;
-                let _ = Api::<StorageClass>::all(client)
-                    .delete(&class, &DeleteParams::default())
-                    .await;
-            });
-        })
-        .join();
-    }
 }

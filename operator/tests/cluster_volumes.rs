@@ -14,10 +14,10 @@ use std::time::Duration;
 use benchrun_api::OpKind;
 use benchrun_operator::crd::{BenchmarkRun, Phase};
 use benchrun_test_support::loopdev::Loop;
-use benchrun_test_support::NODES;
+use benchrun_test_support::{ClusterScoped, NODES};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::Api;
 
 use common::*;
@@ -28,7 +28,7 @@ use common::*;
 /// first checks that the run's cleanup deleted its claims.
 struct Storage {
     class: String,
-    pvs: Vec<String>,
+    _objects: ClusterScoped,
 }
 
 impl Storage {
@@ -45,10 +45,7 @@ impl Storage {
             .create(&PostParams::default(), &sc)
             .await
             .expect("create StorageClass");
-        let mut storage = Self {
-            class: class.clone(),
-            pvs: vec![],
-        };
+        let mut objects = ClusterScoped::class(&class);
         for (node, path) in NODES.iter().zip(paths) {
             let name = format!("{class}-{node}");
             let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
@@ -70,9 +67,12 @@ impl Storage {
                 .create(&PostParams::default(), &pv)
                 .await
                 .expect("create PersistentVolume");
-            storage.pvs.push(name);
+            objects.pv(name);
         }
-        storage
+        Self {
+            class,
+            _objects: objects,
+        }
     }
 
     /// Wait for the run's claims to be gone (cleanup), then remove the PVs and the class.
@@ -100,32 +100,6 @@ impl Storage {
             "the run's claims were not deleted by its cleanup"
         );
         drop(self);
-    }
-}
-
-impl Drop for Storage {
-    fn drop(&mut self) {
-        let (class, pvs) = (self.class.clone(), std::mem::take(&mut self.pvs));
-        // On a thread with a runtime and a client of its own: the test's runtime may be the
-        // one this drop blocks, and a client is served by the runtime that made it.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                let client = benchrun_test_support::connect().await;
-                for pv in &pvs {
-                    let _ = Api::<PersistentVolume>::all(client.clone())
-                        .delete(pv, &DeleteParams::default())
-                        .await;
-                }
-                let _ = Api::<StorageClass>::all(client)
-                    .delete(&class, &DeleteParams::default())
-                    .await;
-            });
-        })
-        .join();
     }
 }
 

@@ -5,6 +5,8 @@
 //!
 //! # Layout
 //! - [`cluster`]: connect with the test kubeconfig, check the nodes, read `images.env`.
+//! - [`cluster_scoped`]: PersistentVolumes and StorageClasses a test made, deleted when the
+//!   guard drops.
 //! - [`namespace`]: a fresh namespace per test, deleted when the guard drops; on a panic the
 //!   pods' logs and the namespace's events are printed first.
 //! - [`diagnostics`]: that dump, also callable on its own.
@@ -22,11 +24,13 @@
 //! ```
 
 pub mod cluster;
+pub mod cluster_scoped;
 pub mod diagnostics;
 pub mod loopdev;
 pub mod namespace;
 pub mod pods;
 
 pub use cluster::{connect, Images, NODES};
+pub use cluster_scoped::ClusterScoped;
 pub use diagnostics::dump_diagnostics;
 pub use namespace::TestNamespace;
