@@ -7,6 +7,7 @@
 #   TARGETS=file,memfile bench/volume.sh only these targets (default: all of a case's)
 #   FIO_EXTRA="--iodepth_batch_submit=32" bench/volume.sh   options added to every fio run
 #                                       (for an experiment; the table's figures are without)
+#   BR=.../release/benchrun-worker bench/volume.sh   this release binary, not a build of its own
 #
 # Targets: file (a 1 GiB file on DIR's file system, on its disk), dev (a loop device over a
 # file on DIR), mem (a loop device over a file on /dev/shm: no disk), memfile (the file case
@@ -52,8 +53,14 @@ SECS=${SECS:-10}
 REPS=${REPS:-3}
 apt_install fio python3 util-linux e2fsprogs mount
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$BENCHRUN_CACHE/target}
-cargo build --release -q -p benchrun-worker
-BIN=$CARGO_TARGET_DIR/release/benchrun-worker
+# BR=path/to/benchrun-worker measures a build of one's own (a release build: the images' static
+# one, images/static-build.sh, is one) instead of building here.
+if [ -n "${BR:-}" ]; then
+  BIN=$BR
+else
+  cargo build --release -q -p benchrun-worker
+  BIN=$CARGO_TARGET_DIR/release/benchrun-worker
+fi
 SHM=/dev/shm/benchrun-volume-bench-mem.img
 SHMFS=/dev/shm/benchrun-volume-bench-memfs.img
 DEV="" MEM="" MEMFS="" MNT=""

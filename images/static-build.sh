@@ -3,6 +3,8 @@
 # executables into $IMAGES_TARGET_DIR (default ~/.cache/benchrun/target-static), the one build
 # images/build.sh (OCI archives), tests/cluster/image.sh (the test cluster's images) and the
 # background prefetch of `make test` share. Prints nothing but cargo's output.
+# IMAGES_PROFILE picks another cargo profile (default release): the test cluster's images use
+# `test-image` (Cargo.toml says why); the executables are then under .../<profile>/.
 #
 # Static glibc, not musl: the rustup musl target would have to be downloaded from
 # static.rust-lang.org, which this machine (and CI) cannot reach; only package registries are
@@ -16,4 +18,5 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CARGO_TARGET_DIR=${IMAGES_TARGET_DIR:-${BENCHRUN_CACHE:-$HOME/.cache/benchrun}/target-static}
 cd "$REPO_ROOT"
 RUSTFLAGS='-C target-feature=+crt-static' \
-  exec cargo build --release --target x86_64-unknown-linux-gnu -p benchrun-worker -p benchrun-operator
+  exec cargo build --profile "${IMAGES_PROFILE:-release}" --target x86_64-unknown-linux-gnu \
+  -p benchrun-worker -p benchrun-operator

@@ -22,16 +22,18 @@ done
 
 TARGET=x86_64-unknown-linux-gnu
 export CARGO_TARGET_DIR=$BENCHRUN_CACHE/target-static
+# The release profile at opt-level 1 (Cargo.toml's `test-image`: why), as the prefetch builds it.
+export IMAGES_PROFILE=test-image
 BINS=(benchrun-worker benchrun-operator)
 
-log "cargo build --release (static) of ${BINS[*]}; log $LOG_DIR/image-build.log"
+log "cargo build --profile $IMAGES_PROFILE (static) of ${BINS[*]}; log $LOG_DIR/image-build.log"
 if ! IMAGES_TARGET_DIR=$CARGO_TARGET_DIR "$REPO_ROOT/images/static-build.sh" > "$LOG_DIR/image-build.log" 2>&1; then
   die "static cargo build failed" image-build
 fi
 
 : > "$IMAGES_ENV.tmp"
 for b in "${BINS[@]}"; do
-  bin=$CARGO_TARGET_DIR/$TARGET/release/$b
+  bin=$CARGO_TARGET_DIR/$TARGET/$IMAGES_PROFILE/$b
   [ -x "$bin" ] || die "$bin was not built"
   # A dynamic executable would fail in the image with a bare "no such file or directory".
   kind=$(file -L "$bin")

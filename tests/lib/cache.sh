@@ -38,3 +38,15 @@ cache_lock() {
     flock -w 3600 "$fd" || { echo "still locked after 60 min: $BENCHRUN_CACHE/locks/$1.lock" >&2; exit 1; }
   fi
 }
+
+# children_cpu VAR: set VAR to the CPU seconds (user + system) of this shell's finished children
+# so far, from the `times` builtin. Called as a command, not in $(...): a subshell's count starts
+# at zero. The difference around a step is the CPU it cost, which, unlike its wall time, does
+# not depend on what else the machine ran meanwhile: the figure to compare builds by.
+children_cpu() {
+  local f
+  f=$(mktemp)
+  times > "$f"
+  printf -v "$1" '%s' "$(awk 'NR==2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] }; printf "%d", s }' "$f")"
+  rm -f "$f"
+}

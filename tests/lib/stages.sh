@@ -3,8 +3,11 @@
 # took (also when one fails), so a slow or failing stage is named at the end of a long log:
 #   tests/lib/stages.sh lint chart unit local storage cluster
 set -uo pipefail
+# shellcheck source=tests/lib/cache.sh
+. "$(dirname "$0")/cache.sh"
 make=${MAKE:-make}
 times=()
+cpu_before=0 cpu_after=0
 status=0
 report() {
   echo ">>> stage times:"
@@ -30,12 +33,16 @@ trap finish EXIT
 for stage in "$@"; do
   echo ">>> $(date -u +%FT%TZ) stage $stage"
   start=$(date +%s)
+  children_cpu cpu_before
   "$make" --no-print-directory "$stage"
   status=$?
   elapsed=$(( $(date +%s) - start ))
+  # CPU of what the stage ran and waited for (not the servers it left running).
+  children_cpu cpu_after
+  cpu=$(( cpu_after - cpu_before ))
   if [ "$status" -ne 0 ]; then
-    times+=("$(printf '%-8s %5ss  FAILED (status %s)' "$stage" "$elapsed" "$status")")
+    times+=("$(printf '%-8s %5ss  cpu %5ss  FAILED (status %s)' "$stage" "$elapsed" "$cpu" "$status")")
     exit "$status"
   fi
-  times+=("$(printf '%-8s %5ss' "$stage" "$elapsed")")
+  times+=("$(printf '%-8s %5ss  cpu %5ss' "$stage" "$elapsed" "$cpu")")
 done

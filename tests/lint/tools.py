@@ -44,7 +44,7 @@ SHELL_WORDS = set("""
 if then else elif fi for while until do done case esac in function select time
 { } [ [[ ]] ] ! ( ) ;; : . source export local declare readonly typeset unset set shift return
 exit break continue trap wait eval exec cd pwd pushd popd read let shopt alias type hash command
-builtin getopts umask ulimit printf echo test true false jobs disown bg fg caller mapfile
+builtin getopts umask ulimit printf echo test true false jobs disown bg fg caller mapfile times
 readarray compgen complete
 """.split())
 
