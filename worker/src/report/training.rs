@@ -9,13 +9,14 @@ use benchrun_api::training_search::SearchFigures;
 
 use super::tables::Table;
 use crate::stats::Summary;
+use crate::training::figures::EPOCH_COLUMNS;
 
 fn pct(v: f64) -> String {
     format!("{v:.1}%")
 }
 
 fn ms(e: &EpochFigures, q: f64) -> String {
-    format!("{:.2}", e.data_wait.quantile_us(q) as f64 / 1000.0)
+    format!("{:.2} ms", e.data_wait.quantile_us(q) as f64 / 1000.0)
 }
 
 /// The tables of one summary's training and checkpoint figures (none for other workloads);
@@ -58,18 +59,6 @@ fn epochs(t: &TrainingStats, prefix: &str) -> Table {
             100.0 * c.end_fraction()
         );
     }
-    let header = [
-        "epoch",
-        "AU mean",
-        "AU min",
-        "samples/s",
-        "MiB/s",
-        "steps",
-        "errors",
-        "data wait p50 ms",
-        "data wait p99 ms",
-        "seconds",
-    ];
     let row = |name: String, e: &EpochFigures| {
         vec![
             name,
@@ -94,7 +83,7 @@ fn epochs(t: &TrainingStats, prefix: &str) -> Table {
     }
     Table {
         title,
-        header: header.iter().map(|h| h.to_string()).collect(),
+        header: EPOCH_COLUMNS.iter().map(|h| h.to_string()).collect(),
         rows,
     }
 }
@@ -249,7 +238,7 @@ mod tests {
             ("all", "85.0%")
         );
         // One recorded wait of 1.5 ms: both quantiles are that value (HDR precision).
-        assert_eq!(t.rows[0][7], "1.50");
+        assert_eq!(t.rows[0][7], "1.50 ms");
         assert!(
             t.title.contains("AU mark 85.0%: FAILED") && t.title.contains("80.0%"),
             "{}",

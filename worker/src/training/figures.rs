@@ -34,6 +34,20 @@ fn pct(v: f64) -> String {
     format!("{v:.1}%")
 }
 
+/// The columns of a training run's epoch table, here and in a report (`report::training`).
+pub const EPOCH_COLUMNS: [&str; 10] = [
+    "epoch",
+    "AU mean",
+    "AU min",
+    "samples/s",
+    "MiB/s",
+    "steps",
+    "errors",
+    "wait p50",
+    "wait p99",
+    "seconds",
+];
+
 /// The table of a training run's figures.
 pub fn table(t: &TrainingStats) -> String {
     let mut out = String::new();
@@ -47,16 +61,16 @@ pub fn table(t: &TrainingStats) -> String {
     let _ = writeln!(
         out,
         "{:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>8} {:>10} {:>10} {:>7}",
-        "epoch",
-        "AU mean",
-        "AU min",
-        "samples/s",
-        "MiB/s",
-        "steps",
-        "errors",
-        "wait p50",
-        "wait p99",
-        "seconds"
+        EPOCH_COLUMNS[0],
+        EPOCH_COLUMNS[1],
+        EPOCH_COLUMNS[2],
+        EPOCH_COLUMNS[3],
+        EPOCH_COLUMNS[4],
+        EPOCH_COLUMNS[5],
+        EPOCH_COLUMNS[6],
+        EPOCH_COLUMNS[7],
+        EPOCH_COLUMNS[8],
+        EPOCH_COLUMNS[9]
     );
     let row = |out: &mut String, name: String, e: &EpochFigures| {
         let ms = |q| e.data_wait.quantile_us(q) as f64 / 1000.0;

@@ -17,7 +17,7 @@
 mod accel;
 mod cache;
 pub mod dataset;
-mod figures;
+pub mod figures;
 pub mod sampler;
 pub mod search;
 
