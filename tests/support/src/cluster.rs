@@ -47,6 +47,34 @@ pub async fn client_from_kubeconfig(path: &Path) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
+/// Runs `f` with a client of its own, on a thread with a runtime of its own, and waits for it:
+/// the cleanup of a guard's `Drop`. Drop runs on the test's runtime thread; blocking it on that
+/// runtime's client would starve the client's own background task (current-thread runtime).
+/// Spawned threads inherit the test's output capture, so what `f` prints lands in the failed
+/// test's output. `what` names the cleanup in the messages when it cannot start.
+pub fn cleanup_with_own_client<F, Fut>(what: String, f: F)
+where
+    F: FnOnce(Client) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let worker = std::thread::spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => return eprintln!("{what}: no runtime for cleanup: {e}"),
+        };
+        rt.block_on(async move {
+            match client_from_kubeconfig(&kubeconfig_path()).await {
+                Ok(client) => f(client).await,
+                Err(e) => eprintln!("{what}: cannot connect for cleanup: {e:#}"),
+            }
+        });
+    });
+    let _ = worker.join();
+}
+
 /// Connects to the test cluster, or panics with the reason and the script that fixes it.
 pub async fn connect() -> Client {
     let path = kubeconfig_path();

@@ -7,7 +7,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::DeleteParams;
 use kube::Api;
 
-use crate::cluster::{client_from_kubeconfig, kubeconfig_path};
+use crate::cluster::cleanup_with_own_client;
 
 /// Names of PersistentVolumes and StorageClasses to delete when the guard drops. The volumes
 /// go first: a class is only a name to them, but deleting them before it keeps the order a
@@ -39,42 +39,25 @@ impl Drop for ClusterScoped {
             std::mem::take(&mut self.pvs),
             std::mem::take(&mut self.classes),
         );
-        // On a thread with a runtime and a client of its own: the test's runtime may be the
-        // one this drop blocks, and a client is served by the runtime that made it.
-        let worker = std::thread::spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => return eprintln!("no runtime to delete {pvs:?} and {classes:?}: {e}"),
-            };
-            rt.block_on(async move {
-                let client = match client_from_kubeconfig(&kubeconfig_path()).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        return eprintln!("cannot connect to delete {pvs:?}, {classes:?}: {e:#}")
-                    }
-                };
-                let dp = DeleteParams::default();
-                for pv in &pvs {
-                    if let Err(e) = Api::<PersistentVolume>::all(client.clone())
-                        .delete(pv, &dp)
-                        .await
-                    {
-                        eprintln!("deleting PersistentVolume {pv}: {e}");
-                    }
+        let what = format!("PersistentVolumes {pvs:?}, StorageClasses {classes:?}");
+        cleanup_with_own_client(what, move |client| async move {
+            let dp = DeleteParams::default();
+            for pv in &pvs {
+                if let Err(e) = Api::<PersistentVolume>::all(client.clone())
+                    .delete(pv, &dp)
+                    .await
+                {
+                    eprintln!("deleting PersistentVolume {pv}: {e}");
                 }
-                for class in &classes {
-                    if let Err(e) = Api::<StorageClass>::all(client.clone())
-                        .delete(class, &dp)
-                        .await
-                    {
-                        eprintln!("deleting StorageClass {class}: {e}");
-                    }
+            }
+            for class in &classes {
+                if let Err(e) = Api::<StorageClass>::all(client.clone())
+                    .delete(class, &dp)
+                    .await
+                {
+                    eprintln!("deleting StorageClass {class}: {e}");
                 }
-            });
+            }
         });
-        let _ = worker.join();
     }
 }

@@ -10,7 +10,7 @@ use kube::api::{
 };
 use kube::{Api, Client};
 
-use crate::cluster::{client_from_kubeconfig, kubeconfig_path};
+use crate::cluster::cleanup_with_own_client;
 use crate::diagnostics;
 
 /// Set to keep a failed test's namespace for inspection with kubectl.
@@ -101,46 +101,26 @@ impl Drop for TestNamespace {
     fn drop(&mut self) {
         let failed = std::thread::panicking();
         let name = self.name.clone();
-        // Drop runs on the test's runtime thread; blocking it on this client would starve the
-        // client's own background task (current-thread runtime). A helper thread with its own
-        // runtime and client avoids that. Spawned threads inherit the test's output capture,
-        // so the report lands in the failed test's output.
-        let worker = std::thread::spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => return eprintln!("namespace {name}: no runtime for cleanup: {e}"),
-            };
-            rt.block_on(async move {
-                let client = match client_from_kubeconfig(&kubeconfig_path()).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        return eprintln!("namespace {name}: cannot connect for cleanup: {e:#}")
-                    }
-                };
-                if failed {
-                    diagnostics::dump_diagnostics(&client, &name).await;
-                    if std::env::var_os(KEEP_ENV).is_some() {
-                        return eprintln!("{KEEP_ENV} is set: keeping namespace {name}");
-                    }
+        cleanup_with_own_client(format!("namespace {name}"), move |client| async move {
+            if failed {
+                diagnostics::dump_diagnostics(&client, &name).await;
+                if std::env::var_os(KEEP_ENV).is_some() {
+                    return eprintln!("{KEEP_ENV} is set: keeping namespace {name}");
                 }
-                release_runs(&client, &name).await;
-                let namespaces: Api<Namespace> = Api::all(client);
-                let deleted = tokio::time::timeout(
-                    Duration::from_secs(20),
-                    namespaces.delete(&name, &DeleteParams::background()),
-                )
-                .await;
-                match deleted {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => eprintln!("deleting namespace {name}: {e}"),
-                    Err(_) => eprintln!("deleting namespace {name}: timed out"),
-                }
-            });
+            }
+            release_runs(&client, &name).await;
+            let namespaces: Api<Namespace> = Api::all(client);
+            let deleted = tokio::time::timeout(
+                Duration::from_secs(20),
+                namespaces.delete(&name, &DeleteParams::background()),
+            )
+            .await;
+            match deleted {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => eprintln!("deleting namespace {name}: {e}"),
+                Err(_) => eprintln!("deleting namespace {name}: timed out"),
+            }
         });
-        let _ = worker.join();
     }
 }
 
