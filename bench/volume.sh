@@ -7,6 +7,9 @@
 #   TARGETS=file,memfile bench/volume.sh only these targets (default: all of a case's)
 #   FIO_EXTRA="--iodepth_batch_submit=32" bench/volume.sh   options added to every fio run
 #                                       (for an experiment; the table's figures are without)
+#   BLOCK_EXTRA="submitBatch: 32" bench/volume.sh   keys added to benchrun's io_uring runs'
+#                                       block section (benchrun's batched submission, the
+#                                       default before submitBatch; fio's default is 1)
 #   BR=.../release/benchrun-worker bench/volume.sh   this release binary, not a build of its own
 #
 # Targets: file (a 1 GiB file on DIR's file system, on its disk), dev (a loop device over a
@@ -128,8 +131,10 @@ sys.exit(os.waitstatus_to_exitcode(status))
 PY
 }
 run_benchrun() { # target name access op bs depth engine jobs out
-  local target=$1 access=$3 op=$4 bs=$5 depth=$6 engine=$7 jobs=$8 out=$9 size="" ops
+  local target=$1 access=$3 op=$4 bs=$5 depth=$6 engine=$7 jobs=$8 out=$9 size="" ops extra=""
   [ -d "${target#direct://}" ] && size="fileSize: 1GiB, "
+  # submitBatch is io_uring's only (a sync run refuses it).
+  [ -n "${BLOCK_EXTRA:-}" ] && [ "$engine" != sync ] && extra=", $BLOCK_EXTRA"
   ops="[{op: $op}]"
   [ "$op" = mix70 ] && ops="[{op: read, weight: 70}, {op: write, weight: 30}]"
   cat > "$BASE/w.yaml" <<YAML
@@ -138,7 +143,7 @@ duration: ${SECS}s
 concurrency: $jobs
 ops: $ops
 dataset: {cleanup: false, prepare: $([ -n "$size" ] && echo true || echo false)}
-block: {${size}blockSize: $bs, queueDepth: $depth, access: $access, engine: $engine, dropCache: true}
+block: {${size}blockSize: $bs, queueDepth: $depth, access: $access, engine: $engine, dropCache: true$extra}
 YAML
   rusage "$out" "$(devstat "${target#direct://}")" "$BIN" run "$BASE/w.yaml" --progress=never --summary "$out"
 }

@@ -315,7 +315,8 @@ pub struct StageStats {
     /// Requests that failed.
     pub errors: u64,
     /// Object targets: TCP connections the stage's clients established (the setup's are
-    /// one per task on purpose, so the measured stage need open none). Absent for local
+    /// one per task and 2 spares per shard on purpose, so the measured stage need open
+    /// none). Absent for local
     /// targets and in older summaries; summed once merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections_opened: Option<u64>,
@@ -627,11 +628,10 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight_at_deadline: Option<InFlight>,
     /// Object targets: TCP connections established during the measured stage (summed over
-    /// workers). The setup opens one per task before the start instant, so each one here
-    /// is a connection (TCP, and TLS for `https://`) set up inside the measured window: a
-    /// server that closed idle connections, an op that failed and dropped its connection, or
-    /// the client's pool opening one while the connection a task just used was not back yet.
-    /// Absent for local targets and in older summaries.
+    /// workers). The setup opens one per task and 2 spares per shard before the start
+    /// instant, so each one here is a connection (TCP, and TLS for `https://`) set up inside
+    /// the measured window: a server that closed idle connections, an op that failed and
+    /// dropped its connection, or the client's pool opening one beyond those. Absent for local targets and in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections_opened: Option<u64>,
     /// Block workloads: the I/O engine, queue depth and page-cache residency.

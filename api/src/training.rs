@@ -94,6 +94,12 @@ pub struct EpochFigures {
     /// Whether every sample of this worker's share was read (false when the run was
     /// stopped inside the epoch).
     pub complete: bool,
+    /// Local files: the share of the dataset, in percent, the page cache held when this
+    /// epoch's reads began (after its drop, when `dropCache` ran), from `mincore`. Once
+    /// merged, the most any worker measured (each measures its own node's cache); in the
+    /// total, the most of any epoch. Absent on object storage and where it was not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_percent_at_start: Option<f64>,
 }
 
 impl EpochFigures {
@@ -107,6 +113,12 @@ impl EpochFigures {
         per_sec(self.bytes as f64 / (1u64 << 20) as f64, self.elapsed_us)
     }
 
+    /// `cachePercentAtStart` as a table shows it: `12.5%`, or `-` where not measured.
+    pub fn cache_cell(&self) -> String {
+        self.cache_percent_at_start
+            .map_or_else(|| "-".into(), |p| format!("{p:.1}%"))
+    }
+
     /// Fold another worker's same epoch in (exact).
     pub fn merge(&mut self, o: &EpochFigures) {
         self.samples = self.samples.saturating_add(o.samples);
@@ -117,6 +129,11 @@ impl EpochFigures {
         self.au.merge(&o.au);
         self.data_wait.add(&o.data_wait);
         self.complete &= o.complete;
+        self.cache_percent_at_start = match (self.cache_percent_at_start, o.cache_percent_at_start)
+        {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -313,6 +330,7 @@ mod tests {
             au: AuFigures::one(compute, wall),
             data_wait,
             complete: true,
+            cache_percent_at_start: None,
         }
     }
 
@@ -381,6 +399,30 @@ mod tests {
         );
         m.cache_dropped = true;
         assert!(!m.cache_may_serve(), "the page cache was dropped");
+    }
+
+    #[test]
+    fn an_epochs_cache_share_merges_as_the_most_measured() {
+        let at = |p: Option<f64>| EpochFigures {
+            cache_percent_at_start: p,
+            ..epoch(0, 1, 1, 1, &[])
+        };
+        let mut e = at(None);
+        assert_eq!(e.cache_cell(), "-", "not measured (object storage)");
+        e.merge(&at(Some(12.5)));
+        assert_eq!(e.cache_percent_at_start, Some(12.5));
+        e.merge(&at(Some(3.0)));
+        e.merge(&at(None));
+        assert_eq!(
+            e.cache_percent_at_start,
+            Some(12.5),
+            "the most any worker saw"
+        );
+        assert_eq!(e.cache_cell(), "12.5%");
+        let mut t = worker("a", vec![at(Some(1.0)), at(Some(40.0)), at(None)]);
+        assert_eq!(t.total().cache_percent_at_start, Some(40.0));
+        t.epochs.truncate(0);
+        assert_eq!(t.total().cache_percent_at_start, None);
     }
 
     /// One worker's page-cache figures of the dataset on `target`.

@@ -314,9 +314,34 @@ async fn operator_restart_mid_run_collects_each_worker_once() {
     );
 }
 
+/// The crash a failpoint causes is expected: its panic, and kube's re-raise of it from the
+/// reconcile task, print one line instead of two backtraces, so the first panic in the log of a
+/// failing test is the failed check (CI shows only the start of a failure's output).
+fn quiet_failpoint_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let msg = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or_default();
+            let reraised = msg.contains("JoinError::Panic(") && msg.contains("\"failpoint ");
+            if msg.starts_with("failpoint ") || reraised {
+                eprintln!("(the expected crash) {msg}");
+            } else {
+                default(info)
+            }
+        }));
+    });
+}
+
 /// Arms the failpoint `point`, creates run `name` and runs an operator until the failpoint's
 /// panic ends it (as a crash there would); returns the run's API once it has.
 async fn operator_crashes_at(env: &Env, point: &str, name: &str, spec: &str) -> Api<BenchmarkRun> {
+    quiet_failpoint_panics();
     benchrun_operator::failpoint::arm(point);
     let op = spawn_operator(env);
     let api = create_run(env, name, spec).await;
@@ -532,8 +557,9 @@ async fn restart_between_ready_and_started(prefix: &str, point: &str) {
         let off = (p.started_at - start).num_milliseconds().abs();
         assert!(
             off < 1000,
-            "worker {:?} started {off} ms from {start}",
-            p.worker_ids
+            "worker {:?} started {off} ms from {start} (the start's condition: {:?})",
+            p.worker_ids,
+            condition(&run, benchrun_operator::run_rules::cond::START_ON_TIME)
         );
     }
     check_merged(&env, &run, 2).await;

@@ -406,6 +406,31 @@ fn the_datasets_page_cache_residency_is_measured_when_the_epochs_start() {
         end > bytes / 2 && end <= bytes,
         "every file was just read: {c}"
     );
+    // Each epoch's own figure, measured after its drop: both low, the first the same
+    // instant's as `residentAtStart`.
+    let epochs = t["epochs"].as_array().unwrap();
+    assert_eq!(epochs.len(), 2, "{t}");
+    let cached: Vec<f64> = epochs
+        .iter()
+        .map(|e| {
+            e["cachePercentAtStart"]
+                .as_f64()
+                .expect("measured each epoch")
+        })
+        .collect();
+    assert!(
+        cached.iter().all(|&p| p < 12.5),
+        "dropped before each: {cached:?}"
+    );
+    assert_eq!(cached[0], 100.0 * start as f64 / bytes as f64);
+
+    // Not dropped, 2 epochs: the second starts with what the first read still cached.
+    run(&write(dir.path(), "two.yaml", &yaml(false, 2)));
+    let kept = summary(&out);
+    let epochs = kept["training"]["epochs"].as_array().unwrap();
+    let second = epochs[1]["cachePercentAtStart"].as_f64().unwrap();
+    assert!(second > 50.0, "the first epoch read every file: {epochs:?}");
+
     // One target, this machine's directory, one worker.
     let targets = t["cacheTargets"].as_object().unwrap();
     assert_eq!(targets.len(), 1, "{targets:?}");

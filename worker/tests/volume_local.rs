@@ -50,7 +50,8 @@ async fn random_4k_reads_on_a_loop_device_are_exactly_what_the_kernel_sees() {
     // write (a flush), which would blur the kernel's exact counts.
     let dir = scratch();
     let lo = new_loop(&dir, 64 << 20);
-    for engine in ["ioUring", "sync"] {
+    // io_uring submitting each I/O (the default, fio's) and 8 at a time, and sync.
+    for engine in ["ioUring", "ioUring, submitBatch: 8", "sync"] {
         let w = workload(
             &format!("direct://{}", lo.dev.display()),
             &format!("totalOps: 20000\nconcurrency: 2\nops: [{{op: read}}]\ndataset: {{prepare: false}}\nblock: {{blockSize: 4KiB, queueDepth: 8, engine: {engine}, dropCache: false}}\n"),

@@ -223,6 +223,7 @@ mod tests {
                 au: au.clone(),
                 data_wait,
                 complete: true,
+                cache_percent_at_start: None,
             }],
             workers: [(id.to_string(), au)].into(),
             min_au_percent: Some(85.0),

@@ -55,6 +55,7 @@ pub use mix::OpMix;
 pub use objects::{Object, Objects};
 pub use recorder::{Done, OpResult, Recorder};
 pub use schedule::{Schedule, Ticket};
+pub use shards::SPARE_CONNECTIONS;
 use sizes::SizeSampler;
 
 use crate::datagen::DataPattern;

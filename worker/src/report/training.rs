@@ -71,6 +71,7 @@ fn epochs(t: &TrainingStats, prefix: &str) -> Table {
             ms(e, 0.5),
             ms(e, 0.99),
             format!("{:.2}", e.elapsed_us as f64 / 1e6),
+            e.cache_cell(),
         ]
     };
     let mut rows: Vec<Vec<String>> = t
@@ -220,7 +221,16 @@ mod tests {
             samples: 100,
             dataset_bytes: 100 << 20,
             accelerators: 1,
-            epochs: vec![epoch(0, 1_800, 2_000), epoch(1, 1_600, 2_000)],
+            epochs: vec![
+                EpochFigures {
+                    cache_percent_at_start: Some(2.5),
+                    ..epoch(0, 1_800, 2_000)
+                },
+                EpochFigures {
+                    cache_percent_at_start: Some(61.25),
+                    ..epoch(1, 1_600, 2_000)
+                },
+            ],
             min_au_percent: Some(85.0),
             ..Default::default()
         });
@@ -239,6 +249,10 @@ mod tests {
         );
         // One recorded wait of 1.5 ms: both quantiles are that value (HDR precision).
         assert_eq!(t.rows[0][7], "1.50 ms");
+        // The page cache's share at each epoch's start; the most of any in `all`.
+        assert_eq!(t.header[10], "cached");
+        let cached: Vec<&str> = t.rows.iter().map(|r| r[10].as_str()).collect();
+        assert_eq!(cached, ["2.5%", "61.2%", "61.2%"]);
         assert!(
             t.title.contains("AU mark 85.0%: FAILED") && t.title.contains("80.0%"),
             "{}",

@@ -24,6 +24,7 @@ pub fn epoch_figures(epoch: u32, accs: &[AccOutcome]) -> EpochFigures {
             au: AuFigures::one(a.compute.as_micros() as u64, a.wall.as_micros() as u64),
             data_wait: a.waits.clone(),
             complete: a.complete,
+            cache_percent_at_start: None,
         };
         e.merge(&one);
     }
@@ -35,7 +36,7 @@ fn pct(v: f64) -> String {
 }
 
 /// The columns of a training run's epoch table, here and in a report (`report::training`).
-pub const EPOCH_COLUMNS: [&str; 10] = [
+pub const EPOCH_COLUMNS: [&str; 11] = [
     "epoch",
     "AU mean",
     "AU min",
@@ -46,6 +47,7 @@ pub const EPOCH_COLUMNS: [&str; 10] = [
     "wait p50",
     "wait p99",
     "seconds",
+    "cached",
 ];
 
 /// The table of a training run's figures.
@@ -60,7 +62,7 @@ pub fn table(t: &TrainingStats) -> String {
     );
     let _ = writeln!(
         out,
-        "{:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>8} {:>10} {:>10} {:>7}",
+        "{:>6} {:>9} {:>9} {:>10} {:>10} {:>8} {:>8} {:>10} {:>10} {:>7} {:>7}",
         EPOCH_COLUMNS[0],
         EPOCH_COLUMNS[1],
         EPOCH_COLUMNS[2],
@@ -70,13 +72,14 @@ pub fn table(t: &TrainingStats) -> String {
         EPOCH_COLUMNS[6],
         EPOCH_COLUMNS[7],
         EPOCH_COLUMNS[8],
-        EPOCH_COLUMNS[9]
+        EPOCH_COLUMNS[9],
+        EPOCH_COLUMNS[10]
     );
     let row = |out: &mut String, name: String, e: &EpochFigures| {
         let ms = |q| e.data_wait.quantile_us(q) as f64 / 1000.0;
         let _ = writeln!(
             out,
-            "{:>6} {:>9} {:>9} {:>10.1} {:>10.1} {:>8} {:>8} {:>8.2}ms {:>8.2}ms {:>7.2}",
+            "{:>6} {:>9} {:>9} {:>10.1} {:>10.1} {:>8} {:>8} {:>8.2}ms {:>8.2}ms {:>7.2} {:>7}",
             name,
             pct(e.au.mean_au_percent()),
             pct(e.au.min_au_percent),
@@ -86,7 +89,8 @@ pub fn table(t: &TrainingStats) -> String {
             e.errors,
             ms(0.5),
             ms(0.99),
-            e.elapsed_us as f64 / 1e6
+            e.elapsed_us as f64 / 1e6,
+            e.cache_cell()
         );
     };
     for e in &t.epochs {

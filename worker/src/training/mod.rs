@@ -220,8 +220,14 @@ impl Prepared {
             if let (Some(root), true) = (&local_root, shape.drop_cache) {
                 drop_cache(root, &dataset).await?;
             }
-            if let (Some(root), 0) = (&local_root, e) {
-                resident_at_start = residency(root, &dataset).await;
+            // Measured before every epoch (after its drop), so a drop that did not take, or a
+            // cache that kept what the previous epoch read, shows in that epoch's row.
+            let resident = match &local_root {
+                Some(root) => residency(root, &dataset).await,
+                None => None,
+            };
+            if e == 0 {
+                resident_at_start = resident;
             }
             let c = ctx.clone();
             let (outcomes, back) = tokio::task::spawn_blocking(move || {
@@ -241,7 +247,11 @@ impl Prepared {
                     first_error = o.first_error.clone();
                 }
             }
-            stats.epochs.push(figures::epoch_figures(e, &outcomes));
+            let mut figures = figures::epoch_figures(e, &outcomes);
+            figures.cache_percent_at_start = resident
+                .filter(|&(bytes, _)| bytes > 0)
+                .map(|(bytes, resident)| 100.0 * resident as f64 / bytes as f64);
+            stats.epochs.push(figures);
         }
         stats.workers.insert(opts.worker_id.clone(), mine);
         if let (Some(root), Some((bytes, at_start))) = (&local_root, resident_at_start) {

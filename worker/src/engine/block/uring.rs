@@ -59,6 +59,11 @@ pub(super) async fn task(
     }
     let mut offsets = files.offsets(&volume);
     let depth = volume.spec.queue_depth as usize;
+    // I/Os handed to the kernel per submission (fio `iodepth_batch_submit`): 1 by default, so
+    // the device sees each I/O as soon as it is ready, as under fio; batching every free slot
+    // saves system calls but held the device below fio's rate (docs/BENCHMARKS.md).
+    let batch = (volume.spec.submit_batch() as usize).clamp(1, depth.max(1));
+    let mut queued = 0usize;
     let start = ctx.schedule.start();
     let open_loop = ctx.schedule.is_open_loop();
     let max = volume.sizes.max() as usize;
@@ -140,6 +145,23 @@ pub(super) async fn task(
             }
             ctx.metrics.op_started();
             in_flight += 1;
+            queued += 1;
+            if queued >= batch {
+                queued = 0;
+                // EBUSY/EAGAIN: the kernel wants completions reaped first; what is queued goes
+                // with the wait below.
+                if let Err(e) = ring.submit() {
+                    if !matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+                    ) {
+                        ctx.stop(&format!("io_uring: {e}"));
+                        // The kernel may still write into buffers in flight: never free them.
+                        std::mem::forget(slots);
+                        return rec;
+                    }
+                }
+            }
         }
         if in_flight == 0 {
             match pending.take() {
@@ -155,12 +177,13 @@ pub(super) async fn task(
                 }
             }
         }
-        // Submit what was queued and wait for a completion; under a rate limit, no longer
-        // than until the next ticket is due.
+        // Submit what is still queued and wait for a completion; under a rate limit, no
+        // longer than until the next ticket is due.
         // The kernel's timer wakes late by tens of microseconds: wait in it until
         // `Schedule::spin` before the due time, then poll (a zero timeout, which still posts the
         // completions deferred task work holds) until the ticket is due, as
         // `Schedule::sleep_until` spins on a task thread.
+        queued = 0;
         let waited = match &pending {
             Some(t) => {
                 let left = t.due.saturating_duration_since(Instant::now());
