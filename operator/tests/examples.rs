@@ -27,8 +27,8 @@ fn benchmarkrun_examples_are_valid() {
         seen += 1;
     }
     assert!(
-        seen >= 9,
-        "expected the 9 BenchmarkRun examples, found {seen}"
+        seen >= 21,
+        "expected the 21 BenchmarkRun examples, found {seen}"
     );
 }
 
