@@ -487,7 +487,12 @@ async fn agents_start_at(
 async fn restart_between_ready_and_started(prefix: &str, point: &str) {
     let env = env(prefix).await;
     let name = "rs";
-    let api = operator_crashes_at(&env, point, name, &per_node("3s", "cleanup: Always")).await;
+    // A start delay well above the new operator's first pass under load (CI runs three test
+    // binaries at once on 2 cores): the workers must be told before the instant, or they
+    // start late and the 1 s check below would measure the machine, not the restart.
+    let spec = per_node("3s", "cleanup: Always").replace("startDelay: 3s", "startDelay: 10s");
+    assert!(spec.contains("startDelay: 10s"), "{spec}");
+    let api = operator_crashes_at(&env, point, name, &spec).await;
     let run = api.get(name).await.expect("run");
     let st = run.status.clone().expect("status");
     // At `start-decided` the pass that saw every worker Ready had not written yet: the status
