@@ -148,18 +148,12 @@ pub(super) async fn task(
             queued += 1;
             if queued >= batch {
                 queued = 0;
-                // EBUSY/EAGAIN: the kernel wants completions reaped first; what is queued goes
-                // with the wait below.
-                if let Err(e) = ring.submit() {
-                    if !matches!(
-                        e.raw_os_error(),
-                        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
-                    ) {
-                        ctx.stop(&format!("io_uring: {e}"));
-                        // The kernel may still write into buffers in flight: never free them.
-                        std::mem::forget(slots);
-                        return rec;
-                    }
+                // Refused for now: what is queued goes with the wait below.
+                if let Some(e) = fatal(ring.submit()) {
+                    ctx.stop(&format!("io_uring: {e}"));
+                    // The kernel may still write into buffers in flight: never free them.
+                    std::mem::forget(slots);
+                    return rec;
                 }
             }
         }
@@ -196,16 +190,11 @@ pub(super) async fn task(
             }
             None => ring.submit_and_wait(1),
         };
-        if let Err(e) = waited {
-            if !matches!(
-                e.raw_os_error(),
-                Some(libc::ETIME | libc::EINTR | libc::EBUSY)
-            ) {
-                ctx.stop(&format!("io_uring: {e}"));
-                // The kernel may still write into buffers in flight: never free them.
-                std::mem::forget(slots);
-                return rec;
-            }
+        if let Some(e) = fatal(waited) {
+            ctx.stop(&format!("io_uring: {e}"));
+            // The kernel may still write into buffers in flight: never free them.
+            std::mem::forget(slots);
+            return rec;
         }
         let end = Instant::now();
         for cqe in ring.completion() {
@@ -237,4 +226,16 @@ pub(super) async fn task(
         }
     }
     rec
+}
+
+/// The error of a submission that leaves the ring unusable; `None` when it went through or
+/// is only to be tried again: interrupted (EINTR), a wait's timeout (ETIME), or the kernel
+/// asking for completions to be reaped first (EBUSY, EAGAIN).
+fn fatal(submitted: std::io::Result<usize>) -> Option<std::io::Error> {
+    submitted.err().filter(|e| {
+        !matches!(
+            e.raw_os_error(),
+            Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)
+        )
+    })
 }
