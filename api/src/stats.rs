@@ -631,7 +631,8 @@ pub struct Summary {
     /// workers). The setup opens one per task and 2 spares per shard before the start
     /// instant, so each one here is a connection (TCP, and TLS for `https://`) set up inside
     /// the measured window: a server that closed idle connections, an op that failed and
-    /// dropped its connection, or the client's pool opening one beyond those. Absent for local targets and in older summaries.
+    /// dropped its connection, or the client's pool opening one beyond those. Absent for
+    /// local targets and in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections_opened: Option<u64>,
     /// Block workloads: the I/O engine, queue depth and page-cache residency.

@@ -11,7 +11,7 @@
 //! Ranks are tasks; a shard is read back in chunks (bounded memory), but written from a
 //! [`Payload`](crate::targets::Payload) the keyed generator fills whole before the write
 //! starts: a rank holds its shard in memory (13 GB for llama3-8b over 8 ranks). Generating
-//! each piece as it is written is the open part of issues 28 and 30.
+//! each piece as it is written is the open part of issue 30.
 
 mod handoff;
 
