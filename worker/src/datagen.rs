@@ -28,28 +28,12 @@
 //!   copy: a hash of the stream and block), so fixed-block dedup keeps about 1/R of them.
 //!   Pool blocks carry no generation: a repeat is the same bytes every time.
 
+mod payload;
 mod rounds;
 
-use bytes::{Bytes, BytesMut};
+pub use payload::{Payload, PIECE};
 
 use crate::spec::DataSpec;
-
-/// Data to write: the pieces of one object, in order.
-#[derive(Clone, Debug)]
-pub struct Payload {
-    /// The pieces, in order.
-    pub parts: Vec<Bytes>,
-    /// Their total length in bytes.
-    pub len: u64,
-}
-
-impl Payload {
-    /// The payload made of `parts`.
-    pub fn new(parts: Vec<Bytes>) -> Self {
-        let len = parts.iter().map(|p| p.len() as u64).sum();
-        Self { parts, len }
-    }
-}
 
 /// The unit of generation, uniqueness and compression.
 pub const SECTOR: usize = 512;
@@ -59,8 +43,6 @@ const SECTORS_PER_BLOCK: u64 = DEDUP_BLOCK / SECTOR as u64;
 /// Distinct blocks repeats are drawn from (1 MiB): small beside any dataset worth measuring,
 /// so the distinct blocks are `total / R` plus at most this.
 pub const POOL_BLOCKS: u64 = 256;
-/// Largest piece of a payload: a PUT's data is generated in pieces of this size.
-const PART: usize = 4 << 20;
 /// Bytes deflate spends per sector on a zero run (a literal and two matches), taken off the
 /// data bytes so that the ratio measured with gzip is the ratio asked for.
 const ZERO_RUN_COST: f64 = 6.0;
@@ -192,21 +174,10 @@ impl DataPattern {
         }
     }
 
-    /// The content of object `key` of `len` bytes, generated now, in pieces of at most 4 MiB.
+    /// The content of object `key` of `len` bytes, described: generated a piece at a time as
+    /// the target writes it (see [`Payload`]).
     pub fn payload(&self, key: &str, len: u64) -> Payload {
-        let stream = stream_of(key);
-        // Sizes come from a validated sampler; the capacity is capped anyway so a bad length
-        // can never abort on a huge allocation up front.
-        let mut parts = Vec::with_capacity((len / PART as u64 + 1).min(1 << 16) as usize);
-        let mut off = 0u64;
-        while off < len {
-            let n = (len - off).min(PART as u64) as usize;
-            let mut b = BytesMut::zeroed(n);
-            self.fill(stream, off, 0, &mut b);
-            parts.push(b.freeze());
-            off += n as u64;
-        }
-        Payload::new(parts)
+        Payload::generated(*self, stream_of(key), len)
     }
 
     /// The index of the first byte of `chunk` (read at `offset` of object `key`) that differs
@@ -257,7 +228,7 @@ impl DataPattern {
 /// `benchrun-worker datagen-speed` (bench/datagen.sh).
 pub fn speed(data: &DataSpec, seconds: f64) -> (f64, f64) {
     let p = DataPattern::new(1, data);
-    let mut buf = vec![0u8; PART];
+    let mut buf = vec![0u8; PIECE];
     // This thread's CPU time, not the wall clock: on a loaded machine the thread is not
     // always on a core, and the figure is per core.
     let cpu = || {
@@ -276,7 +247,7 @@ pub fn speed(data: &DataSpec, seconds: f64) -> (f64, f64) {
             f(n);
             n += 1;
         }
-        (n * PART as u64) as f64 / (1u64 << 30) as f64 / (cpu() - started)
+        (n * PIECE as u64) as f64 / (1u64 << 30) as f64 / (cpu() - started)
     };
     let generated = time(&mut |n| p.fill(n, 0, n, &mut buf));
     p.fill(7, 0, 9, &mut buf);
@@ -292,7 +263,7 @@ mod tests {
     use super::*;
 
     fn flat(p: &Payload) -> Vec<u8> {
-        p.parts.iter().flat_map(|b| b.iter().copied()).collect()
+        p.to_vec()
     }
 
     fn pattern(dedup: f64, compress: f64) -> DataPattern {
@@ -314,9 +285,9 @@ mod tests {
     #[test]
     fn payload_has_the_asked_length_and_verifies_at_any_offset() {
         let d = DataPattern::unique(7);
-        for len in [0u64, 1, 511, 513, 4095, 4096, (PART + 123) as u64] {
+        for len in [0u64, 1, 511, 513, 4095, 4096, (PIECE + 123) as u64] {
             let p = d.payload("k", len);
-            assert_eq!(p.len, len);
+            assert_eq!(p.len(), len);
             let bytes = flat(&p);
             assert_eq!(bytes.len() as u64, len);
             assert_eq!(d.first_mismatch("k", 0, &bytes), None);

@@ -253,3 +253,53 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// A rank's memory is a piece of its shard, not the shard: a 512 MiB shard saved to a file
+/// and restored by a worker whose peak resident set (the kernel's own count, `wait4`'s
+/// `ru_maxrss` for exactly that child) stays far below it. Before the payload was generated
+/// piece by piece the save held the whole shard, so the peak was above 512 MiB.
+#[test]
+fn a_ranks_memory_is_a_piece_of_its_shard_not_the_shard() {
+    let dir = scratch();
+    let wl = dir.path().join("w.yaml");
+    std::fs::write(
+        &wl,
+        format!(
+            "target: file://{}\nops: [{{op: put}}]\ncheckpoint: {{totalSize: 512MiB, ranks: 1, ranksPerWorker: 1}}\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    // Reaped by the wait4 below, which std cannot see: it is what gives us the child's rusage.
+    #[allow(clippy::zombie_processes)]
+    let child = bin()
+        .arg("run")
+        .arg(&wl)
+        .arg("--summary")
+        .arg(dir.path().join("s.json"))
+        .arg("--progress=never")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, whose pid std gave us; std never waits for it after.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "worker failed: {status:#x}"
+    );
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("s.json")).unwrap()).unwrap();
+    assert_eq!(u(&s["checkpoint"]["shardBytes"]), 512 << 20);
+    assert_eq!(u(&s["ops"]["get"]["bytes"]), 512 << 20, "restored whole");
+    let peak_mib = usage.ru_maxrss as u64 / 1024;
+    assert!(
+        peak_mib < 160,
+        "the worker's peak resident set was {peak_mib} MiB for a 512 MiB shard"
+    );
+    eprintln!("peak resident set: {peak_mib} MiB for a 512 MiB shard");
+}

@@ -302,10 +302,7 @@ async fn every_target_behaves_the_same() {
             }
             Some((endpoint, bucket, prefix)) => {
                 eprintln!("{n}: put not run: fake-gcs-server refuses object_store's XML upload; seeded through its JSON API");
-                let mut bytes = Vec::new();
-                for p in &data.parts {
-                    bytes.extend_from_slice(p);
-                }
+                let bytes = data.to_vec();
                 gcs_seed(endpoint, bucket, &format!("{prefix}/{key}"), &bytes).await;
             }
         }

@@ -25,11 +25,7 @@ async fn seed(
     for i in 0..n {
         let key = format!("benchrun/obj-{i:08}");
         let payload = pattern.payload(&key, SIZE);
-        let data: Vec<u8> = payload
-            .parts
-            .iter()
-            .flat_map(|p| p.iter().copied())
-            .collect();
+        let data: Vec<u8> = payload.to_vec();
         gcs_seed(
             &env["BENCHRUN_GCS_ENDPOINT"],
             &env["BENCHRUN_GCS_BUCKET"],

@@ -513,10 +513,7 @@ async fn files_are_uploaded_whole_or_in_parts_byte_for_byte() {
         ("large.oplog.gz", (12 << 20) + 5),
     ] {
         let path = dir.path().join(key);
-        let mut bytes = Vec::with_capacity(len as usize);
-        for p in pattern.payload(key, len).parts {
-            bytes.extend_from_slice(&p);
-        }
+        let bytes = pattern.payload(key, len).to_vec();
         std::fs::write(&path, &bytes).expect("write the local file");
         assert_eq!(t.put_file(key, &path).await.expect("upload"), len, "{key}");
         assert_eq!(t.stat(key).await.expect("stat").size, len, "{key}");
@@ -659,10 +656,8 @@ async fn an_object_truncated_after_its_run_is_counted_short_by_a_verify_run() {
     // Stored short: the first 10,000 bytes of what was there, put back under the same key.
     let key = "benchrun/obj-00000002";
     let p = benchrun_worker::datagen::DataPattern::unique(write.workload().seed);
-    let mut head = p.payload(key, 64 << 10);
-    head.parts[0].truncate(10_000);
-    head.parts.truncate(1);
-    let short = benchrun_worker::targets::Payload::new(head.parts);
+    let head = p.payload(key, 64 << 10).range(0..10_000);
+    let short = benchrun_worker::targets::Payload::new(head);
     write.target().put(key, short).await.expect("truncate");
     let s = run(engine(yaml(verify)).await).await;
     let g = &s.ops[&OpKind::Get];

@@ -8,10 +8,10 @@
 //! verifies any shard: with `restoreShift`, rank r restores the shard rank r + shift saved,
 //! as a job restarted on other nodes does, and when that moves restores onto other workers
 //! the workers meet through markers on the storage between save and restore (`handoff.rs`).
-//! Ranks are tasks; a shard is read back in chunks (bounded memory), but written from a
-//! [`Payload`](crate::targets::Payload) the keyed generator fills whole before the write
-//! starts: a rank holds its shard in memory (13 GB for llama3-8b over 8 ranks). Generating
-//! each piece as it is written is the open part of issue 30.
+//! Ranks are tasks. Memory per rank is bounded, not a shard: a shard is written from a
+//! [`Payload`](crate::targets::Payload) that generates 4 MiB at a time as the file is
+//! written (or a part at a time, at most four in flight, as the object is uploaded), and read
+//! back in chunks.
 
 mod handoff;
 

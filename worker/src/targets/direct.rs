@@ -134,35 +134,17 @@ impl Direct {
         let result = (|| {
             let mut writes = 0u32;
             let mut offset = 0u64;
-            let mut fill = 0usize;
-            let mut flush = |buf: &mut super::AlignedBuf,
-                             fill: usize,
-                             offset: &mut u64|
-             -> Result<(), TargetError> {
+            // Each chunk is generated straight into the aligned buffer and written from it.
+            while offset < data.len() {
+                let fill = (data.len() - offset).min(WRITE_CHUNK as u64) as usize;
+                data.copy_to(offset, &mut buf.as_mut_slice()[..fill]);
                 let len = round_up(fill as u64) as usize;
                 // Zero the padding so a padded tail never exposes stale buffer bytes.
                 buf.as_mut_slice()[fill..len].fill(0);
-                file.write_all_at(&buf.as_slice()[..len], *offset)
+                file.write_all_at(&buf.as_slice()[..len], offset)
                     .map_err(|e| root.err(key, e))?;
-                *offset += fill as u64;
+                offset += fill as u64;
                 writes += 1;
-                Ok(())
-            };
-            for part in &data.parts {
-                let mut src: &[u8] = part;
-                while !src.is_empty() {
-                    let n = src.len().min(WRITE_CHUNK - fill);
-                    buf.as_mut_slice()[fill..fill + n].copy_from_slice(&src[..n]);
-                    fill += n;
-                    src = &src[n..];
-                    if fill == WRITE_CHUNK {
-                        flush(&mut buf, fill, &mut offset)?;
-                        fill = 0;
-                    }
-                }
-            }
-            if fill > 0 {
-                flush(&mut buf, fill, &mut offset)?;
             }
             if offset % DIRECT_ALIGN as u64 != 0 {
                 file.set_len(offset).map_err(|e| root.err(key, e))?;

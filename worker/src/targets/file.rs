@@ -137,9 +137,10 @@ impl Files {
             other => other,
         }
         .map_err(|e| root.err(key, e))?;
+        // One piece generated, written and dropped at a time: memory is a piece, not the file.
         let mut writes = 0;
-        for part in &data.parts {
-            f.write_all(part).map_err(|e| root.err(key, e))?;
+        for piece in data.pieces() {
+            f.write_all(&piece).map_err(|e| root.err(key, e))?;
             writes += 1;
         }
         if self.fsync {

@@ -443,28 +443,12 @@ fn copy_at(dst: &mut [u8], off: u64, c: &Bytes, key: &str) -> Result<(), TargetE
     }
 }
 
-/// Cut a payload into parts of `part_size` bytes without copying (slices of the same Bytes).
-fn split_parts(parts: &[Bytes], part_size: u64) -> Vec<PutPayload> {
-    let part_size = part_size as usize;
-    let mut out = Vec::new();
-    let mut cur = Vec::new();
-    let mut cur_len = 0;
-    for p in parts {
-        let mut p = p.clone();
-        while !p.is_empty() {
-            let take = (part_size - cur_len).min(p.len());
-            cur.push(p.split_to(take));
-            cur_len += take;
-            if cur_len == part_size {
-                out.push(PutPayload::from_iter(std::mem::take(&mut cur)));
-                cur_len = 0;
-            }
-        }
-    }
-    if !cur.is_empty() {
-        out.push(PutPayload::from_iter(cur));
-    }
-    out
+/// The byte ranges of a multipart upload's parts: `part_size` each, the last one shorter.
+fn part_ranges(len: u64, part_size: u64) -> Vec<std::ops::Range<u64>> {
+    (0..len)
+        .step_by(part_size as usize)
+        .map(|s| s..(s + part_size).min(len))
+        .collect()
 }
 
 #[async_trait]
@@ -507,26 +491,26 @@ impl Target for ObjectTarget {
 
     async fn put(&self, key: &str, data: Payload) -> Result<u32, TargetError> {
         let path = self.path(key)?;
-        if data.len < self.multipart_threshold {
+        if data.len() < self.multipart_threshold {
+            // Whole in memory: object_store retries a single PUT from its body.
+            let body = PutPayload::from_iter(data.range(0..data.len()));
             self.store
-                .put_opts(
-                    &path,
-                    PutPayload::from_iter(data.parts),
-                    PutOptions::default(),
-                )
+                .put_opts(&path, body, PutOptions::default())
                 .await
                 .map_err(|e| self.err(e, key))?;
             return Ok(1);
         }
-        let parts = split_parts(&data.parts, self.part_size);
+        let parts = part_ranges(data.len(), self.part_size);
         let count = parts.len() as u32;
         let mut upload = self
             .store
             .put_multipart_opts(&path, PutMultipartOptions::default())
             .await
             .map_err(|e| self.err(e, key))?;
+        // Each part is generated when the stream reaches it, so at most PART_CONCURRENCY
+        // parts of an upload are in memory, whatever the object's size.
         let sent = futures::stream::iter(parts)
-            .map(|p| upload.put_part(p))
+            .map(|r| upload.put_part(PutPayload::from_iter(data.range(r))))
             .buffer_unordered(PART_CONCURRENCY)
             .try_collect::<Vec<()>>()
             .await;
@@ -693,12 +677,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parts_are_cut_at_part_size_across_slices() {
-        let parts = vec![Bytes::from(vec![1u8; 7]), Bytes::from(vec![2u8; 5])];
-        let p = split_parts(&parts, 5);
-        let lens: Vec<usize> = p.iter().map(|p| p.content_length()).collect();
-        assert_eq!(lens, vec![5, 5, 2]);
-        let second: Vec<u8> = p[1].iter().flat_map(|b| b.to_vec()).collect();
-        assert_eq!(second, vec![1, 1, 2, 2, 2]);
+    fn parts_are_cut_at_part_size_with_a_short_last_one() {
+        assert_eq!(part_ranges(12, 5), vec![0..5, 5..10, 10..12]);
+        assert_eq!(part_ranges(10, 5), vec![0..5, 5..10]);
+        assert_eq!(part_ranges(0, 5), vec![]);
     }
 }
