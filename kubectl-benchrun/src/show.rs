@@ -67,8 +67,11 @@ pub async fn result(
 ) -> Result<u8> {
     let name = run.metadata.name.clone().unwrap_or_default();
     let verdict = Verdict::of(run);
+    let cp = run.status.as_ref().and_then(|s| s.control_plane.as_ref());
     // A control-plane run keeps its figures in the status: no summary to fetch.
-    if let Some(cp) = run.status.as_ref().and_then(|s| s.control_plane.as_ref()) {
+    if let Some(cp) =
+        cp.filter(|_| benchrun_operator::crd::is_control_plane_only(&run.spec.workload))
+    {
         match output {
             Some(o) => print!("{}", encode(cp, o)?),
             None => print!("{}{}", control_plane(cp), thresholds(run)),
@@ -103,7 +106,14 @@ pub async fn result(
                 print!("{}", encode(&parts, o)?);
             }
             Some(o) => print!("{}", encode(&fetch::merged(t, run).await?, o)?),
-            None => print!("{}", tables(t, run, per_worker).await?),
+            // Control operations under data-plane load: both tables (the thresholds of both
+            // are in the one list `tables` ends with).
+            None => {
+                if let Some(cp) = cp {
+                    println!("{}", control_plane(cp));
+                }
+                print!("{}", tables(t, run, per_worker).await?)
+            }
         }
     }
     if let Some(m) = verdict.message(&name) {

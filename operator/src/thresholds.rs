@@ -185,8 +185,14 @@ fn succeeded(r: &OpReport) -> u64 {
 
 /// Evaluate `thresholds` on the merged summary into the draft (`status.thresholds` and
 /// `ThresholdsMet`); the misses, if any.
-pub(crate) fn verdict(d: &mut Draft, thresholds: &[Threshold], merged: &Summary) -> Option<String> {
-    let checks = evaluate(thresholds, merged);
+pub(crate) fn verdict(
+    d: &mut Draft,
+    thresholds: &[Threshold],
+    merged: &Summary,
+    more: Vec<ThresholdCheck>,
+) -> Option<String> {
+    let mut checks = evaluate(thresholds, merged);
+    checks.extend(more);
     if checks.is_empty() {
         return None;
     }

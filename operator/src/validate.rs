@@ -8,7 +8,11 @@ use crate::{baseline, oplog, podfields, resources, sweep, thresholds};
 /// Check what the schema cannot (durations are strings to it): each problem as
 /// `spec.<field>: <why>`. Bounds keep every timestamp sum the reconciler makes in range.
 pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
-    if let Some(cp) = &spec.control_plane {
+    if let Some(cp) = spec
+        .control_plane
+        .as_ref()
+        .filter(|_| crate::crd::is_control_plane_only(&spec.workload))
+    {
         let errs = control_plane_run(spec, cp);
         return if errs.is_empty() { Ok(()) } else { Err(errs) };
     }
@@ -47,6 +51,9 @@ pub fn spec(spec: &BenchmarkRunSpec) -> Result<(), Vec<String>> {
     errs.extend(thresholds::validate(&spec.thresholds, &spec.workload));
     errs.extend(podfields::check(spec));
     errs.extend(oplog::validate(spec));
+    if let Some(cp) = &spec.control_plane {
+        errs.extend(control_plane_beside_workers(spec, cp));
+    }
     if spec.thresholds.len() > MAX_THRESHOLDS {
         errs.push(format!(
             "spec.thresholds: at most {MAX_THRESHOLDS} (got {})",
@@ -66,8 +73,7 @@ fn control_plane_run(
     spec: &BenchmarkRunSpec,
     cp: &crate::crd::control_plane::ControlPlaneSpec,
 ) -> Vec<String> {
-    let workload = !crate::crd::is_control_plane_only(&spec.workload);
-    let mut errs = crate::control_plane::check(cp, workload);
+    let mut errs = crate::control_plane::check(cp);
     let unused = [
         (spec.volume.is_some(), "volume"),
         (spec.matrix.is_some(), "matrix"),
@@ -92,6 +98,26 @@ fn control_plane_run(
                 t.0.as_secs()
             ));
         }
+    }
+    errs
+}
+
+/// A control-plane section beside a workload (data-plane load during the control operations):
+/// the section checked, and the run kinds whose workers are child runs refused (the
+/// lifecycles start at the workers' start instant, which such a run does not have).
+fn control_plane_beside_workers(
+    spec: &BenchmarkRunSpec,
+    cp: &crate::crd::control_plane::ControlPlaneSpec,
+) -> Vec<String> {
+    let mut errs = crate::control_plane::check(cp);
+    if spec.workload.duration.is_none() {
+        errs.push("spec.workload.duration: required with controlPlane (the load the control operations run under needs a known end to be compared with theirs; totalOps, training and checkpoint workloads have none)".into());
+    }
+    if spec.matrix.is_some() {
+        errs.push("spec.matrix: not with controlPlane (its combinations are child runs, each with its own start)".into());
+    }
+    if crate::search::plan(spec).is_some() {
+        errs.push("spec.workload.training.search: not with controlPlane (its probes are child runs, each with its own start)".into());
     }
     errs
 }
@@ -288,6 +314,28 @@ mod tests {
             .expect_err("the workload's own check")
             .iter()
             .any(|e| e.starts_with("spec.workload.training.search")));
+    }
+
+    /// A control-plane section beside a workload is a run (the workers' fields it uses, such
+    /// as a volume and data-plane thresholds, allowed); both sections are checked; a matrix,
+    /// whose combinations are child runs, is refused, naming why.
+    #[test]
+    fn a_control_plane_section_beside_a_workload_is_checked_with_it() {
+        let both = "workload: {target: direct:///data, duration: 20s, ops: [{op: read, weight: 70}, {op: write, weight: 30}], block: {blockSize: 4KiB, fileSize: 8MiB}}\nvolume: {emptyDir: {}}\nthresholds: [{op: read, maxP99: 1s}]\ncontrolPlane: {operations: [provision, attach], count: 4}\n";
+        let s: BenchmarkRunSpec = serde_yaml::from_str(both).expect("spec");
+        assert_eq!(spec(&s), Ok(()));
+        let bad = both.replace("count: 4", "count: 0").replace("20s", "0s");
+        let s: BenchmarkRunSpec = serde_yaml::from_str(&bad).expect("spec");
+        let errs = spec(&s).expect_err("both sections checked").join("\n");
+        assert!(errs.contains("spec.controlPlane.count: from 1"), "{errs}");
+        assert!(errs.contains("spec.workload.duration"), "{errs}");
+        let with_matrix = format!("{both}matrix: {{parameters: {{concurrency: [1, 2]}}}}\n");
+        let s: BenchmarkRunSpec = serde_yaml::from_str(&with_matrix).expect("spec");
+        let errs = spec(&s).expect_err("matrix").join("\n");
+        assert!(
+            errs.contains("spec.matrix: not with controlPlane"),
+            "{errs}"
+        );
     }
 
     /// Training and checkpoint workloads are runs like any other (the agents split them by

@@ -3,7 +3,7 @@
 //! cluster's default StorageClass (benchrun-hostpath, a real external provisioner on
 //! sig-storage-lib-external-provisioner, WaitForFirstConsumer) provisioned, attached, written
 //! once and deleted; a class nobody provisions, and a Block claim that provisioner refuses;
-//! a run deleted mid-way; Block claims served by `local` PersistentVolumes on loop devices
+//! a run deleted mid-way; control operations beside a data-plane workload; Block claims served by `local` PersistentVolumes on loop devices
 //! (the test cluster has no provisioner of Block volumes), written and read raw by the probe.
 //!
 //! These tests fail (never skip) when the cluster is not up, saying which script to run; the
@@ -212,6 +212,97 @@ controlPlane:
         "took {took:?} with a 4s timeout"
     );
     assert_eq!(leftovers(&env, "nobody").await, Vec::<String>::new());
+}
+
+/// Control operations under data-plane load, one manifest: a worker per node keeps 70/30
+/// random 4 KiB O_DIRECT reads and writes going on its own volume while 6 claims of the
+/// default class go through provision, attach, first I/O and delete, 2 at a time. The
+/// lifecycles start at the workers' start instant (not before: `status.controlPlane.startTime`);
+/// the run completes once both have ended, with both results in its status and the
+/// thresholds of both in one list; nothing the control plane created is left.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn control_operations_run_beside_the_workers_data_plane_load() {
+    let env = env("op-cp-dp").await;
+    let _op = spawn_operator(&env);
+    let api = create_run(
+        &env,
+        "cpdp",
+        r#"
+workload:
+  target: direct:///data
+  duration: 15s
+  concurrency: 2
+  ops: [{op: read, weight: 70}, {op: write, weight: 30}]
+  block: {blockSize: 4KiB, queueDepth: 4, fileSize: 8MiB}
+volume: {emptyDir: {}}
+workers:
+  perNode: true
+  resources: {limits: {cpu: 500m, memory: 256Mi}, requests: {cpu: 50m, memory: 32Mi}}
+startDelay: 3s
+timeout: 4m
+cleanup: Always
+thresholds: [{op: read, maxP99: 10s}]
+controlPlane:
+  operations: [provision, attach, firstIO, delete]
+  count: 6
+  concurrency: 2
+  size: 16Mi
+  timeout: 60s
+  thresholds: [{operation: provision, maxP99: 60s}]
+"#,
+    )
+    .await;
+    let run = wait_for(&api, "cpdp", Duration::from_secs(240), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    // The data plane: every worker's ops, merged.
+    let reads = st.results.get("read").map_or(0, |r| r.count);
+    let writes = st.results.get("write").map_or(0, |r| r.count);
+    assert!(
+        reads > 0 && writes > 0,
+        "data-plane results: {:?}",
+        st.results
+    );
+    assert_eq!(worker_summaries(&env, &run).await.len(), NODES.len());
+    // The control plane: exact counts, every latency inside its span.
+    let cp = st.control_plane.clone().expect("status.controlPlane");
+    assert_eq!(
+        (cp.requested, cp.completed, cp.failed),
+        (6, 6, 0),
+        "{cp:#?}"
+    );
+    for op in ["provision", "attach", "firstIO", "delete"] {
+        let r = &cp.operations[op];
+        assert_eq!((r.count, r.errors), (6, 0), "{op}: {r:#?}");
+        assert!(r.latency.max_ms <= cp.elapsed_ms * 1.001, "{op}: {r:#?}");
+    }
+    // Started with the workers, not before them (one clock: the operator's).
+    let at = |t: &Option<String>| {
+        chrono::DateTime::parse_from_rfc3339(t.as_deref().expect("a start time")).expect("rfc3339")
+    };
+    assert!(
+        at(&cp.start_time) >= at(&st.start_time),
+        "control plane started {:?}, workers {:?}",
+        cp.start_time,
+        st.start_time
+    );
+    // How much of it ran after the load: measured, whatever it is on a slow machine.
+    assert!(cp.after_load_ms.is_some_and(|ms| ms >= 0.0), "{cp:#?}");
+    eprintln!(
+        "control plane: {} lifecycles in {:.0} ms, {:.0} ms of it after the load; data plane: {reads} reads, {writes} writes; provision p99 {:.1} ms, attach p99 {:.1} ms",
+        cp.completed,
+        cp.elapsed_ms,
+        cp.after_load_ms.unwrap_or_default(),
+        cp.operations["provision"].latency.p99_ms,
+        cp.operations["attach"].latency.p99_ms
+    );
+    let mut checked: Vec<&str> = st.thresholds.iter().map(|t| t.op.as_str()).collect();
+    checked.sort();
+    assert_eq!(checked, ["provision", "read"], "{:?}", st.thresholds);
+    assert!(st.thresholds.iter().all(|t| t.met), "{:?}", st.thresholds);
+    assert_eq!(leftovers(&env, "cpdp").await, Vec::<String>::new());
+    assert_eq!(volumes_of(&env).await, Vec::<String>::new());
 }
 
 /// A run deleted while its lifecycles are in flight: the finalizer stops them and deletes

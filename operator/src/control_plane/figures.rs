@@ -127,6 +127,8 @@ impl Figures {
             provision_to_first_io: (self.to_first_io.count() > 0)
                 .then(|| report(&self.to_first_io)),
             arrivals: None,
+            start_time: None,
+            after_load_ms: None,
         }
     }
 }

@@ -112,11 +112,8 @@ impl Runs {
 
 /// What is wrong with a control-plane spec that the schema cannot say (or that a run
 /// created without the schema, as in unit tests, would carry): each problem with its path.
-pub fn check(cp: &ControlPlaneSpec, workload_given: bool) -> Vec<String> {
+pub fn check(cp: &ControlPlaneSpec) -> Vec<String> {
     let mut errs = vec![];
-    if workload_given {
-        errs.push("spec: give workload or controlPlane, not both (data-plane load during a control-plane run is not supported yet)".into());
-    }
     for op in &cp.operations {
         if NOT_YET.contains(&op.as_str()) {
             errs.push(format!("spec.controlPlane.operations: `{op}` is not supported yet (supported: provision, attach, firstIO, delete)"));
@@ -199,12 +196,15 @@ fn quantity_bytes(q: &str) -> Option<f64> {
 /// Longest wait for the three watches' first lists before the run fails.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Run `run`'s control-plane benchmark to its end: every lifecycle, then the sweep.
+/// Run `run`'s control-plane benchmark to its end: every lifecycle, then the sweep. With
+/// `not_before` (a run with workers: their start instant) the watches list first and the
+/// first lifecycle starts at that instant.
 pub async fn execute(
     client: Client,
     run: BenchmarkRun,
     image: String,
     metrics: Arc<crate::metrics::Metrics>,
+    not_before: Option<Instant>,
 ) -> Outcome {
     let Some(cp) = run.spec.control_plane.clone() else {
         return Outcome {
@@ -230,6 +230,9 @@ pub async fn execute(
             )),
         };
     }
+    if let Some(t) = not_before {
+        tokio::time::sleep_until(t).await;
+    }
     let shared = Arc::new(lifecycle::Shared {
         client: client.clone(),
         ns,
@@ -243,6 +246,7 @@ pub async fn execute(
         wait_for_consumer: Default::default(),
     });
     let start = Instant::now();
+    let start_time = chrono::Utc::now().to_rfc3339();
     // After the first failure no lifecycle starts: a class that cannot provision fails the
     // run within one timeout, not `count / concurrency` of them.
     let arrivals = pace::drive(
@@ -264,6 +268,7 @@ pub async fn execute(
         .clone();
     let mut status = figures.status(&cp, elapsed);
     status.arrivals = arrivals;
+    status.start_time = Some(start_time);
     Outcome {
         status,
         failure: swept.err(),
@@ -341,21 +346,20 @@ mod tests {
     #[test]
     fn a_good_spec_passes() {
         let s = spec("{operations: [provision, attach, firstIO, delete], count: 20, concurrency: 5, size: 16Mi, timeout: 30s, thresholds: [{operation: provision, maxP99: 10s}]}");
-        assert_eq!(check(&s, false), Vec::<String>::new());
+        assert_eq!(check(&s), Vec::<String>::new());
         assert_eq!(s.concurrency(), 5);
         assert_eq!(s.timeout(), Duration::from_secs(30));
         // Open loop: the cap defaults to every lifecycle in flight.
         let s = spec("{operations: [provision], count: 40, ratePerSecond: 2.5}");
-        assert_eq!(check(&s, false), Vec::<String>::new());
+        assert_eq!(check(&s), Vec::<String>::new());
         assert_eq!(s.concurrency(), 40);
     }
 
     #[test]
     fn bad_values_are_named_with_their_path() {
         let s = spec("{operations: [provision, snapshot, resize, provision], count: 2, concurrency: 3, ratePerSecond: 5000, size: 1Gb, timeout: 10ms, thresholds: [{operation: attach, maxP99: 1s}]}");
-        let errs = check(&s, true).join("\n");
+        let errs = check(&s).join("\n");
         for want in [
-            "give workload or controlPlane, not both",
             "`snapshot` is not supported yet",
             "unknown operation `resize`",
             "listed twice",
@@ -391,7 +395,7 @@ mod tests {
             let s = spec(&format!(
                 "{{operations: [provision, firstIO], count: 1, size: 2Ki, volumeMode: {mode}}}"
             ));
-            let errs = check(&s, false).join("\n");
+            let errs = check(&s).join("\n");
             assert!(
                 errs.contains("firstIO writes 4 KiB, more than a claim of `2Ki` holds"),
                 "{mode}: {errs}"
@@ -400,10 +404,10 @@ mod tests {
             let s = spec(&format!(
                 "{{operations: [provision], count: 1, size: 2Ki, volumeMode: {mode}}}"
             ));
-            assert_eq!(check(&s, false), Vec::<String>::new(), "{mode}");
+            assert_eq!(check(&s), Vec::<String>::new(), "{mode}");
         }
         let s = spec("{operations: [firstIO], count: 1, size: 4Ki, volumeMode: Block}");
-        assert_eq!(check(&s, false), Vec::<String>::new());
+        assert_eq!(check(&s), Vec::<String>::new());
         // An unknown mode is not a spec at all (the schema's enum refuses it too).
         assert!(serde_yaml::from_str::<ControlPlaneSpec>(
             "{operations: [firstIO], count: 1, volumeMode: block}"

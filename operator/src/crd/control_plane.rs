@@ -201,6 +201,16 @@ pub struct ControlPlaneStatus {
     /// With `ratePerSecond`: how the lifecycles kept to their due times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrivals: Option<Arrivals>,
+    /// When the first lifecycle started (RFC 3339): with a workload beside it, the workers'
+    /// start instant, so the operations ran under data-plane load for as much of `elapsedMs`
+    /// as fits in the workload's duration from `status.startTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// With a workload beside it: how much of `elapsedMs` came after the workers' load ended
+    /// (`status.startTime` plus `workload.warmup` plus `workload.duration`), ms; 0 when every
+    /// operation ran under the data-plane load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_load_ms: Option<f64>,
 }
 
 /// How an open-loop control-plane run (`ratePerSecond`) kept to its schedule. Latencies are

@@ -92,7 +92,7 @@ use thresholds::Threshold;
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("has(self.workload) != has(self.controlPlane)").message("give spec.workload (a data-plane benchmark) or spec.controlPlane (a control-plane benchmark), exactly one: both in one run is not supported yet").reason(::kube::core::cel::Reason::FieldValueInvalid))]
+#[x_kube(validation = Rule::new("has(self.workload) || has(self.controlPlane)").message("give spec.workload (a data-plane benchmark), spec.controlPlane (a control-plane benchmark), or both (control operations while the workers run the workload)").reason(::kube::core::cel::Reason::FieldValueInvalid))]
 #[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: delete the BenchmarkRun and create a new one").reason(::kube::core::cel::Reason::FieldValueForbidden))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkRunSpec {
@@ -104,8 +104,10 @@ pub struct BenchmarkRunSpec {
         skip_serializing_if = "is_control_plane_only"
     )]
     pub workload: Workload,
-    /// A control-plane benchmark instead of a workload: claims provisioned, attached, written
-    /// once and deleted, each step timed (docs/CONTROL_PLANE.md). Not with `workload`.
+    /// A control-plane benchmark: claims provisioned, attached, written once and deleted, each
+    /// step timed (docs/CONTROL_PLANE.md). With a `workload` too, the operations start at the
+    /// workers' start instant and run while the workers run it (data-plane load); the run
+    /// completes when both have ended. Not with `matrix` or a training search.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<control_plane::ControlPlaneSpec>,
     /// Credentials for object storage, by reference to a Secret in this namespace. The kubelet
@@ -542,9 +544,9 @@ mod tests {
         assert!(v.get("workload").is_none(), "{v}");
         let again: BenchmarkRunSpec = serde_json::from_value(v).expect("de");
         assert_eq!(spec, again);
-        // The schema: workload no longer required, the two exclusive.
+        // The schema: workload no longer required, one of the two (or both) is.
         let crd = serde_json::to_string(&crate::crd()).expect("crd");
-        assert!(crd.contains("has(self.workload) != has(self.controlPlane)"));
+        assert!(crd.contains("has(self.workload) || has(self.controlPlane)"));
         assert!(crd.contains("snapshot, clone and expand are not supported yet"));
     }
 

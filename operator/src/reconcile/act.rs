@@ -195,8 +195,9 @@ impl Reconciler<'_> {
     }
 
     /// Every live worker is collected: merge, persist, then the verdict (baseline,
-    /// thresholds) and the final phase.
-    pub(crate) async fn complete(&mut self) -> Result<()> {
+    /// thresholds, the outcome of a control-plane section run `beside` the workers) and the
+    /// final phase.
+    pub(crate) async fn complete(&mut self, beside: decide::Beside) -> Result<()> {
         let live: Vec<String> = self
             .draft
             .status
@@ -225,7 +226,13 @@ impl Reconciler<'_> {
             &resources::result_cm_name(&self.name),
         );
         self.compare_with_baseline(&merged).await;
-        decide::verdict(&mut self.draft, &self.run.spec.thresholds, &merged, msg);
+        decide::verdict(
+            &mut self.draft,
+            &self.run.spec.thresholds,
+            &merged,
+            msg,
+            beside,
+        );
         Ok(())
     }
 }

@@ -327,8 +327,15 @@ pub(crate) fn verdict(
     thresholds: &[crate::crd::thresholds::Threshold],
     merged: &Summary,
     msg: String,
+    beside: Beside,
 ) {
-    if let Some(missed) = crate::thresholds::verdict(d, thresholds, merged) {
+    let missed = crate::thresholds::verdict(d, thresholds, merged, beside.checks);
+    // A lifecycle's error first: the thresholds it leaves without figures would only hide it.
+    if let Some((reason, why)) = beside.failure {
+        d.fail(reason, format!("{msg}; control plane: {why}"));
+        return;
+    }
+    if let Some(missed) = missed {
         d.fail(
             "ThresholdsNotMet",
             format!("{msg}; thresholds not met: {missed}"),
@@ -337,6 +344,16 @@ pub(crate) fn verdict(
     }
     let throughput = d.status.throughput.clone().unwrap_or_default();
     d.succeed(msg.clone(), format!("{msg}; {throughput}"));
+}
+
+/// What a control-plane section run beside the workers adds to the run's verdict (nothing
+/// for a run without one).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Beside {
+    /// Its thresholds, checked against its figures.
+    pub(crate) checks: Vec<crate::crd::thresholds::ThresholdCheck>,
+    /// Why it fails the run (reason, message), thresholds aside.
+    pub(crate) failure: Option<(&'static str, String)>,
 }
 
 /// The persisted summaries do not merge (they will not on a later pass either): the run
@@ -956,7 +973,7 @@ workers: {count: 2}
         let msg = super::merged(&mut d, &merged, "bench-result");
         assert_eq!(d.status.finish_time, Some(now().to_rfc3339()));
         assert_eq!(d.status.progress, None);
-        verdict(&mut d, &[], &merged, msg.clone());
+        verdict(&mut d, &[], &merged, msg.clone(), Beside::default());
         assert_eq!(d.status.phase, Phase::Succeeded);
         let c = run_rules::condition(&d.status.conditions, cond::COMPLETE).expect("complete");
         assert_eq!(
@@ -968,11 +985,45 @@ workers: {count: 2}
             serde_yaml::from_str("[{op: all, minOpsPerSec: 1000}]").expect("thresholds");
         let mut d = draft(&[WorkerPhase::Collected]);
         let msg = super::merged(&mut d, &merged, "bench-result");
-        verdict(&mut d, &limits, &merged, msg.clone());
+        verdict(&mut d, &limits, &merged, msg.clone(), Beside::default());
         assert_eq!(d.status.phase, Phase::Failed);
         let c = run_rules::condition(&d.status.conditions, cond::FAILED).expect("failed");
         assert_eq!(c.reason, "ThresholdsNotMet");
         assert!(d.status.finish_time.is_some(), "the result is kept");
+
+        // A control-plane section beside the workers: its checks join the data plane's; a
+        // lifecycle's error fails the run under its own reason, the checks still recorded.
+        let cp_check = crate::crd::thresholds::ThresholdCheck {
+            op: "provision".into(),
+            limit: "maxP99".into(),
+            want: "<= 1s".into(),
+            got: "2000.000ms".into(),
+            met: false,
+        };
+        let mut d = draft(&[WorkerPhase::Collected]);
+        let msg = super::merged(&mut d, &merged, "bench-result");
+        let beside = Beside {
+            checks: vec![cp_check.clone()],
+            failure: None,
+        };
+        verdict(&mut d, &[], &merged, msg.clone(), beside);
+        assert_eq!(d.status.phase, Phase::Failed);
+        assert_eq!(d.status.thresholds, vec![cp_check.clone()]);
+        let c = run_rules::condition(&d.status.conditions, cond::FAILED).expect("failed");
+        assert_eq!(c.reason, "ThresholdsNotMet");
+        let mut d = draft(&[WorkerPhase::Collected]);
+        let msg = super::merged(&mut d, &merged, "bench-result");
+        let beside = Beside {
+            checks: vec![cp_check.clone()],
+            failure: Some(("ControlPlaneErrors", "1 of 4 lifecycles failed".into())),
+        };
+        verdict(&mut d, &[], &merged, msg.clone(), beside);
+        let c = run_rules::condition(&d.status.conditions, cond::FAILED).expect("failed");
+        assert_eq!(c.reason, "ControlPlaneErrors");
+        assert!(c
+            .message
+            .ends_with("; control plane: 1 of 4 lifecycles failed"));
+        assert_eq!(d.status.thresholds, vec![cp_check]);
 
         let mut d = draft(&[WorkerPhase::Collected]);
         merge_failed(&mut d, "w0: unknown format".into());

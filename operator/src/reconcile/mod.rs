@@ -70,7 +70,8 @@ use crate::context::{Context, POLL};
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus};
 use crate::status::{publish_events, write_status, Draft, Written};
 use crate::{resources, validate, Error, Result};
-use decide::{Admission, RunStep};
+use control_plane::BesideState;
+use decide::{Admission, Beside, RunStep};
 
 /// One pass over one run: the run as read, the status it builds, and the operator's context.
 /// Its effects are in [`act`] and in the modules of the run's other stages: [`place`],
@@ -168,9 +169,12 @@ impl Reconciler<'_> {
         // 1. Admit.
         let problems = self.problems();
         let admission = decide::admit(&mut self.draft, self.run, problems);
-        // A control-plane run creates claims and pods of its own, no workers.
+        // A control-plane run creates claims and pods of its own, no workers (with a workload
+        // too, the workers' pass below runs its control-plane task beside them).
         if let Some(cp) = self.run.spec.control_plane.clone() {
-            return self.control_plane(&cp, admission).await;
+            if crate::crd::is_control_plane_only(&self.run.spec.workload) {
+                return self.control_plane(&cp, admission).await;
+            }
         }
         match admission {
             Admission::Go => {}
@@ -258,6 +262,17 @@ impl Reconciler<'_> {
             interval,
             tally,
         );
+        // A control-plane section beside the workers: the run completes once both ended.
+        let beside = match self.run.spec.control_plane.clone() {
+            None => BesideState::Ended(Beside::default()),
+            Some(_) if matches!(step, RunStep::Start(_) | RunStep::Stop) => BesideState::Pending,
+            Some(cp) => self.control_plane_beside(&cp).await,
+        };
+        if let BesideState::Lost = beside {
+            self.stop_workers().await;
+            self.draft.refresh_counts();
+            return Ok(Action::requeue(POLL));
+        }
         match step {
             RunStep::Wait => {}
             RunStep::Stop => self.stop_workers().await,
@@ -273,11 +288,18 @@ impl Reconciler<'_> {
                     return Ok(Action::requeue(SUPERSEDED_RETRY));
                 }
                 crate::failpoint::hit(crate::failpoint::AFTER_START_WRITTEN);
+                if self.run.spec.control_plane.is_some() {
+                    self.control_plane_beside_start(at);
+                }
                 self.send_starts(&pods, at, &token).await;
             }
             // Anyone still waiting (an operator restarted between the two writes).
             RunStep::Resend(at) => self.send_starts(&pods, at, &token).await,
-            RunStep::Complete => self.complete().await?,
+            // The workers are done; a control-plane section still in flight is waited for.
+            RunStep::Complete => match beside {
+                BesideState::Ended(b) => self.complete(b).await?,
+                BesideState::Pending | BesideState::Lost => {}
+            },
         }
         // A run that finished here is cleaned up by `reconcile`, in this pass.
         self.draft.refresh_counts();

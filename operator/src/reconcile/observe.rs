@@ -13,6 +13,7 @@ use super::Reconciler;
 use crate::autoscaler::{self, ScaleUp};
 use crate::children::owned_by;
 use crate::client::{fan_out, WorkerClient};
+use crate::control_plane::objects;
 use crate::crd::WorkerPhase;
 use crate::lost::{node_health, NodeHealth};
 use crate::resources::RUN_LABEL;
@@ -28,10 +29,14 @@ impl Reconciler<'_> {
             .pods
             .state()
             .into_iter()
-            // Only pods this run controls (a re-created run of the same name must not adopt).
+            // Only pods this run controls (a re-created run of the same name must not adopt),
+            // and only its workers: the probe pods of a control-plane section beside them
+            // carry the same label and owner, and are its own business.
             .filter(|p| {
                 p.namespace().as_deref() == Some(self.ns.as_str())
                     && p.labels().get(RUN_LABEL) == Some(&self.name)
+                    && p.labels().get(objects::COMPONENT_LABEL).map(String::as_str)
+                        != Some(objects::COMPONENT)
                     && owned_by(self.run, p.owner_references())
             })
             .map(|p| (p.name_any(), Pod::clone(&p)))

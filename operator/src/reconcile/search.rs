@@ -180,7 +180,13 @@ impl Reconciler<'_> {
             row.unwrap_or_default()
         );
         self.compare_with_baseline(&merged).await;
-        decide::verdict(&mut self.draft, &self.run.spec.thresholds, &merged, msg);
+        decide::verdict(
+            &mut self.draft,
+            &self.run.spec.thresholds,
+            &merged,
+            msg,
+            decide::Beside::default(),
+        );
         Ok(())
     }
 }
