@@ -51,6 +51,8 @@ enum Slot {
 }
 
 /// Where a run's task is.
+// A value returned and matched at once, never stored: boxing its large variant buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Task {
     /// This process has none: it never started it (it restarted since), or forgot it.
     Missing,
