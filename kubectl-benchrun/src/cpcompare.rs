@@ -7,12 +7,12 @@
 
 use std::fmt::Write;
 
-use benchrun_operator::crd::control_plane::{ControlPlaneStatus, LatencyReport};
+use benchrun_operator::crd::control_plane::{
+    ControlPlaneStatus, LatencyReport, OPERATIONS as ORDER,
+};
 use benchrun_worker::compare::render::Format;
 use serde::Serialize;
 
-/// The operations in lifecycle order; others (a later version's) follow, sorted.
-const ORDER: [&str; 4] = ["provision", "attach", "firstIO", "delete"];
 /// The statistics compared, as named in the table.
 const STATS: [&str; 4] = ["p50", "p95", "p99", "max"];
 

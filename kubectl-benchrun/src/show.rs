@@ -138,7 +138,8 @@ pub fn control_plane(cp: &benchrun_operator::crd::control_plane::ControlPlaneSta
         "{:<14} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10}",
         "operation", "count", "errors", "p50 ms", "p95 ms", "p99 ms", "max ms"
     );
-    let order = ["provision", "attach", "firstIO", "delete"];
+    // Lifecycle order; an operation of a later version follows.
+    let order = benchrun_operator::crd::control_plane::OPERATIONS;
     let mut ops: Vec<_> = cp.operations.iter().collect();
     ops.sort_by_key(|(k, _)| order.iter().position(|o| o == k).unwrap_or(order.len()));
     for (op, r) in ops {

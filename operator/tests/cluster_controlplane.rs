@@ -4,7 +4,11 @@
 //! sig-storage-lib-external-provisioner, WaitForFirstConsumer) provisioned, attached, written
 //! once and deleted; a class nobody provisions, and a Block claim that provisioner refuses;
 //! a run deleted mid-way; control operations beside a data-plane workload; Block claims served by `local` PersistentVolumes on loop devices
-//! (the test cluster has no provisioner of Block volumes), written and read raw by the probe.
+//! (the test cluster has no provisioner of Block volumes), written and read raw by the probe;
+//! snapshot, clone and expand through the real Kubernetes CSI sidecars (external-provisioner,
+//! external-resizer, csi-snapshotter) and snapshot controller, in front of benchrun's own CSI
+//! plugin (tests/cluster/csi/: ext4 images on loop devices, class `benchrun-csi`; the
+//! plugin is the test cluster's, the rest of the path is what production clusters run).
 //!
 //! These tests fail (never skip) when the cluster is not up, saying which script to run; the
 //! Block test needs root (`losetup`), as the volume tests do.
@@ -14,15 +18,74 @@ mod common;
 use std::time::Duration;
 
 use benchrun_operator::control_plane::objects;
+use benchrun_operator::crd::control_plane::OPERATIONS;
 use benchrun_operator::crd::Phase;
 use benchrun_test_support::loopdev::Loop;
 use benchrun_test_support::{ClusterScoped, NODES};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use kube::Api;
 
 use common::*;
+
+fn snapshot_api(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", kind),
+        plural,
+    )
+}
+
+/// Names of the run's VolumeSnapshots still there, and of the VolumeSnapshotContents of any
+/// snapshot of this test's namespace (cluster-scoped, made by the snapshot controller).
+async fn snapshot_leftovers(env: &Env, run: &str) -> Vec<String> {
+    let lp = ListParams::default().labels(&objects::selector(run));
+    let snaps: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        env.ns.name(),
+        &snapshot_api("VolumeSnapshot", "volumesnapshots"),
+    );
+    let mut left: Vec<String> = match snaps.list_metadata(&lp).await {
+        Ok(l) => l
+            .items
+            .into_iter()
+            .map(|v| format!("VolumeSnapshot {}", v.metadata.name.unwrap_or_default()))
+            .collect(),
+        Err(e) => panic!(
+            "list VolumeSnapshots (are the snapshot CRDs installed? tests/cluster/csi.sh up): {e}"
+        ),
+    };
+    let contents: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &snapshot_api("VolumeSnapshotContent", "volumesnapshotcontents"),
+    );
+    for c in contents
+        .list(&ListParams::default())
+        .await
+        .expect("list contents")
+        .items
+    {
+        if c.data["spec"]["volumeSnapshotRef"]["namespace"].as_str() == Some(env.ns.name()) {
+            left.push(format!(
+                "VolumeSnapshotContent {}",
+                c.metadata.name.unwrap_or_default()
+            ));
+        }
+    }
+    left
+}
+
+/// The test cluster's CSI driver and its class are there (else: what to run).
+async fn csi_driver_is_up(env: &Env) {
+    let classes: Api<StorageClass> = Api::all(env.client.clone());
+    let class = classes.get_opt("benchrun-csi").await.expect("get class");
+    assert!(
+        class.is_some_and(|c| c.provisioner == "loop.csi.benchrun.dev"),
+        "StorageClass benchrun-csi of loop.csi.benchrun.dev missing: the test cluster's CSI driver is not up (tests/cluster/csi.sh up; tests/cluster/up.sh starts it)"
+    );
+}
 
 /// Names of the run's claims and pods still there.
 async fn leftovers(env: &Env, run: &str) -> Vec<String> {
@@ -537,4 +600,196 @@ controlPlane:
         );
     }
     assert_eq!(leftovers(&env, "blk").await, Vec::<String>::new());
+}
+
+/// Snapshot, clone and expand through the real CSI sidecars and snapshot controller (in front
+/// of benchrun's own plugin, whose volumes are ext4 images: the snapshot and the clone copy
+/// the image, the expansion grows it and runs resize2fs): 4 claims 2 at a time through all
+/// seven operations, exact counts, every phase Kubernetes exposes, every latency inside the
+/// span; then a second run restoring its clones from the snapshots. Nothing is left: no
+/// claim, pod, VolumeSnapshot, VolumeSnapshotContent or PersistentVolume.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn snapshot_clone_and_expand_through_the_real_csi_sidecars() {
+    let env = env("op-cp-csi").await;
+    csi_driver_is_up(&env).await;
+    let _op = spawn_operator(&env);
+    let api = create_run(
+        &env,
+        "cpcsi",
+        r#"
+controlPlane:
+  operations: [provision, attach, firstIO, snapshot, clone, expand, delete]
+  count: 4
+  concurrency: 2
+  storageClassName: benchrun-csi
+  size: 16Mi
+  expandedSize: 40Mi
+  timeout: 60s
+  thresholds: [{operation: snapshot, maxP99: 60s}, {operation: expand, maxP99: 60s}]
+"#,
+    )
+    .await;
+    let run = wait_for(
+        &api,
+        "cpcsi",
+        Duration::from_secs(240),
+        "finished",
+        finished,
+    )
+    .await;
+    let st = run.status.clone().expect("status");
+    let cp = st.control_plane.clone().expect("status.controlPlane");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    assert_eq!(
+        (cp.requested, cp.completed, cp.failed),
+        (4, 4, 0),
+        "{cp:#?}"
+    );
+    for op in OPERATIONS {
+        let r = cp
+            .operations
+            .get(op)
+            .unwrap_or_else(|| panic!("{op} missing: {cp:#?}"));
+        assert_eq!((r.count, r.errors), (4, 0), "{op}: {r:#?}");
+        let l = &r.latency;
+        assert!(
+            0.0 < l.p50_ms && l.p50_ms <= l.p99_ms && l.p99_ms <= l.max_ms,
+            "{op}: {l:?}"
+        );
+        assert!(
+            l.max_ms <= cp.elapsed_ms * 1.001,
+            "{op}: max {} > span {}",
+            l.max_ms,
+            cp.elapsed_ms
+        );
+        for (phase, p) in &r.phases {
+            assert!(
+                p.max_ms <= l.max_ms * 1.001,
+                "{op}.{phase} after the operation ended: {p:?} vs {l:?}"
+            );
+        }
+    }
+    for (op, phase) in [
+        ("snapshot", "bound"),
+        ("clone", "pvCreated"),
+        ("expand", "pvResized"),
+    ] {
+        assert!(
+            cp.operations[op].phases.contains_key(phase),
+            "{op} phases: {:?}",
+            cp.operations[op].phases.keys()
+        );
+    }
+    assert_eq!(st.thresholds.len(), 2, "{:?}", st.thresholds);
+    assert!(st.thresholds.iter().all(|t| t.met), "{:?}", st.thresholds);
+    assert_eq!(leftovers(&env, "cpcsi").await, Vec::<String>::new());
+    assert_eq!(
+        snapshot_leftovers(&env, "cpcsi").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(volumes_of(&env).await, Vec::<String>::new());
+
+    // Restores: each clone from its lifecycle's VolumeSnapshot.
+    let api = create_run(
+        &env,
+        "cprestore",
+        r#"
+controlPlane:
+  operations: [provision, firstIO, snapshot, clone, delete]
+  count: 2
+  storageClassName: benchrun-csi
+  size: 16Mi
+  cloneSource: Snapshot
+  timeout: 60s
+"#,
+    )
+    .await;
+    let run = wait_for(
+        &api,
+        "cprestore",
+        Duration::from_secs(180),
+        "finished",
+        finished,
+    )
+    .await;
+    let st = run.status.clone().expect("status");
+    let cp = st.control_plane.clone().expect("status.controlPlane");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    assert_eq!(
+        (cp.operations["clone"].count, cp.operations["clone"].errors),
+        (2, 0),
+        "{cp:#?}"
+    );
+    assert!(!cp.operations.contains_key("expand"), "not asked: {cp:#?}");
+    assert_eq!(leftovers(&env, "cprestore").await, Vec::<String>::new());
+    assert_eq!(
+        snapshot_leftovers(&env, "cprestore").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(volumes_of(&env).await, Vec::<String>::new());
+}
+
+/// A snapshot-taking run deleted while its lifecycles are in flight: the finalizer's sweep and
+/// the owner references leave no claim, pod, VolumeSnapshot, VolumeSnapshotContent or
+/// PersistentVolume behind.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn a_run_deleted_mid_way_leaves_no_snapshot_behind() {
+    let env = env("op-cp-csidel").await;
+    csi_driver_is_up(&env).await;
+    let _op = spawn_operator(&env);
+    let api = create_run(
+        &env,
+        "cpsdel",
+        r#"
+controlPlane:
+  operations: [provision, snapshot, clone, delete]
+  count: 40
+  concurrency: 3
+  storageClassName: benchrun-csi
+  size: 16Mi
+  timeout: 60s
+"#,
+    )
+    .await;
+    // Mid-way: a VolumeSnapshot of the run exists, so the deletion has one to clean up.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        if snapshot_leftovers(&env, "cpsdel")
+            .await
+            .iter()
+            .any(|s| s.starts_with("VolumeSnapshot "))
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no VolumeSnapshot of the run after 90 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let run = api.get("cpsdel").await.expect("get");
+    assert!(
+        run.status.and_then(|s| s.control_plane).is_none(),
+        "the run must still be measuring when it is deleted"
+    );
+    api.delete("cpsdel", &DeleteParams::default())
+        .await
+        .expect("delete run");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let gone = api.get_opt("cpsdel").await.expect("get").is_none();
+        let mut left = leftovers(&env, "cpsdel").await;
+        left.extend(snapshot_leftovers(&env, "cpsdel").await);
+        let volumes = volumes_of(&env).await;
+        if gone && left.is_empty() && volumes.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "120 s after the deletion: run gone {gone}, left {left:?}, volumes {volumes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }

@@ -35,9 +35,10 @@ kill_pods() {
 
 # kwok (tests/cluster/kwok.sh) first: it would keep re-creating the leases of its fake nodes.
 stop_daemon kwok
-# The provisioners (tests/cluster/provisioner.sh, local_path.sh) while the API server still answers its watches.
+# The provisioners (tests/cluster/provisioner.sh, local_path.sh, csi.sh) while the API server still answers its watches.
 stop_daemon provisioner
 stop_daemon local-path-provisioner
+"$(dirname "$0")/csi.sh" down   # the CSI driver: sidecars, snapshot controller, plugin
 for node in vm2 vm; do stop_daemon "kube-proxy-$node"; stop_daemon "kubelet-$node"; done
 if iptables -t nat -S KUBE-SERVICES >/dev/null 2>&1; then
   # The host keeps kube-proxy's rules after it stops (vm2's go with the netns); remove them.

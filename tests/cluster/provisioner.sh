@@ -7,7 +7,8 @@
 #                           addons/storageclass.yaml (idempotent: a running provisioner of the same
 #                           build is kept; one of an older build is replaced), then start the
 #                           cluster's second provisioner, rancher's local-path-provisioner
-#                           (local_path.sh up, StorageClass local-path). up.sh calls this.
+#                           (local_path.sh up, StorageClass local-path), and its CSI driver
+#                           (csi.sh up, StorageClass benchrun-csi). up.sh calls this.
 #   provisioner.sh down     stop it (down.sh calls this). The StorageClass stays, like everything
 #                           in etcd: claims of it wait (Pending) until the provisioner runs again.
 #   provisioner.sh status   exit 0 when it runs, else print its log's tail and exit 1
@@ -93,7 +94,7 @@ status() {
 case ${1:-} in
   build) build >&2; echo "$PROV_BIN" ;;
   # local-path from here rather than from up.sh: a change to up.sh restarts a running cluster.
-  up) cluster_lock; up; "$HERE/local_path.sh" up ;;
+  up) cluster_lock; up; "$HERE/local_path.sh" up; "$HERE/csi.sh" up ;;
   down) cluster_lock; stop_daemon provisioner ;;
   status) status ;;
   *) echo "usage: $0 build|up|down|status" >&2; exit 2 ;;

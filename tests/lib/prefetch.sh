@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fill the cache's slow builds in the background, at the lowest CPU priority, while the first
 # stages of `make test` run: helm, the chart test's dashcheck, the storage servers, Kubernetes
-# and etcd, CoreDNS, the test cluster's two provisioners, kwok and the test images' static build
+# and etcd, CoreDNS, the test cluster's two provisioners and CSI driver, kwok and the test images' static build
 # (the `test-image` profile, as tests/cluster/image.sh builds it).
 # A cold cache has about half an hour of these builds, and the test stages before `cluster`
 # leave a core idle much of the time (tests that wait on I/O or on a server); nice 19 takes only
@@ -20,7 +20,7 @@ status=0
 before=0 after=0
 for step in "$repo/tests/helm/install.sh" "$repo/tests/helm/dashcheck/build.sh" "$repo/tests/storage/install.sh" "$repo/tests/cluster/build.sh" \
             "$repo/tests/cluster/provisioner.sh build" \
-            "$repo/tests/cluster/local_path.sh build" "$repo/tests/cluster/kwok.sh install" "env IMAGES_PROFILE=test-image $repo/images/static-build.sh"; do
+            "$repo/tests/cluster/local_path.sh build" "$repo/tests/cluster/csi.sh build" "$repo/tests/cluster/kwok.sh install" "env IMAGES_PROFILE=test-image $repo/images/static-build.sh"; do
   echo ">>> $(date -u +%FT%TZ) prefetch: $step"
   children_cpu before
   # shellcheck disable=SC2086  # "kwok.sh install", "env VAR=... script": a command and its arguments

@@ -131,8 +131,14 @@ reference stay unreadable to the operator.
   resources: ["persistentvolumeclaims"]
   # get: a claim that exists already is checked to be the run's, not an earlier run's.
   # list, watch: a control-plane run's claims, by label (their Bound and deletion seen as
-  # watch events; leftovers swept).
-  verbs: ["get", "list", "watch", "create", "delete"]
+  # watch events; leftovers swept). patch: a control-plane run's `expand` raises its own
+  # claims' request.
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
+# A control-plane run's `snapshot`: a VolumeSnapshot of its own claim, watched by label until
+# ready, then deleted (and swept). Namespaced, as the claims are.
+- apiGroups: ["snapshot.storage.k8s.io"]
+  resources: ["volumesnapshots"]
+  verbs: ["list", "watch", "create", "delete"]
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "create", "patch"]

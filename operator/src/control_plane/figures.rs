@@ -15,8 +15,7 @@ use crate::crd::control_plane::{
 use crate::crd::thresholds::ThresholdCheck;
 use crate::metrics::ControlPlaneSink;
 
-/// The operations, in lifecycle order.
-pub const OPERATIONS: [&str; 4] = ["provision", "attach", "firstIO", "delete"];
+pub use crate::crd::control_plane::OPERATIONS;
 
 /// One operation's histograms: the whole operation, each phase, errors by kind.
 #[derive(Clone, Debug, Default)]

@@ -1,22 +1,24 @@
 //! One claim's lifecycle: created -> Bound (provision), its pod created -> the container
-//! running (attach), the probe's 4 KiB O_DIRECT write and read (firstIO), pod and claim
-//! deleted -> the PersistentVolume gone (delete). Each wait ends on a watch event
-//! ([`Seen`]) or at the operation's timeout; a timeout is reported with the last Event
-//! Kubernetes recorded on the claim or pod (the provisioner's message).
+//! running (attach), the probe's 4 KiB O_DIRECT write and read (firstIO), the pod deleted, a
+//! VolumeSnapshot of the claim -> readyToUse (snapshot), a claim cloned from it -> Bound
+//! (clone), its request raised -> the new capacity (expand), claim deleted -> the
+//! PersistentVolume gone (delete). Each wait ends on a watch event ([`Seen`]) or at the
+//! operation's timeout; a timeout is reported with the last Event Kubernetes recorded on the
+//! object (the provisioner's, snapshotter's or resizer's message).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::figures::Figures;
 use super::objects;
-use super::watch::{Marks, Seen};
+use super::watch::{volume_snapshots, Marks, Seen};
 use crate::crd::control_plane::ControlPlaneSpec;
 use crate::crd::BenchmarkRun;
 
@@ -76,9 +78,17 @@ impl Shared {
             let _ = Api::<Pod>::namespaced(self.client.clone(), &self.ns)
                 .delete(&name, &dp)
                 .await;
-            let _ = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns)
-                .delete(&name, &DeleteParams::default())
-                .await;
+            let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns);
+            let clone = objects::clone_name(&self.run.name_any(), i);
+            for c in [&name, &clone] {
+                let _ = claims.delete(c, &DeleteParams::default()).await;
+            }
+            if self.cp.measures("snapshot") {
+                let _ = self
+                    .snapshots()
+                    .delete(&name, &DeleteParams::default())
+                    .await;
+            }
         }
         self.lock().lifecycle_done(ok);
         ok
@@ -180,6 +190,23 @@ impl Shared {
                 ));
             }
         }
+        if self.cp.measures("snapshot") {
+            self.snapshot(i, name, timeout).await?;
+        }
+        let clone = objects::clone_name(&self.run.name_any(), i);
+        if self.cp.measures("clone") {
+            self.clone_claim(i, &clone, wffc, timeout).await?;
+        }
+        if self.cp.measures("expand") {
+            self.expand(name, timeout).await?;
+        }
+        // The clone and the snapshot go before the claim, so that its delete is timed alone.
+        if self.cp.measures("clone") {
+            self.delete_clone(&clone, timeout).await?;
+        }
+        if self.cp.measures("snapshot") {
+            self.delete_snapshot(name, timeout).await?;
+        }
         // delete: the claim's delete request -> its PersistentVolume gone.
         let td = Instant::now();
         claims
@@ -217,6 +244,176 @@ impl Shared {
         }
         self.lock()
             .ok("delete", end, &[("claimGone", claim_gone), ("pvGone", end)]);
+        Ok(())
+    }
+
+    fn snapshots(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.ns, &volume_snapshots())
+    }
+
+    /// snapshot: the VolumeSnapshot's create request -> `readyToUse` (phase `bound`: its
+    /// content bound). An error the snapshot controller reports is waited past (it retries);
+    /// the last one is named if the snapshot is not ready within the timeout.
+    async fn snapshot(&self, i: usize, name: &str, timeout: Duration) -> Result<(), Failure> {
+        let obj = objects::snapshot(&self.run, &self.cp, i)
+            .map_err(|e| fail("snapshot", "invalid", e.to_string()))?;
+        let t0 = Instant::now();
+        self.snapshots()
+            .create(&PostParams::default(), &obj)
+            .await
+            .map_err(api_failure("snapshot", "creating the VolumeSnapshot"))?;
+        let Some(m) = self
+            .seen
+            .wait(name, t0 + timeout, |m| m.snapshot_ready.is_some())
+            .await
+        else {
+            let error = self.seen.get(name).snapshot_error;
+            let mut f = self
+                .timed_out("snapshot", "VolumeSnapshot", name, timeout)
+                .await;
+            if let Some(e) = error {
+                f.kind = "snapshotFailed";
+                f.message = format!("{}; its status.error: {e}", f.message);
+            }
+            return Err(f);
+        };
+        let ready = m.snapshot_ready.unwrap_or(t0).saturating_duration_since(t0);
+        let mut phases = vec![];
+        if let Some(b) = m.snapshot_bound {
+            phases.push(("bound", b.saturating_duration_since(t0)));
+        }
+        self.lock().ok("snapshot", ready, &phases);
+        Ok(())
+    }
+
+    /// clone: the clone claim's create request -> Bound (phase `pvCreated`).
+    async fn clone_claim(
+        &self,
+        i: usize,
+        clone: &str,
+        wffc: bool,
+        timeout: Duration,
+    ) -> Result<(), Failure> {
+        if wffc {
+            // Bound only once a pod uses it: the figure would be the pod's, not the clone's.
+            return Err(fail(
+                "clone",
+                "invalid",
+                "the claims' StorageClass binds on first consumer (WaitForFirstConsumer): a clone would wait for a pod; clone needs a class with volumeBindingMode Immediate",
+            ));
+        }
+        let claim = objects::clone_claim(&self.run, &self.cp, i)
+            .map_err(|e| fail("clone", "invalid", e.to_string()))?;
+        self.seen.expect(clone);
+        let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns);
+        let t0 = Instant::now();
+        claims
+            .create(&PostParams::default(), &claim)
+            .await
+            .map_err(api_failure("clone", "creating the clone claim"))?;
+        let Some(m) = self
+            .seen
+            .wait(clone, t0 + timeout, |m| m.bound.is_some())
+            .await
+        else {
+            return Err(self
+                .timed_out("clone", "PersistentVolumeClaim", clone, timeout)
+                .await);
+        };
+        let bound = m.bound.unwrap_or(t0).saturating_duration_since(t0);
+        let mut phases = vec![("bound", bound)];
+        if let Some(pv) = m.pv_created {
+            phases.push(("pvCreated", pv.saturating_duration_since(t0)));
+        }
+        self.lock().ok("clone", bound, &phases);
+        Ok(())
+    }
+
+    /// expand: the request raised to the expanded size -> the claim's `status.capacity` at
+    /// least that (phase `pvResized`: the PersistentVolume's capacity at least that).
+    async fn expand(&self, name: &str, timeout: Duration) -> Result<(), Failure> {
+        let Some(want) = objects::expanded_bytes(&self.cp) else {
+            return Err(fail(
+                "expand",
+                "invalid",
+                "expandedSize (or twice size) is not a quantity",
+            ));
+        };
+        let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns);
+        let patch = serde_json::json!({
+            "spec": {"resources": {"requests": {"storage": want.to_string()}}}
+        });
+        let t0 = Instant::now();
+        claims
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_failure("expand", "raising the claim's request"))?;
+        let reached = |c: Option<(f64, Instant)>| c.filter(|(b, _)| *b >= want as f64);
+        let Some(m) = self
+            .seen
+            .wait(name, t0 + timeout, |m| reached(m.capacity).is_some())
+            .await
+        else {
+            return Err(self
+                .timed_out("expand", "PersistentVolumeClaim", name, timeout)
+                .await);
+        };
+        let at = reached(m.capacity).map_or(t0, |(_, t)| t);
+        let mut phases = vec![];
+        if let Some((_, pv)) = reached(m.pv_capacity) {
+            phases.push(("pvResized", pv.saturating_duration_since(t0)));
+        }
+        self.lock()
+            .ok("expand", at.saturating_duration_since(t0), &phases);
+        Ok(())
+    }
+
+    /// Delete the clone claim and wait for it and its PersistentVolume to be gone.
+    async fn delete_clone(&self, clone: &str, timeout: Duration) -> Result<(), Failure> {
+        Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns)
+            .delete(clone, &DeleteParams::default())
+            .await
+            .map_err(api_failure("delete", "deleting the clone claim"))?;
+        let gone =
+            |m: &Marks| m.claim_gone.is_some() && (m.pv_name.is_none() || m.pv_gone.is_some());
+        if self
+            .seen
+            .wait(clone, Instant::now() + timeout, gone)
+            .await
+            .is_none()
+        {
+            return Err(fail(
+                "delete",
+                "timeout",
+                format!(
+                    "clone claim {clone} or its PersistentVolume still there after {timeout:?}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Delete the VolumeSnapshot and wait for it to be gone (its content and the driver's
+    /// snapshot go with it under the class's `deletionPolicy: Delete`).
+    async fn delete_snapshot(&self, name: &str, timeout: Duration) -> Result<(), Failure> {
+        self.snapshots()
+            .delete(name, &DeleteParams::default())
+            .await
+            .map_err(api_failure("delete", "deleting the VolumeSnapshot"))?;
+        if self
+            .seen
+            .wait(name, Instant::now() + timeout, |m| {
+                m.snapshot_gone.is_some()
+            })
+            .await
+            .is_none()
+        {
+            return Err(fail(
+                "delete",
+                "timeout",
+                format!("VolumeSnapshot {name} still there after {timeout:?}"),
+            ));
+        }
         Ok(())
     }
 

@@ -22,13 +22,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::children::owned_by;
-use crate::crd::control_plane::{ControlPlaneSpec, ControlPlaneStatus, NOT_YET};
+use crate::crd::control_plane::{CloneSource, ControlPlaneSpec, ControlPlaneStatus, DEFAULT_SIZE};
 use crate::crd::BenchmarkRun;
 use figures::{Figures, OPERATIONS};
 
@@ -116,18 +116,21 @@ impl Runs {
 /// created without the schema, as in unit tests, would carry): each problem with its path.
 pub fn check(cp: &ControlPlaneSpec) -> Vec<String> {
     let mut errs = vec![];
+    let known = OPERATIONS.join(", ");
     for op in &cp.operations {
-        if NOT_YET.contains(&op.as_str()) {
-            errs.push(format!("spec.controlPlane.operations: `{op}` is not supported yet (supported: provision, attach, firstIO, delete)"));
-        } else if !OPERATIONS.contains(&op.as_str()) {
-            errs.push(format!("spec.controlPlane.operations: unknown operation `{op}` (supported: provision, attach, firstIO, delete)"));
+        if !OPERATIONS.contains(&op.as_str()) {
+            errs.push(format!(
+                "spec.controlPlane.operations: unknown operation `{op}` (known: {known})"
+            ));
         }
     }
     if cp.operations.is_empty() {
-        errs.push(
-            "spec.controlPlane.operations: give at least one of provision, attach, firstIO, delete"
-                .into(),
-        );
+        errs.push(format!(
+            "spec.controlPlane.operations: give at least one of {known}"
+        ));
+    }
+    if cp.clone_source() == CloneSource::Snapshot && !cp.measures("snapshot") {
+        errs.push("spec.controlPlane.cloneSource: Snapshot clones from the lifecycle's VolumeSnapshot: list snapshot in operations too".into());
     }
     let mut seen = cp.operations.clone();
     seen.sort();
@@ -181,6 +184,21 @@ pub fn check(cp: &ControlPlaneSpec) -> Vec<String> {
             Some(_) => {}
         }
     }
+    let size_q = cp.size.as_ref().map_or(DEFAULT_SIZE, |q| q.0.as_str());
+    let size = quantity_bytes(size_q);
+    if let Some(q) = &cp.expanded_size {
+        match (quantity_bytes(&q.0), size) {
+            (None, _) => errs.push(format!(
+                "spec.controlPlane.expandedSize: `{}` is not a positive quantity such as 2Gi",
+                q.0
+            )),
+            (Some(e), Some(s)) if e <= s => errs.push(format!(
+                "spec.controlPlane.expandedSize: `{}` must be larger than size (`{size_q}`)",
+                q.0
+            )),
+            _ => {}
+        }
+    }
     for (i, t) in cp.thresholds.iter().enumerate() {
         if !cp.measures(&t.operation) {
             errs.push(format!("spec.controlPlane.thresholds[{i}]: `{}` is not in operations, so it would have no result", t.operation));
@@ -191,7 +209,7 @@ pub fn check(cp: &ControlPlaneSpec) -> Vec<String> {
 
 /// The bytes of a positive Kubernetes quantity (the parser pod fields use); `None` when it is
 /// not one. Checked here so a bad size fails the run at once, not each claim.
-fn quantity_bytes(q: &str) -> Option<f64> {
+pub(crate) fn quantity_bytes(q: &str) -> Option<f64> {
     crate::podfields::parse_quantity(q).filter(|b| *b > 0.0)
 }
 
@@ -215,7 +233,15 @@ pub async fn execute(
         };
     };
     let ns = run.namespace().unwrap_or_default();
-    let seen = watch::Seen::default();
+    if cp.measures("snapshot") {
+        if let Err(e) = snapshot_api(&client, &ns).await {
+            return Outcome {
+                status: ControlPlaneStatus::default(),
+                failure: Some(e),
+            };
+        }
+    }
+    let seen = watch::Seen::new(cp.measures("snapshot"));
     // A JoinSet aborts what it holds when dropped: the watches end with this task, also when
     // it is aborted (the run deleted).
     let mut watches = tokio::task::JoinSet::new();
@@ -228,7 +254,7 @@ pub async fn execute(
         return Outcome {
             status: ControlPlaneStatus::default(),
             failure: Some(format!(
-                "the watches of claims, pods and PersistentVolumes did not list within {LIST_TIMEOUT:?} (RBAC: list and watch on persistentvolumes?)"
+                "the watches of claims, pods, PersistentVolumes (and VolumeSnapshots, when measured) did not list within {LIST_TIMEOUT:?} (RBAC: list and watch on persistentvolumes and volumesnapshots?)"
             )),
         };
     }
@@ -277,9 +303,20 @@ pub async fn execute(
     }
 }
 
-/// Delete every claim and pod run `run` created (this run's: its UID among their owners, so an
-/// earlier run's of the same name are left to their own), and wait up to `bound` for them to
-/// be gone. Err names what is left.
+/// Whether the cluster serves VolumeSnapshots to this operator: a missing API (no snapshot
+/// CRDs) or a refusal (RBAC) fails the run at once, with what to install or grant.
+async fn snapshot_api(client: &Client, ns: &str) -> Result<(), String> {
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &watch::volume_snapshots());
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Err("snapshot: this cluster does not serve VolumeSnapshots (snapshot.storage.k8s.io/v1): install the external-snapshotter CRDs and snapshot controller, and a CSI driver with the csi-snapshotter sidecar".into()),
+        Err(e) => Err(format!("snapshot: cannot list VolumeSnapshots in {ns}: {e}")),
+    }
+}
+
+/// Delete every claim, pod and VolumeSnapshot run `run` created (this run's: its UID among
+/// their owners, so an earlier run's of the same name are left to their own), and wait up to
+/// `bound` for them to be gone. Err names what is left.
 pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Result<(), String> {
     let Some(ns) = run.namespace() else {
         return Ok(());
@@ -287,6 +324,8 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
     let lp = ListParams::default().labels(&objects::selector(&run.name_any()));
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
     let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+    let snapshots =
+        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &watch::volume_snapshots());
     let deadline = Instant::now() + bound;
     loop {
         let mut left = vec![];
@@ -308,6 +347,32 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
                 }
             }
             Err(e) => left.push(format!("pods (list: {e})")),
+        }
+        if run
+            .spec
+            .control_plane
+            .as_ref()
+            .is_some_and(|cp| cp.measures("snapshot"))
+        {
+            match snapshots.list_metadata(&lp).await {
+                Ok(l) => {
+                    for v in l
+                        .items
+                        .iter()
+                        .filter(|v| owned_by(run, v.owner_references()))
+                    {
+                        if v.metadata.deletion_timestamp.is_none() {
+                            let _ = snapshots
+                                .delete(&v.name_any(), &DeleteParams::default())
+                                .await;
+                        }
+                        left.push(format!("VolumeSnapshot {}", v.name_any()));
+                    }
+                }
+                // No snapshot API: nothing of that kind can be left.
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => left.push(format!("VolumeSnapshots (list: {e})")),
+            }
         }
         match claims.list_metadata(&lp).await {
             Ok(l) => {
@@ -359,11 +424,12 @@ mod tests {
 
     #[test]
     fn bad_values_are_named_with_their_path() {
-        let s = spec("{operations: [provision, snapshot, resize, provision], count: 2, concurrency: 3, ratePerSecond: 5000, size: 1Gb, timeout: 10ms, thresholds: [{operation: attach, maxP99: 1s}]}");
+        let s = spec("{operations: [provision, clone, resize, provision], count: 2, concurrency: 3, ratePerSecond: 5000, size: 1Gb, timeout: 10ms, cloneSource: Snapshot, expandedSize: 2Gb, thresholds: [{operation: attach, maxP99: 1s}]}");
         let errs = check(&s).join("\n");
         for want in [
-            "`snapshot` is not supported yet",
-            "unknown operation `resize`",
+            "unknown operation `resize` (known: provision, attach, firstIO, snapshot, clone, expand, delete)",
+            "cloneSource: Snapshot clones from the lifecycle's VolumeSnapshot: list snapshot in operations too",
+            "expandedSize: `2Gb` is not a positive quantity",
             "listed twice",
             "concurrency (3) may not exceed count (2)",
             "ratePerSecond: from 0.01 to 1000 (got 5000)",
@@ -373,6 +439,29 @@ mod tests {
         ] {
             assert!(errs.contains(want), "{want}\nin:\n{errs}");
         }
+    }
+
+    #[test]
+    fn expanded_size_must_grow_the_claim() {
+        let s = spec("{operations: [provision, expand], count: 1, size: 2Gi, expandedSize: 2Gi}");
+        assert_eq!(
+            check(&s),
+            ["spec.controlPlane.expandedSize: `2Gi` must be larger than size (`2Gi`)"]
+        );
+        // Against the default size (1Gi) when none is given.
+        let s = spec("{operations: [expand], count: 1, expandedSize: 512Mi}");
+        assert_eq!(
+            check(&s),
+            ["spec.controlPlane.expandedSize: `512Mi` must be larger than size (`1Gi`)"]
+        );
+        let s = spec("{operations: [snapshot, clone, expand], count: 1, size: 16Mi, expandedSize: 32Mi, cloneSource: Snapshot}");
+        assert_eq!(check(&s), Vec::<String>::new());
+        assert_eq!(objects::expanded_bytes(&s), Some(32 << 20));
+        // Default: twice the size.
+        let s = spec("{operations: [expand], count: 1, size: 16Mi}");
+        assert_eq!(objects::expanded_bytes(&s), Some(32 << 20));
+        let s = spec("{operations: [expand], count: 1}");
+        assert_eq!(objects::expanded_bytes(&s), Some(2 << 30));
     }
 
     #[test]

@@ -5,14 +5,16 @@
 
 use k8s_openapi::api::core::v1::{
     Container, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource,
-    Pod, PodSecurityContext, PodSpec, SeccompProfile, Volume, VolumeDevice, VolumeMount,
-    VolumeResourceRequirements,
+    Pod, PodSecurityContext, PodSpec, SeccompProfile, TypedLocalObjectReference, Volume,
+    VolumeDevice, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::DynamicObject;
 use kube::ResourceExt;
 use std::collections::BTreeMap;
 
-use crate::crd::control_plane::{ControlPlaneSpec, VolumeMode, DEFAULT_SIZE};
+use super::watch::volume_snapshots;
+use crate::crd::control_plane::{CloneSource, ControlPlaneSpec, VolumeMode, DEFAULT_SIZE};
 use crate::crd::BenchmarkRun;
 use crate::resources::{owned_meta, RUN_LABEL, WORKER_UID};
 use crate::Result;
@@ -33,6 +35,12 @@ pub fn name(run: &str, i: usize) -> String {
     format!("{run}-cp-{i}")
 }
 
+/// Lifecycle `i`'s clone (`clone`): a claim of its own, with the claim (or the snapshot) as
+/// its `dataSource`.
+pub fn clone_name(run: &str, i: usize) -> String {
+    format!("{}-clone", name(run, i))
+}
+
 /// The label selector of everything a control-plane run `run` created.
 pub fn selector(run: &str) -> String {
     format!("{RUN_LABEL}={run},{COMPONENT_LABEL}={COMPONENT}")
@@ -42,7 +50,14 @@ fn meta(
     run: &BenchmarkRun,
     i: usize,
 ) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> {
-    let mut m = owned_meta(run, name(&run.name_any(), i))?;
+    named_meta(run, name(&run.name_any(), i))
+}
+
+fn named_meta(
+    run: &BenchmarkRun,
+    name: String,
+) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> {
+    let mut m = owned_meta(run, name)?;
     m.labels
         .get_or_insert_with(BTreeMap::new)
         .insert(COMPONENT_LABEL.into(), COMPONENT.into());
@@ -69,6 +84,61 @@ pub fn claim(run: &BenchmarkRun, cp: &ControlPlaneSpec, i: usize) -> Result<Pers
         }),
         status: None,
     })
+}
+
+/// Lifecycle `i`'s clone claim: as its claim, with `dataSource` the claim or, with
+/// `cloneSource: Snapshot`, its VolumeSnapshot.
+pub fn clone_claim(
+    run: &BenchmarkRun,
+    cp: &ControlPlaneSpec,
+    i: usize,
+) -> Result<PersistentVolumeClaim> {
+    let mut c = claim(run, cp, i)?;
+    let source = name(&run.name_any(), i);
+    c.metadata = named_meta(run, clone_name(&run.name_any(), i))?;
+    if let Some(spec) = c.spec.as_mut() {
+        spec.data_source = Some(match cp.clone_source() {
+            CloneSource::Claim => TypedLocalObjectReference {
+                api_group: None,
+                kind: "PersistentVolumeClaim".into(),
+                name: source,
+            },
+            CloneSource::Snapshot => TypedLocalObjectReference {
+                api_group: Some("snapshot.storage.k8s.io".into()),
+                kind: "VolumeSnapshot".into(),
+                name: source,
+            },
+        });
+    }
+    Ok(c)
+}
+
+/// Lifecycle `i`'s VolumeSnapshot of its claim (same name), in `volumeSnapshotClassName` or
+/// the default class.
+pub fn snapshot(run: &BenchmarkRun, cp: &ControlPlaneSpec, i: usize) -> Result<DynamicObject> {
+    let meta = meta(run, i)?;
+    let mut spec = serde_json::json!({
+        "source": {"persistentVolumeClaimName": name(&run.name_any(), i)}
+    });
+    if let Some(class) = &cp.volume_snapshot_class_name {
+        spec["volumeSnapshotClassName"] = class.clone().into();
+    }
+    let mut o = DynamicObject::new(&name(&run.name_any(), i), &volume_snapshots());
+    o.metadata = meta;
+    o.data = serde_json::json!({ "spec": spec });
+    Ok(o)
+}
+
+/// The claim's request after `expand`, in bytes: `expandedSize`, or twice `size`. `None` when
+/// either is not a quantity (the run's check refuses that first).
+pub fn expanded_bytes(cp: &ControlPlaneSpec) -> Option<u64> {
+    let parse = |q: &str| crate::podfields::parse_quantity(q).filter(|b| *b > 0.0);
+    let b = match &cp.expanded_size {
+        Some(q) => parse(&q.0)?,
+        None => 2.0 * parse(cp.size.as_ref().map_or(DEFAULT_SIZE, |q| q.0.as_str()))?,
+    };
+    // Whole bytes, rounded up: the request must not come out below what was asked.
+    Some(b.ceil() as u64)
 }
 
 /// Lifecycle `i`'s pod: the worker image's `probe-io`, which writes then reads 4 KiB with
@@ -219,6 +289,66 @@ mod tests {
         assert_eq!(
             selector("cp"),
             "benchrun.dev/run=cp,app.kubernetes.io/component=control-plane"
+        );
+    }
+
+    #[test]
+    fn the_clone_copies_the_claim_or_its_snapshot_and_the_snapshot_its_claim() {
+        let mut r = run();
+        let cp = r.spec.control_plane.clone().expect("cp");
+        let c = clone_claim(&r, &cp, 1).expect("clone");
+        assert_eq!(c.metadata.name.as_deref(), Some("cp-cp-1-clone"));
+        assert_eq!(
+            c.metadata.labels.as_ref().expect("labels")[COMPONENT_LABEL],
+            COMPONENT
+        );
+        assert_eq!(
+            c.metadata.owner_references.as_ref().expect("owner")[0].uid,
+            "u-1"
+        );
+        let s = c.spec.expect("spec");
+        let ds = s.data_source.expect("dataSource");
+        assert_eq!(
+            (ds.api_group, ds.kind.as_str(), ds.name.as_str()),
+            (None, "PersistentVolumeClaim", "cp-cp-1")
+        );
+        // The source's class and size: a clone may not be smaller than its source.
+        assert_eq!(s.storage_class_name.as_deref(), Some("fast"));
+        assert_eq!(
+            s.resources.and_then(|r| r.requests).expect("requests")["storage"].0,
+            "16Mi"
+        );
+
+        if let Some(cp) = r.spec.control_plane.as_mut() {
+            cp.clone_source = Some(CloneSource::Snapshot);
+            cp.volume_snapshot_class_name = Some("snaps".into());
+        }
+        let cp = r.spec.control_plane.clone().expect("cp");
+        let ds = clone_claim(&r, &cp, 1)
+            .expect("clone")
+            .spec
+            .expect("spec")
+            .data_source
+            .expect("dataSource");
+        assert_eq!(
+            (ds.api_group.as_deref(), ds.kind.as_str(), ds.name.as_str()),
+            (Some("snapshot.storage.k8s.io"), "VolumeSnapshot", "cp-cp-1")
+        );
+        let v = snapshot(&r, &cp, 1).expect("snapshot");
+        assert_eq!(v.metadata.name.as_deref(), Some("cp-cp-1"));
+        assert_eq!(
+            v.metadata.owner_references.as_ref().expect("owner")[0].uid,
+            "u-1"
+        );
+        assert_eq!(v.metadata.labels.as_ref().expect("labels")[RUN_LABEL], "cp");
+        let t = v.types.expect("types");
+        assert_eq!(
+            (t.api_version.as_str(), t.kind.as_str()),
+            ("snapshot.storage.k8s.io/v1", "VolumeSnapshot")
+        );
+        assert_eq!(
+            v.data["spec"],
+            serde_json::json!({"source": {"persistentVolumeClaimName": "cp-cp-1"}, "volumeSnapshotClassName": "snaps"})
         );
     }
 

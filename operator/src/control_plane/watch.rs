@@ -3,21 +3,29 @@
 //! is the API request to the operator's sight of the new state: the event's delivery, a few
 //! milliseconds on a healthy API server, is part of it; no poll interval is).
 //!
-//! One watch per kind per run: the run's claims and pods by label, and every
-//! PersistentVolume (provisioned volumes carry no label of ours; they are matched by their
-//! `claimRef`). Lifecycles wait on [`Seen::changed`] and read their claim's entry.
+//! One watch per kind per run: the run's claims, pods and (when `snapshot` is measured)
+//! VolumeSnapshots by label, and every PersistentVolume (provisioned volumes carry no label
+//! of ours; they are matched by their `claimRef`). Lifecycles wait on [`Seen::wait`] and read
+//! their claim's entry (a lifecycle's claim, pod and snapshot share one name, so one entry;
+//! its clone has a name and an entry of its own).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
 use tokio::time::Instant;
 
-/// The watches of a run: claims, pods, PersistentVolumes.
-const WATCHES: usize = 3;
+/// The VolumeSnapshot API (external-snapshotter's CRD; not in k8s-openapi).
+pub fn volume_snapshots() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshot"),
+        "volumesnapshots",
+    )
+}
 
 /// The states one lifecycle's objects reached, each when first seen.
 #[derive(Clone, Debug, Default)]
@@ -45,6 +53,20 @@ pub struct Marks {
     pub terminated: Option<(i32, String)>,
     /// The pod deleted.
     pub pod_gone: Option<Instant>,
+    /// The claim's `status.capacity.storage` in bytes, and when it was first seen at that
+    /// value (capacity only grows, so the first sight of a value at least the expanded size
+    /// is when the expansion ended).
+    pub capacity: Option<(f64, Instant)>,
+    /// The PersistentVolume's `spec.capacity.storage` in bytes, and when first seen so.
+    pub pv_capacity: Option<(f64, Instant)>,
+    /// The VolumeSnapshot bound to its content (`status.boundVolumeSnapshotContentName`).
+    pub snapshot_bound: Option<Instant>,
+    /// The VolumeSnapshot `readyToUse`.
+    pub snapshot_ready: Option<Instant>,
+    /// The VolumeSnapshot's `status.error.message`, the latest.
+    pub snapshot_error: Option<String>,
+    /// The VolumeSnapshot deleted.
+    pub snapshot_gone: Option<Instant>,
 }
 
 /// The annotation the scheduler puts on a `WaitForFirstConsumer` claim when it has chosen
@@ -56,32 +78,35 @@ const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 pub struct Seen {
     marks: Arc<Mutex<HashMap<String, Marks>>>,
     tx: Arc<tokio::sync::watch::Sender<u64>>,
-    /// Watches that finished their initial list: the lifecycles start once all three have,
-    /// so no state change is first seen in a list (late) rather than as an event.
+    /// Watches that finished their initial list: the lifecycles start once all have, so no
+    /// state change is first seen in a list (late) rather than as an event.
     listed: Arc<std::sync::atomic::AtomicUsize>,
+    /// How many watches there are: claims, pods, PersistentVolumes, and VolumeSnapshots
+    /// when they are measured.
+    watches: usize,
 }
 
-impl Default for Seen {
-    fn default() -> Self {
+impl Seen {
+    /// The marks of a run that watches VolumeSnapshots too when `snapshots`.
+    pub fn new(snapshots: bool) -> Self {
         Self {
             marks: Arc::default(),
             tx: Arc::new(tokio::sync::watch::channel(0).0),
             listed: Arc::default(),
+            watches: if snapshots { 4 } else { 3 },
         }
     }
-}
 
-impl Seen {
     /// A copy of `name`'s marks.
     pub fn get(&self, name: &str) -> Marks {
         self.lock().get(name).cloned().unwrap_or_default()
     }
 
-    /// Wait until the three watches have listed, or `deadline`: whether they have.
+    /// Wait until every watch has listed, or `deadline`: whether they have.
     pub async fn wait_listed(&self, deadline: Instant) -> bool {
         let mut rx = self.subscribe();
         loop {
-            if self.listed.load(std::sync::atomic::Ordering::SeqCst) >= WATCHES {
+            if self.listed.load(std::sync::atomic::Ordering::SeqCst) >= self.watches {
                 return true;
             }
             if tokio::time::timeout_at(deadline, rx.changed())
@@ -138,8 +163,15 @@ impl Seen {
     fn claim(&self, c: &PersistentVolumeClaim, deleted: bool) {
         let bound = c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
         let node_selected = c.annotations().contains_key(SELECTED_NODE);
+        let capacity = c
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .and_then(|c| c.get("storage"))
+            .and_then(|q| crate::podfields::parse_quantity(&q.0));
         self.update(&c.name_any(), |m, now| {
             m.claim_uid = m.claim_uid.take().or_else(|| c.uid());
+            grew(&mut m.capacity, capacity, now);
             if node_selected {
                 m.scheduled.get_or_insert(now);
             }
@@ -168,11 +200,18 @@ impl Seen {
             return;
         }
         let uid = claim.uid.clone();
+        let capacity = pv
+            .spec
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .and_then(|c| c.get("storage"))
+            .and_then(|q| crate::podfields::parse_quantity(&q.0));
         self.update(name, |m, now| {
             // A PV of an earlier claim of the same name (an earlier run's) is not this one's.
             if uid.is_some() && m.claim_uid.is_some() && uid != m.claim_uid {
                 return;
             }
+            grew(&mut m.pv_capacity, capacity, now);
             m.pv_created.get_or_insert(now);
             m.pv_name.get_or_insert_with(|| pv.name_any());
             if deleted {
@@ -213,30 +252,83 @@ impl Seen {
         });
     }
 
+    fn snapshot(&self, v: &DynamicObject, deleted: bool) {
+        let st = v.data.get("status");
+        let bound = st
+            .and_then(|s| s.get("boundVolumeSnapshotContentName"))
+            .and_then(|n| n.as_str())
+            .is_some_and(|n| !n.is_empty());
+        let ready = st
+            .and_then(|s| s.get("readyToUse"))
+            .and_then(|r| r.as_bool())
+            == Some(true);
+        let error = st
+            .and_then(|s| s.get("error"))
+            .and_then(|e| e.get("message"))
+            .and_then(|m| m.as_str())
+            .map(str::to_string);
+        self.update(&v.name_any(), |m, now| {
+            if bound {
+                m.snapshot_bound.get_or_insert(now);
+            }
+            if ready {
+                m.snapshot_ready.get_or_insert(now);
+            }
+            if error.is_some() {
+                m.snapshot_error = error;
+            }
+            if deleted {
+                m.snapshot_gone.get_or_insert(now);
+            }
+        });
+    }
+
     /// Register `name` before its claim is created, so the PV watch knows it is ours.
     pub fn expect(&self, name: &str) {
         self.lock().entry(name.to_string()).or_default();
     }
 
-    /// Follow the run's claims and pods (by `selector`) in `ns` and every PV, until dropped.
+    /// Follow the run's claims, pods and, if [`Seen::new`] said so, VolumeSnapshots (by
+    /// `selector`) in `ns` and every PV, until dropped.
     pub async fn follow(self, client: kube::Client, ns: String, selector: String) {
         let cfg = watcher::Config::default().labels(&selector);
         let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
         let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+        let snaps = (self.watches > 3).then(|| {
+            Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &volume_snapshots())
+        });
         let pvs = Api::<PersistentVolume>::all(client);
         let a = drive(&self, watcher::watcher(claims, cfg.clone()), {
             let s = self.clone();
             move |c: &PersistentVolumeClaim, del: bool| s.claim(c, del)
         });
-        let b = drive(&self, watcher::watcher(pods, cfg), {
+        let b = drive(&self, watcher::watcher(pods, cfg.clone()), {
             let s = self.clone();
             move |p: &Pod, del: bool| s.pod(p, del)
         });
+        let d = async {
+            if let Some(snaps) = snaps {
+                let s = self.clone();
+                drive(&self, watcher::watcher(snaps, cfg), move |v, del| {
+                    s.snapshot(v, del)
+                })
+                .await
+            }
+        };
         let c = drive(&self, watcher::watcher(pvs, watcher::Config::default()), {
             let s = self.clone();
             move |pv: &PersistentVolume, del: bool| s.pv(pv, &ns, del)
         });
-        tokio::join!(a, b, c);
+        tokio::join!(a, b, c, d);
+    }
+}
+
+/// Record a capacity when it differs from the last one seen, with the instant it was seen.
+fn grew(mark: &mut Option<(f64, Instant)>, bytes: Option<f64>, now: Instant) {
+    if let Some(b) = bytes {
+        if mark.is_none_or(|(had, _)| had != b) {
+            *mark = Some((b, now));
+        }
     }
 }
 

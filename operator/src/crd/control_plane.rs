@@ -23,26 +23,40 @@ pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// `size` when the run gives none.
 pub const DEFAULT_SIZE: &str = "1Gi";
 
-/// Operations a later version may measure: named here so that a run asking for them is told
-/// they are not supported yet instead of being told they do not exist.
-pub const NOT_YET: [&str; 3] = ["snapshot", "clone", "expand"];
+/// Every operation, in lifecycle order.
+pub const OPERATIONS: [&str; 7] = [
+    "provision",
+    "attach",
+    "firstIO",
+    "snapshot",
+    "clone",
+    "expand",
+    "delete",
+];
 
 /// A control-plane benchmark: `count` claims, each taken through one lifecycle (claim created
 /// -> Bound, a pod mounting it -> its container running, a 4 KiB O_DIRECT write and read in
-/// it, pod and claim deleted -> the PersistentVolume gone), `concurrency` lifecycles at once.
-/// Every step's latency runs from the API request to the state seen in a watch event.
+/// it, a VolumeSnapshot of it -> ready, a clone of it -> Bound, a larger request -> the new
+/// capacity, pod and claims deleted -> the PersistentVolumes gone), `concurrency` lifecycles
+/// at once. Every step's latency runs from the API request to the state seen in a watch event.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[x_kube(validation = Rule::new("self.operations.all(o, o in ['provision', 'attach', 'firstIO', 'delete'])").message("controlPlane.operations: snapshot, clone and expand are not supported yet; give a subset of provision, attach, firstIO, delete").reason(::kube::core::cel::Reason::FieldValueInvalid))]
+#[x_kube(validation = Rule::new("self.operations.all(o, o in ['provision', 'attach', 'firstIO', 'snapshot', 'clone', 'expand', 'delete'])").message("controlPlane.operations: give a subset of provision, attach, firstIO, snapshot, clone, expand, delete").reason(::kube::core::cel::Reason::FieldValueInvalid))]
+#[x_kube(validation = Rule::new("!has(self.cloneSource) || self.cloneSource != 'Snapshot' || 'snapshot' in self.operations").message("controlPlane.cloneSource Snapshot clones from the lifecycle's VolumeSnapshot: list snapshot in operations too"))]
 #[x_kube(validation = Rule::new("!has(self.concurrency) || !has(self.count) || self.concurrency <= self.count").message("controlPlane.concurrency may not exceed controlPlane.count"))]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneSpec {
     /// What is measured, a subset of `provision` (claim created -> Bound), `attach` (a pod
     /// using the claim created -> its container running), `firstIO` (a 4 KiB O_DIRECT write
-    /// then read of the volume, timed inside the pod) and `delete` (claim deleted -> its
+    /// then read of the volume, timed inside the pod), `snapshot` (a VolumeSnapshot of the
+    /// claim created -> `readyToUse`), `clone` (a claim whose `dataSource` is the claim, or
+    /// the snapshot, created -> Bound), `expand` (the claim's request raised to
+    /// `expandedSize` -> its `status.capacity` that large) and `delete` (claim deleted -> its
     /// PersistentVolume gone). Every lifecycle provisions and deletes its claim whatever is
     /// listed; a pod is created when `attach` or `firstIO` is listed, or when the class binds
-    /// on first consumer. `snapshot`, `clone` and `expand` are not supported yet.
-    #[schemars(length(min = 1, max = 4))]
+    /// on first consumer. `snapshot`, `clone` and `expand` need a CSI driver that supports
+    /// them (and, for `snapshot`, the VolumeSnapshot CRDs and the snapshot controller); the
+    /// pod is gone before they start, so `expand` is an offline expansion.
+    #[schemars(length(min = 1, max = 7))]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub operations: Vec<String>,
     /// Claims created, one lifecycle each.
@@ -83,6 +97,21 @@ pub struct ControlPlaneSpec {
     /// lifecycle fails with `timeout` and the last Event of the claim or pod. Default 2m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<HumanDuration>,
+    /// The VolumeSnapshotClass of `snapshot`; default the cluster's default class for the
+    /// claim's driver (the snapshot controller picks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub volume_snapshot_class_name: Option<String>,
+    /// What `clone` copies: `Claim` (default; CSI volume cloning, the claim as its
+    /// `dataSource`) or `Snapshot` (a restore: the lifecycle's VolumeSnapshot as its
+    /// `dataSource`; needs `snapshot` in `operations`). The clone has the claim's class,
+    /// size, access mode and volume mode; the class must bind at once (`Immediate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone_source: Option<CloneSource>,
+    /// The claim's request after `expand`. Default twice `size`. The class must allow
+    /// expansion (`allowVolumeExpansion: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expanded_size: Option<Quantity>,
     /// Limits on the result, per operation; a miss fails the run (`ThresholdsMet=False`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
@@ -129,12 +158,21 @@ impl VolumeMode {
     }
 }
 
+/// What a `clone` copies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[allow(missing_docs)]
+pub enum CloneSource {
+    #[default]
+    Claim,
+    Snapshot,
+}
+
 /// A limit on one operation of a control-plane run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneThreshold {
-    /// `provision`, `attach`, `firstIO` or `delete`.
-    #[schemars(regex(pattern = r"^(provision|attach|firstIO|delete)$"))]
+    /// `provision`, `attach`, `firstIO`, `snapshot`, `clone`, `expand` or `delete`.
+    #[schemars(regex(pattern = r"^(provision|attach|firstIO|snapshot|clone|expand|delete)$"))]
     pub operation: String,
     /// Highest acceptable p99 latency of the operation (e.g. `30s`).
     pub max_p99: HumanDuration,
@@ -161,6 +199,11 @@ impl ControlPlaneSpec {
     /// The claims' volume mode.
     pub fn volume_mode(&self) -> VolumeMode {
         self.volume_mode.unwrap_or_default()
+    }
+
+    /// What `clone` copies.
+    pub fn clone_source(&self) -> CloneSource {
+        self.clone_source.unwrap_or_default()
     }
 
     /// Whether `op` is measured.

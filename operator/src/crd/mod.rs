@@ -547,7 +547,10 @@ mod tests {
         // The schema: workload no longer required, one of the two (or both) is.
         let crd = serde_json::to_string(&crate::crd()).expect("crd");
         assert!(crd.contains("has(self.workload) || has(self.controlPlane)"));
-        assert!(crd.contains("snapshot, clone and expand are not supported yet"));
+        assert!(crd.contains(
+            "give a subset of provision, attach, firstIO, snapshot, clone, expand, delete"
+        ));
+        assert!(crd.contains("list snapshot in operations too"));
     }
 
     #[test]

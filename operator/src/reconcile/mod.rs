@@ -25,8 +25,10 @@
 //! - `benchmarkschedules`: get, list, watch; `benchmarkschedules/status`: patch (the schedule
 //!   controller, [`crate::schedule`]; its runs are created and deleted under `benchmarkruns`)
 //! - `pods`: get, list, watch, create, delete; `persistentvolumeclaims`: get, list, watch,
-//!   create, delete (get: an existing claim is checked to be the run's; list, watch: a
-//!   control-plane run's claims, by label)
+//!   create, delete, patch (get: an existing claim is checked to be the run's; list, watch: a
+//!   control-plane run's claims, by label; patch: a control-plane run's `expand` of its own
+//!   claims); `volumesnapshots`: list, watch, create, delete (snapshot.storage.k8s.io; a
+//!   control-plane run's `snapshot` of its own claims)
 //! - `persistentvolumes`: get, list, watch; `storageclasses`: get (storage.k8s.io; control-plane
 //!   runs: a claim's volume seen created and deleted, whether its class binds on first
 //!   consumer; chart value `rbac.controlPlane`)
