@@ -1,7 +1,8 @@
-"""Control-plane figures of the test cluster's two provisioners (bench/controlplane.sh runs this).
+"""Control-plane figures of the test cluster's provisioners (bench/controlplane.sh runs this).
 
 For each StorageClass and each concurrency: one control-plane run of COUNT claims (provision,
-attach, firstIO, delete), run by the operator binary on the host watching one namespace. Prints
+attach, firstIO, delete, and with OPERATIONS also snapshot, clone and expand: a second table
+gives their figures), run by the operator binary on the host watching one namespace. Prints
 a Markdown table: provision-to-first-I/O p50/p99 (status.controlPlane.provisionToFirstIO), the
 operations' p50/p99, and the API server's requests per lifecycle: the increase of the API
 server's apiserver_request_total over the run (read with `kubectl get --raw /metrics` before
@@ -24,6 +25,10 @@ WORKER_IMAGE = os.environ["WORKER_IMAGE"]
 CLASSES = os.environ.get("CLASSES", "benchrun-hostpath local-path").split()
 CONCURRENCIES = [int(c) for c in sys.argv[1:]] or [1, 5, 20]
 COUNT = int(os.environ.get("COUNT", "20"))
+OPERATIONS = os.environ.get("OPERATIONS", "provision attach firstIO delete").split()
+CSI_OPS = [o for o in ("snapshot", "clone", "expand") if o in OPERATIONS]
+if not {"provision", "attach", "firstIO", "delete"} <= set(OPERATIONS):
+    sys.exit("OPERATIONS must include provision attach firstIO delete (the first table's columns)")
 NS = "benchrun-cp-bench"
 METRICS_PORT = 18391
 KEY = b"benchrun-controlplane-bench-operator-key"
@@ -97,10 +102,12 @@ def run_one(cls, conc):
     spec = {
         "apiVersion": "benchrun.dev/v1alpha1", "kind": "BenchmarkRun",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {"controlPlane": {"operations": ["provision", "attach", "firstIO", "delete"],
+        "spec": {"controlPlane": {"operations": OPERATIONS,
                                   "count": COUNT, "concurrency": conc, "storageClassName": cls,
                                   "size": "16Mi", "timeout": "2m"}},
     }
+    if "expand" in OPERATIONS:
+        spec["spec"]["controlPlane"]["expandedSize"] = "32Mi"
     kubectl("delete", "benchmarkrun", name, "-n", NS, "--ignore-not-found", "--wait=true")
     a0, o0, t0 = apiserver_requests(), operator_requests(), time.time()
     kubectl("apply", "-f", "-", stdin=json.dumps(spec))
@@ -160,6 +167,19 @@ def main():
             print(f"| {cls} | {conc} | {pp(e2e)} | {pp(ops['provision'])} | {pp(ops['attach'])} | "
                   f"{ops['firstIO']['p50Ms']:.1f} / {ops['firstIO']['p99Ms']:.1f} ms | {pp(ops['delete'])} | "
                   f"{wall:.1f} s | {per:.1f} | {own:.1f} | {verbs} | {resources} |")
+        if CSI_OPS:
+            # Each operation with its phases (bound, pvCreated, pvResized), p50 / p99 in ms.
+            print()
+            print("| class | concurrency | " + " | ".join(f"{o} p50 / p99" for o in CSI_OPS) + " |")
+            print("| --- | ---: | " + " | ".join("---:" for _ in CSI_OPS) + " |")
+            for cls, conc, e2e, ops, *_ in rows:
+                cells = []
+                for o in CSI_OPS:
+                    r = ops[o]
+                    phases = "; ".join(f"{k} {p['p50Ms']:.0f} / {p['p99Ms']:.0f}"
+                                       for k, p in sorted(r.get("phases", {}).items()))
+                    cells.append(f"{r['p50Ms']:.0f} / {r['p99Ms']:.0f} ms ({phases})")
+                print(f"| {cls} | {conc} | " + " | ".join(cells) + " |")
     finally:
         op.terminate()
         op.wait(timeout=30)

@@ -5,6 +5,8 @@
 #
 #   bench/controlplane.sh [CONCURRENCY...]     default: 1 5 20
 #   COUNT=40 CLASSES=local-path bench/controlplane.sh 5
+#   CLASSES=benchrun-csi OPERATIONS="provision attach firstIO snapshot clone expand delete" \
+#     bench/controlplane.sh 1 5                  the CSI driver's snapshot, clone and expand too
 #
 # Needs the test cluster and its images: tests/cluster/up.sh && tests/cluster/image.sh
 # (up.sh starts both provisioners). For each class and concurrency: a control-plane run of
@@ -25,7 +27,8 @@ apt_install python3
 export KUBECTL=$K8S_BIN/kubectl KUBECONFIG=$KUBECONFIG_OUT WORKER_IMAGE
 export OPERATOR_BIN=${OPERATOR_BIN:-$STATE_DIR/images/benchrun-operator}
 [ -x "$OPERATOR_BIN" ] || die "no operator binary $OPERATOR_BIN: run tests/cluster/image.sh"
-"$KUBECTL" get storageclass benchrun-hostpath local-path >/dev/null || die "a StorageClass is missing: run tests/cluster/up.sh"
+# shellcheck disable=SC2086  # CLASSES: one class per word
+"$KUBECTL" get storageclass ${CLASSES:-benchrun-hostpath local-path} >/dev/null || die "a StorageClass is missing: run tests/cluster/up.sh"
 echo "load before: $(uptime)"
 [ $# -gt 0 ] || set -- 1 5 20
 python3 "$HERE/controlplane.py" "$@"

@@ -357,3 +357,60 @@ async fn drive<K>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(status: serde_json::Value) -> DynamicObject {
+        let mut o = DynamicObject::new("cp-cp-0", &volume_snapshots());
+        o.data = serde_json::json!({ "status": status });
+        o
+    }
+
+    #[test]
+    fn a_snapshot_is_marked_bound_then_ready_each_once_and_its_error_kept() {
+        let seen = Seen::new(true);
+        seen.snapshot(&snapshot(serde_json::json!({})), false);
+        let m = seen.get("cp-cp-0");
+        assert!(m.snapshot_bound.is_none() && m.snapshot_ready.is_none());
+        seen.snapshot(
+            &snapshot(serde_json::json!({"boundVolumeSnapshotContentName": "c-1", "readyToUse": false, "error": {"message": "driver busy"}})),
+            false,
+        );
+        let m = seen.get("cp-cp-0");
+        let bound = m.snapshot_bound.expect("bound");
+        assert!(m.snapshot_ready.is_none());
+        assert_eq!(m.snapshot_error.as_deref(), Some("driver busy"));
+        seen.snapshot(
+            &snapshot(
+                serde_json::json!({"boundVolumeSnapshotContentName": "c-1", "readyToUse": true}),
+            ),
+            false,
+        );
+        let m = seen.get("cp-cp-0");
+        assert_eq!(m.snapshot_bound, Some(bound), "first sight kept");
+        assert!(m.snapshot_ready.is_some() && m.snapshot_gone.is_none());
+        seen.snapshot(&snapshot(serde_json::json!({})), true);
+        assert!(seen.get("cp-cp-0").snapshot_gone.is_some());
+    }
+
+    #[test]
+    fn a_capacity_keeps_the_instant_it_was_first_seen_at_its_value() {
+        let t0 = Instant::now();
+        let t1 = t0 + std::time::Duration::from_millis(5);
+        let t2 = t1 + std::time::Duration::from_millis(5);
+        let mut mark = None;
+        grew(&mut mark, None, t0);
+        assert_eq!(mark, None);
+        grew(&mut mark, Some(16.0), t0);
+        grew(&mut mark, Some(16.0), t1);
+        assert_eq!(
+            mark,
+            Some((16.0, t0)),
+            "an unchanged value keeps its instant"
+        );
+        grew(&mut mark, Some(40.0), t2);
+        assert_eq!(mark, Some((40.0, t2)));
+    }
+}
