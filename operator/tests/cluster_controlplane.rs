@@ -18,8 +18,8 @@ mod common;
 use std::time::Duration;
 
 use benchrun_operator::control_plane::objects;
-use benchrun_operator::crd::control_plane::OPERATIONS;
-use benchrun_operator::crd::Phase;
+use benchrun_operator::crd::control_plane::{ControlPlaneStatus, OPERATIONS};
+use benchrun_operator::crd::{BenchmarkRunStatus, Phase};
 use benchrun_test_support::loopdev::Loop;
 use benchrun_test_support::{ClusterScoped, NODES};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
@@ -602,6 +602,30 @@ controlPlane:
     assert_eq!(leftovers(&env, "blk").await, Vec::<String>::new());
 }
 
+/// Run control-plane run `name` of `spec` to its end within `within`: its status, which must
+/// say Succeeded, with its control-plane figures.
+async fn succeeded(
+    env: &Env,
+    name: &str,
+    spec: &str,
+    within: Duration,
+) -> (BenchmarkRunStatus, ControlPlaneStatus) {
+    let api = create_run(env, name, spec).await;
+    let run = wait_for(&api, name, within, "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+    let cp = st.control_plane.clone().expect("status.controlPlane");
+    (st, cp)
+}
+
+/// Nothing of run `run` is left: no claim, pod, VolumeSnapshot, VolumeSnapshotContent or
+/// PersistentVolume of this test's namespace.
+async fn nothing_left(env: &Env, run: &str) {
+    assert_eq!(leftovers(env, run).await, Vec::<String>::new());
+    assert_eq!(snapshot_leftovers(env, run).await, Vec::<String>::new());
+    assert_eq!(volumes_of(env).await, Vec::<String>::new());
+}
+
 /// Snapshot, clone and expand through the real CSI sidecars and snapshot controller (in front
 /// of benchrun's own plugin, whose volumes are ext4 images: the snapshot and the clone copy
 /// the image, the expansion grows it and runs resize2fs): 4 claims 2 at a time through all
@@ -614,10 +638,7 @@ async fn snapshot_clone_and_expand_through_the_real_csi_sidecars() {
     let env = env("op-cp-csi").await;
     csi_driver_is_up(&env).await;
     let _op = spawn_operator(&env);
-    let api = create_run(
-        &env,
-        "cpcsi",
-        r#"
+    let spec = r#"
 controlPlane:
   operations: [provision, attach, firstIO, snapshot, clone, expand, delete]
   count: 4
@@ -627,20 +648,8 @@ controlPlane:
   expandedSize: 40Mi
   timeout: 60s
   thresholds: [{operation: snapshot, maxP99: 60s}, {operation: expand, maxP99: 60s}]
-"#,
-    )
-    .await;
-    let run = wait_for(
-        &api,
-        "cpcsi",
-        Duration::from_secs(240),
-        "finished",
-        finished,
-    )
-    .await;
-    let st = run.status.clone().expect("status");
-    let cp = st.control_plane.clone().expect("status.controlPlane");
-    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
+"#;
+    let (st, cp) = succeeded(&env, "cpcsi", spec, Duration::from_secs(240)).await;
     assert_eq!(
         (cp.requested, cp.completed, cp.failed),
         (4, 4, 0),
@@ -683,18 +692,10 @@ controlPlane:
     }
     assert_eq!(st.thresholds.len(), 2, "{:?}", st.thresholds);
     assert!(st.thresholds.iter().all(|t| t.met), "{:?}", st.thresholds);
-    assert_eq!(leftovers(&env, "cpcsi").await, Vec::<String>::new());
-    assert_eq!(
-        snapshot_leftovers(&env, "cpcsi").await,
-        Vec::<String>::new()
-    );
-    assert_eq!(volumes_of(&env).await, Vec::<String>::new());
+    nothing_left(&env, "cpcsi").await;
 
     // Restores: each clone from its lifecycle's VolumeSnapshot.
-    let api = create_run(
-        &env,
-        "cprestore",
-        r#"
+    let spec = r#"
 controlPlane:
   operations: [provision, firstIO, snapshot, clone, delete]
   count: 2
@@ -702,32 +703,12 @@ controlPlane:
   size: 16Mi
   cloneSource: Snapshot
   timeout: 60s
-"#,
-    )
-    .await;
-    let run = wait_for(
-        &api,
-        "cprestore",
-        Duration::from_secs(180),
-        "finished",
-        finished,
-    )
-    .await;
-    let st = run.status.clone().expect("status");
-    let cp = st.control_plane.clone().expect("status.controlPlane");
-    assert_eq!(st.phase, Phase::Succeeded, "{st:#?}");
-    assert_eq!(
-        (cp.operations["clone"].count, cp.operations["clone"].errors),
-        (2, 0),
-        "{cp:#?}"
-    );
+"#;
+    let (_, cp) = succeeded(&env, "cprestore", spec, Duration::from_secs(180)).await;
+    let clone = &cp.operations["clone"];
+    assert_eq!((clone.count, clone.errors), (2, 0), "{cp:#?}");
     assert!(!cp.operations.contains_key("expand"), "not asked: {cp:#?}");
-    assert_eq!(leftovers(&env, "cprestore").await, Vec::<String>::new());
-    assert_eq!(
-        snapshot_leftovers(&env, "cprestore").await,
-        Vec::<String>::new()
-    );
-    assert_eq!(volumes_of(&env).await, Vec::<String>::new());
+    nothing_left(&env, "cprestore").await;
 }
 
 /// A snapshot-taking run deleted while its lifecycles are in flight: the finalizer's sweep and
