@@ -628,9 +628,9 @@ async fn nothing_left(env: &Env, run: &str) {
 
 /// Snapshot, clone and expand through the real CSI sidecars and snapshot controller (in front
 /// of benchrun's own plugin, whose volumes are ext4 images: the snapshot and the clone copy
-/// the image, the expansion grows it and runs resize2fs): 4 claims 2 at a time through all
-/// seven operations, exact counts, every phase Kubernetes exposes, every latency inside the
-/// span; then a second run restoring its clones from the snapshots. Nothing is left: no
+/// the image, the expansion grows it and runs resize2fs; attached through external-attacher,
+/// so the pods wait for their VolumeAttachments): 4 claims 2 at a time through all seven
+/// operations, exact counts, every phase Kubernetes exposes, every latency inside the span; then a second run restoring its clones from the snapshots. Nothing is left: no
 /// claim, pod, VolumeSnapshot, VolumeSnapshotContent or PersistentVolume.
 #[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
@@ -680,6 +680,8 @@ controlPlane:
         }
     }
     for (op, phase) in [
+        ("attach", "vaCreated"),
+        ("attach", "attached"),
         ("snapshot", "bound"),
         ("clone", "pvCreated"),
         ("expand", "pvResized"),
@@ -690,6 +692,14 @@ controlPlane:
             cp.operations[op].phases.keys()
         );
     }
+    // Each pod's VolumeAttachment is created before it is attached (so every percentile of
+    // the first is at most the second's), and the kubelet mounts only after that.
+    let attach = &cp.operations["attach"].phases;
+    let (created, attached) = (&attach["vaCreated"], &attach["attached"]);
+    assert!(
+        created.p50_ms <= attached.p50_ms && created.max_ms <= attached.max_ms,
+        "{attach:#?}"
+    );
     assert_eq!(st.thresholds.len(), 2, "{:?}", st.thresholds);
     assert!(st.thresholds.iter().all(|t| t.met), "{:?}", st.thresholds);
     nothing_left(&env, "cpcsi").await;

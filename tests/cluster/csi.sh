@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The test cluster's CSI driver loop.csi.benchrun.dev: benchrun's own plugin (tests/cluster/csi/,
 # ext4 images on loop devices) behind the real Kubernetes CSI sidecars and snapshot controller,
-# for the control-plane operations that need CSI (snapshot, clone, expand):
+# for the control-plane operations that need CSI (snapshot, clone, expand, VolumeAttachments):
 #   csi.sh build    build, from tests/cluster/csi/go.mod (its `tool` lines) and the Go module
-#                   proxy: the plugin, external-provisioner, external-resizer, csi-snapshotter and
-#                   snapshot-controller into $BENCHRUN_CACHE/csi/<source hash>/ once; prints
+#                   proxy: the plugin, external-provisioner, external-attacher, external-resizer,
+#                   csi-snapshotter and snapshot-controller into $BENCHRUN_CACHE/csi/<source hash>/ once; prints
 #                   the directory
 #   csi.sh up       build; apply the VolumeSnapshot CRDs (from external-snapshotter's client
 #                   module), then run on the host: the plugin's controller with the three
@@ -29,6 +29,7 @@ CSI_ROOT=$CLUSTER_DIR/csi
 CONTROLLER_SOCK=$CSI_ROOT/controller.sock
 MANIFEST=$HERE/addons/csi.yaml
 TOOLS="github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
+github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
 github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
 github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter
 github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller"
@@ -48,7 +49,7 @@ build() {
     flock -w 1800 "$fd" || die "the CSI build lock is still held after 30 min: $BENCHRUN_CACHE/locks/csi.lock"
   fi
   if [ ! -x "$CSI_BIN/benchrun-loop-csi" ]; then
-    log "building the CSI plugin, 3 sidecars and the snapshot controller from the Go module proxy (first time per source: 5 to 10 min on 2 busy cores)"
+    log "building the CSI plugin, 4 sidecars and the snapshot controller from the Go module proxy (first time per source: 5 to 10 min on 2 busy cores)"
     mkdir -p "$CSI_BIN" "$LOG_DIR"
     tmp=$(mktemp -d "$CSI_BIN/.build.XXXXXX")
     # shellcheck disable=SC2086  # TOOLS: one package per word
@@ -57,7 +58,7 @@ build() {
       rm -rf "$tmp"; die "go build in $SRC failed" csi-build
     fi
     # The plugin last: its presence means the whole set is there.
-    for t in csi-provisioner csi-resizer csi-snapshotter snapshot-controller benchrun-loop-csi; do mv "$tmp/$t" "$CSI_BIN/$t"; done
+    for t in csi-provisioner csi-attacher csi-resizer csi-snapshotter snapshot-controller benchrun-loop-csi; do mv "$tmp/$t" "$CSI_BIN/$t"; done
     rmdir "$tmp"
     find "$BENCHRUN_CACHE/csi" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -exec rm -rf {} +
     log "built $CSI_BIN"
@@ -118,6 +119,8 @@ up() {
   # an object created before they have is handled once they have, so nothing is missed).
   ensure csi-provisioner "Started provisioner controller" "$CSI_BIN/csi-provisioner" "$kc" \
     --csi-address="$CONTROLLER_SOCK" --leader-election=false --timeout=60s --v=2
+  ensure csi-attacher "Starting CSI attacher" "$CSI_BIN/csi-attacher" "$kc" \
+    --csi-address="$CONTROLLER_SOCK" --leader-election=false --timeout=60s --v=2
   ensure csi-resizer "Starting external resizer" "$CSI_BIN/csi-resizer" "$kc" \
     --csi-address="$CONTROLLER_SOCK" --leader-election=false --timeout=60s --handle-volume-inuse-error=false --v=2
   ensure csi-snapshotter "Starting CSI snapshotter" "$CSI_BIN/csi-snapshotter" "$kc" \
@@ -125,11 +128,15 @@ up() {
   ensure snapshot-controller "Starting snapshot controller" "$CSI_BIN/snapshot-controller" "$kc" \
     --leader-election=false --feature-gates=CSIVolumeGroupSnapshot=false --v=2
   for n in $NODES; do wait_for "$DRIVER registered on $n" 60 "csi-node-$n" registered "$n"; done
+  # A CSIDriver's attachRequired cannot change: one of an older checkout (false) is replaced.
+  if [ "$(kubectl_ get csidriver "$DRIVER" -o jsonpath='{.spec.attachRequired}' 2>/dev/null)" = false ]; then
+    kubectl_ delete csidriver "$DRIVER" >> "$LOG_DIR/csi.log" 2>&1 || die "replacing CSIDriver $DRIVER failed" csi
+  fi
   kubectl_ apply -f "$MANIFEST" >> "$LOG_DIR/csi.log" 2>&1 || die "applying $MANIFEST failed" csi
   log "CSI driver $DRIVER running (volumes under $CSI_ROOT/images, logs $LOG_DIR/csi-*.log); StorageClass and VolumeSnapshotClass benchrun-csi"
 }
 
-DAEMONS="snapshot-controller csi-snapshotter csi-resizer csi-provisioner csi-controller csi-node-vm csi-node-vm2"
+DAEMONS="snapshot-controller csi-snapshotter csi-resizer csi-attacher csi-provisioner csi-controller csi-node-vm csi-node-vm2"
 
 status() {
   local d

@@ -277,16 +277,17 @@ def check_rbac(docs, overlay, values, documented):
         check(any(b["roleRef"]["kind"] == "Role" and b["metadata"].get("namespace") == watch
                   for b in kinds(docs, "RoleBinding")), f"{overlay}: no RoleBinding in {watch}")
         # Cluster-scoped reads only: list on nodes, and (control-plane runs) get/list/watch on
-        # PersistentVolumes and get on StorageClasses.
+        # PersistentVolumes, get on StorageClasses and list/watch on VolumeAttachments.
         allowed = [
             {(("",), ("nodes",), ("list",))},
             {(("",), ("persistentvolumes",), ("get", "list", "watch")),
-             (("storage.k8s.io",), ("storageclasses",), ("get",))},
+             (("storage.k8s.io",), ("storageclasses",), ("get",)),
+             (("storage.k8s.io",), ("volumeattachments",), ("list", "watch"))},
         ]
         for cr in croles:
             res = {(tuple(r.get("apiGroups", [])), tuple(r["resources"]), tuple(r["verbs"])) for r in cr["rules"]}
             check(res in allowed,
-                  f"{overlay}: with watchNamespace set, ClusterRole {cr['metadata']['name']} grants more than list on nodes or reads of PersistentVolumes and StorageClasses: {cr['rules']}")
+                  f"{overlay}: with watchNamespace set, ClusterRole {cr['metadata']['name']} grants more than list on nodes or reads of PersistentVolumes, StorageClasses and VolumeAttachments: {cr['rules']}")
     else:
         check(len(croles) == 1, f"{overlay}: expected one ClusterRole without watchNamespace")
         check(all("leader-election" in r["metadata"]["name"] for r in roles),
@@ -311,7 +312,7 @@ def check_rbac(docs, overlay, values, documented):
     if not values.get("rbac", {}).get("listNodes", True):
         documented = {k: v for k, v in documented.items() if k != "nodes"}
     if not values.get("rbac", {}).get("controlPlane", True):
-        documented = {k: v for k, v in documented.items() if k not in ("persistentvolumes", "storageclasses")}
+        documented = {k: v for k, v in documented.items() if k not in ("persistentvolumes", "storageclasses", "volumeattachments")}
     if not values.get("workerNetworkPolicy", {}).get("enabled", True):
         documented = {k: v for k, v in documented.items() if k != "networkpolicies"}
     for res, verbs in documented.items():

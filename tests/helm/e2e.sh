@@ -110,13 +110,14 @@ sa=$(k -n "$rns" get deploy -l app.kubernetes.io/instance="$release" \
 as=(--as="system:serviceaccount:$rns:$sa")
 for denied in "get secrets -n default" "list secrets -A" "watch secrets -A" "get secrets -n $rns" \
     "create deployments -n default" "delete nodes" "create clusterrolebindings" \
-    "delete persistentvolumes" "create persistentvolumes" "update storageclasses"; do
+    "delete persistentvolumes" "create persistentvolumes" "update storageclasses" \
+    "patch volumeattachments.storage.k8s.io"; do
   # shellcheck disable=SC2086  # the verb, resource and flags are separate words
   [ "$(k auth can-i $denied "${as[@]}" 2>/dev/null)" = no ] || fail "the operator's ServiceAccount can $denied"
 done
 # Control-plane runs (docs/CONTROL_PLANE.md, rbac.controlPlane): volumes and classes read only.
 for allowed in "create pods -n default" "create secrets -n default" "list nodes" "patch benchmarkruns.benchrun.dev --subresource=status -n default" \
-    "watch persistentvolumes" "get storageclasses"; do
+    "watch persistentvolumes" "get storageclasses" "watch volumeattachments.storage.k8s.io"; do
   # shellcheck disable=SC2086
   [ "$(k auth can-i $allowed "${as[@]}" 2>/dev/null)" = yes ] || fail "the operator's ServiceAccount cannot $allowed"
 done

@@ -172,13 +172,17 @@ RBAC rule on nodes (cluster-scoped): list, for perNode placement.
 */}}
 {{- define "benchrun.storageRules" -}}
 # Control-plane runs (spec.controlPlane): a claim's PersistentVolume seen created and deleted
-# (watch events), and whether its StorageClass binds on first consumer. Read-only.
+# and its VolumeAttachment attached and detached (watch events), and whether its StorageClass
+# binds on first consumer. Read-only.
 - apiGroups: [""]
   resources: ["persistentvolumes"]
   verbs: ["get", "list", "watch"]
 - apiGroups: ["storage.k8s.io"]
   resources: ["storageclasses"]
   verbs: ["get"]
+- apiGroups: ["storage.k8s.io"]
+  resources: ["volumeattachments"]
+  verbs: ["list", "watch"]
 {{- end }}
 
 {{- define "benchrun.nodeRules" -}}

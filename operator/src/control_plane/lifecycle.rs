@@ -1,5 +1,5 @@
 //! One claim's lifecycle: created -> Bound (provision), its pod created -> the container
-//! running (attach), the probe's 4 KiB O_DIRECT write and read (firstIO), the pod deleted, a
+//! running (attach; with a driver that attaches, its VolumeAttachment's phases), the probe's 4 KiB O_DIRECT write and read (firstIO), the pod deleted, a
 //! VolumeSnapshot of the claim -> readyToUse (snapshot), a claim cloned from it -> Bound
 //! (clone), its request raised -> the new capacity (expand), claim deleted -> the
 //! PersistentVolume gone (delete). Each wait ends on a watch event ([`Seen`]) or at the
@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::figures::Figures;
 use super::objects;
-use super::watch::{volume_snapshots, Marks, Seen};
+use super::watch::{volume_snapshots, Attachment, Marks, Seen};
 use crate::crd::control_plane::ControlPlaneSpec;
 use crate::crd::BenchmarkRun;
 
@@ -153,12 +153,19 @@ impl Shared {
                 .await
             {
                 Some(m) => m,
-                None => return Err(self.timed_out("attach", "Pod", name, timeout).await),
+                None => return Err(self.attach_timed_out(name, timeout).await),
             };
             let running = m.running.unwrap_or(from);
             let mut phases = vec![];
             if let Some(s) = m.scheduled.filter(|_| !wffc) {
                 phases.push(("scheduled", s.saturating_duration_since(tp)));
+            }
+            // A driver that attaches: its VolumeAttachment created, then attached.
+            if let Some(a) = self.attachment(&m) {
+                phases.push(("vaCreated", a.requested.saturating_duration_since(from)));
+                if let Some(t) = a.attached {
+                    phases.push(("attached", t.saturating_duration_since(from)));
+                }
             }
             self.lock()
                 .ok("attach", running.saturating_duration_since(from), &phases);
@@ -227,6 +234,7 @@ impl Shared {
             return Ok(());
         }
         let mut end = claim_gone;
+        let mut phases = vec![("claimGone", claim_gone)];
         if m.pv_name.is_some() {
             let Some(m) = self
                 .seen
@@ -241,10 +249,33 @@ impl Shared {
                 ));
             };
             end = m.pv_gone.unwrap_or(td) - td;
+            phases.push(("pvGone", end));
+            // The volume detached after the delete request: a driver's DeleteVolume waits for
+            // it (a detach finished before the request is no part of this figure).
+            if let Some(gone) = self.attachment(&m).and_then(|a| a.gone).filter(|g| *g > td) {
+                phases.push(("detached", gone - td));
+            }
         }
-        self.lock()
-            .ok("delete", end, &[("claimGone", claim_gone), ("pvGone", end)]);
+        self.lock().ok("delete", end, &phases);
         Ok(())
+    }
+
+    /// The VolumeAttachment of the lifecycle's PersistentVolume, when attachments are watched
+    /// and one was seen.
+    fn attachment(&self, m: &Marks) -> Option<Attachment> {
+        self.seen.attachment(m.pv_name.as_deref()?)
+    }
+
+    /// The pod not running within the timeout: the pod's last Event, and the attach error
+    /// its VolumeAttachment reports, if any (then the error's kind is `attachFailed`).
+    async fn attach_timed_out(&self, name: &str, timeout: Duration) -> Failure {
+        let error = self.attachment(&self.seen.get(name)).and_then(|a| a.error);
+        let mut f = self.timed_out("attach", "Pod", name, timeout).await;
+        if let Some(e) = error {
+            f.kind = "attachFailed";
+            f.message = format!("{}; its VolumeAttachment's attachError: {e}", f.message);
+        }
+        f
     }
 
     fn snapshots(&self) -> Api<DynamicObject> {

@@ -241,7 +241,7 @@ pub async fn execute(
             };
         }
     }
-    let seen = watch::Seen::new(cp.measures("snapshot"));
+    let seen = watch::Seen::new(cp.measures("snapshot"), cp.measures("attach"));
     // A JoinSet aborts what it holds when dropped: the watches end with this task, also when
     // it is aborted (the run deleted).
     let mut watches = tokio::task::JoinSet::new();
@@ -254,7 +254,7 @@ pub async fn execute(
         return Outcome {
             status: ControlPlaneStatus::default(),
             failure: Some(format!(
-                "the watches of claims, pods, PersistentVolumes (and VolumeSnapshots, when measured) did not list within {LIST_TIMEOUT:?} (RBAC: list and watch on persistentvolumes and volumesnapshots?)"
+                "the watches of claims, pods, PersistentVolumes (and VolumeSnapshots and VolumeAttachments, when measured) did not list within {LIST_TIMEOUT:?} (RBAC: list and watch on persistentvolumes, volumesnapshots and volumeattachments?)"
             )),
         };
     }

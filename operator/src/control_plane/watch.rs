@@ -4,16 +4,18 @@
 //! milliseconds on a healthy API server, is part of it; no poll interval is).
 //!
 //! One watch per kind per run: the run's claims, pods and (when `snapshot` is measured)
-//! VolumeSnapshots by label, and every PersistentVolume (provisioned volumes carry no label
-//! of ours; they are matched by their `claimRef`). Lifecycles wait on [`Seen::wait`] and read
-//! their claim's entry (a lifecycle's claim, pod and snapshot share one name, so one entry;
-//! its clone has a name and an entry of its own).
+//! VolumeSnapshots by label, every PersistentVolume (provisioned volumes carry no label of
+//! ours; they are matched by their `claimRef`) and (when `attach` is measured) every
+//! VolumeAttachment (made by the attach/detach controller, matched by their volume's name).
+//! Lifecycles wait on [`Seen::wait`] and read their claim's entry (a lifecycle's claim, pod and
+//! snapshot share one name, so one entry; its clone has a name and an entry of its own).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
@@ -69,6 +71,22 @@ pub struct Marks {
     pub snapshot_gone: Option<Instant>,
 }
 
+/// A PersistentVolume's VolumeAttachment (CSI drivers with `attachRequired`): the attach/detach
+/// controller creates it once the pod is scheduled and the claim bound, the driver's
+/// external-attacher sets `status.attached` after `ControllerPublishVolume`, and the kubelet
+/// mounts only after that. Deleted (after `ControllerUnpublishVolume`) when the volume detaches.
+#[derive(Clone, Debug)]
+pub struct Attachment {
+    /// First seen (its create event).
+    pub requested: Instant,
+    /// `status.attached` true.
+    pub attached: Option<Instant>,
+    /// `status.attachError.message`, the latest.
+    pub error: Option<String>,
+    /// Deleted: the volume detached.
+    pub gone: Option<Instant>,
+}
+
 /// The annotation the scheduler puts on a `WaitForFirstConsumer` claim when it has chosen
 /// the node of the claim's first pod.
 const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
@@ -81,20 +99,33 @@ pub struct Seen {
     /// Watches that finished their initial list: the lifecycles start once all have, so no
     /// state change is first seen in a list (late) rather than as an event.
     listed: Arc<std::sync::atomic::AtomicUsize>,
-    /// How many watches there are: claims, pods, PersistentVolumes, and VolumeSnapshots
-    /// when they are measured.
+    /// How many watches there are: claims, pods, PersistentVolumes, and VolumeSnapshots and
+    /// VolumeAttachments when they are measured.
     watches: usize,
+    snapshots: bool,
+    /// VolumeAttachments by PersistentVolume name when watched (`None` otherwise); kept apart
+    /// from [`Marks`] so that one seen before its volume's PersistentVolume is not lost.
+    attachments: Option<Arc<Mutex<HashMap<String, Attachment>>>>,
 }
 
 impl Seen {
-    /// The marks of a run that watches VolumeSnapshots too when `snapshots`.
-    pub fn new(snapshots: bool) -> Self {
+    /// The marks of a run that watches VolumeSnapshots too when `snapshots`, and
+    /// VolumeAttachments when `attachments`.
+    pub fn new(snapshots: bool, attachments: bool) -> Self {
         Self {
             marks: Arc::default(),
             tx: Arc::new(tokio::sync::watch::channel(0).0),
             listed: Arc::default(),
-            watches: if snapshots { 4 } else { 3 },
+            watches: 3 + usize::from(snapshots) + usize::from(attachments),
+            snapshots,
+            attachments: attachments.then(Arc::default),
         }
+    }
+
+    /// The VolumeAttachment of PersistentVolume `pv`, if one was seen.
+    pub fn attachment(&self, pv: &str) -> Option<Attachment> {
+        let a = self.attachments.as_ref()?;
+        a.lock().unwrap_or_else(|e| e.into_inner()).get(pv).cloned()
     }
 
     /// A copy of `name`'s marks.
@@ -283,20 +314,56 @@ impl Seen {
         });
     }
 
+    fn attachment_event(&self, va: &VolumeAttachment, deleted: bool) {
+        let Some(map) = &self.attachments else { return };
+        let Some(pv) = va.spec.source.persistent_volume_name.clone() else {
+            return; // an inline volume's: never a claim's
+        };
+        let st = va.status.as_ref();
+        let attached = st.is_some_and(|s| s.attached);
+        let error = st
+            .and_then(|s| s.attach_error.as_ref())
+            .and_then(|e| e.message.clone());
+        let now = Instant::now();
+        {
+            let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+            let a = map.entry(pv).or_insert(Attachment {
+                requested: now,
+                attached: None,
+                error: None,
+                gone: None,
+            });
+            if attached {
+                a.attached.get_or_insert(now);
+            }
+            if error.is_some() {
+                a.error = error;
+            }
+            if deleted {
+                a.gone.get_or_insert(now);
+            }
+        }
+        self.tx.send_modify(|g| *g += 1);
+    }
+
     /// Register `name` before its claim is created, so the PV watch knows it is ours.
     pub fn expect(&self, name: &str) {
         self.lock().entry(name.to_string()).or_default();
     }
 
     /// Follow the run's claims, pods and, if [`Seen::new`] said so, VolumeSnapshots (by
-    /// `selector`) in `ns` and every PV, until dropped.
+    /// `selector`) in `ns`, every PV and, if said so, every VolumeAttachment, until dropped.
     pub async fn follow(self, client: kube::Client, ns: String, selector: String) {
         let cfg = watcher::Config::default().labels(&selector);
         let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
         let pods = Api::<Pod>::namespaced(client.clone(), &ns);
-        let snaps = (self.watches > 3).then(|| {
+        let snaps = self.snapshots.then(|| {
             Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &volume_snapshots())
         });
+        let vas = self
+            .attachments
+            .is_some()
+            .then(|| Api::<VolumeAttachment>::all(client.clone()));
         let pvs = Api::<PersistentVolume>::all(client);
         let a = drive(&self, watcher::watcher(claims, cfg.clone()), {
             let s = self.clone();
@@ -315,11 +382,22 @@ impl Seen {
                 .await
             }
         };
+        let e = async {
+            if let Some(vas) = vas {
+                let s = self.clone();
+                drive(
+                    &self,
+                    watcher::watcher(vas, watcher::Config::default()),
+                    move |va, del| s.attachment_event(va, del),
+                )
+                .await
+            }
+        };
         let c = drive(&self, watcher::watcher(pvs, watcher::Config::default()), {
             let s = self.clone();
             move |pv: &PersistentVolume, del: bool| s.pv(pv, &ns, del)
         });
-        tokio::join!(a, b, c, d);
+        tokio::join!(a, b, c, d, e);
     }
 }
 
@@ -370,7 +448,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_is_marked_bound_then_ready_each_once_and_its_error_kept() {
-        let seen = Seen::new(true);
+        let seen = Seen::new(true, false);
         seen.snapshot(&snapshot(serde_json::json!({})), false);
         let m = seen.get("cp-cp-0");
         assert!(m.snapshot_bound.is_none() && m.snapshot_ready.is_none());
@@ -393,6 +471,62 @@ mod tests {
         assert!(m.snapshot_ready.is_some() && m.snapshot_gone.is_none());
         seen.snapshot(&snapshot(serde_json::json!({})), true);
         assert!(seen.get("cp-cp-0").snapshot_gone.is_some());
+    }
+
+    fn attachment(pv: Option<&str>, status: serde_json::Value) -> VolumeAttachment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "csi-0123"},
+            "spec": {"attacher": "loop.csi.benchrun.dev", "nodeName": "vm",
+                     "source": {"persistentVolumeName": pv}},
+            "status": status,
+        }))
+        .expect("a VolumeAttachment")
+    }
+
+    #[test]
+    fn a_volume_attachment_is_marked_by_its_volume_requested_attached_and_gone() {
+        let seen = Seen::new(false, true);
+        assert!(seen.attachment("pv-1").is_none());
+        seen.attachment_event(
+            &attachment(
+                Some("pv-1"),
+                serde_json::json!({"attached": false, "attachError": {"message": "node busy"}}),
+            ),
+            false,
+        );
+        let a = seen.attachment("pv-1").expect("seen");
+        assert!(a.attached.is_none() && a.gone.is_none());
+        assert_eq!(a.error.as_deref(), Some("node busy"));
+        seen.attachment_event(
+            &attachment(Some("pv-1"), serde_json::json!({"attached": true})),
+            false,
+        );
+        let b = seen.attachment("pv-1").expect("seen");
+        assert_eq!(b.requested, a.requested, "first sight kept");
+        assert!(b.attached.is_some_and(|t| t >= b.requested));
+        seen.attachment_event(
+            &attachment(Some("pv-1"), serde_json::json!({"attached": true})),
+            true,
+        );
+        assert!(seen.attachment("pv-1").expect("seen").gone.is_some());
+        // An inline volume's attachment names no PersistentVolume: nothing of a claim's.
+        seen.attachment_event(
+            &attachment(None, serde_json::json!({"attached": true})),
+            false,
+        );
+        assert!(seen.attachment("").is_none());
+    }
+
+    #[test]
+    fn attachments_not_watched_are_never_reported() {
+        let seen = Seen::new(true, false);
+        seen.attachment_event(
+            &attachment(Some("pv-1"), serde_json::json!({"attached": true})),
+            false,
+        );
+        assert!(seen.attachment("pv-1").is_none());
+        assert_eq!(seen.watches, 4);
+        assert_eq!(Seen::new(true, true).watches, 5);
     }
 
     #[test]

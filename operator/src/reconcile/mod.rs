@@ -29,9 +29,10 @@
 //!   control-plane run's claims, by label; patch: a control-plane run's `expand` of its own
 //!   claims); `volumesnapshots`: list, watch, create, delete (snapshot.storage.k8s.io; a
 //!   control-plane run's `snapshot` of its own claims)
-//! - `persistentvolumes`: get, list, watch; `storageclasses`: get (storage.k8s.io; control-plane
-//!   runs: a claim's volume seen created and deleted, whether its class binds on first
-//!   consumer; chart value `rbac.controlPlane`)
+//! - `persistentvolumes`: get, list, watch; `storageclasses`: get; `volumeattachments`: list,
+//!   watch (storage.k8s.io; control-plane runs: a claim's volume seen created, attached,
+//!   detached and deleted, whether its class binds on first consumer; chart value
+//!   `rbac.controlPlane`)
 //! - `configmaps`: get, list, create, patch (list: the per-worker result objects of a run, by
 //!   label); `secrets`: **create only** (the per-run token; never
 //!   get/list, so credentials referenced by runs stay unreadable to the operator)

@@ -28,6 +28,7 @@ func (c *controller) ControllerGetCapabilities(context.Context, *csi.ControllerG
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+		csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}})
 	}
@@ -131,15 +132,72 @@ func (c *controller) DeleteVolume(_ context.Context, req *csi.DeleteVolumeReques
 		return nil, err
 	}
 	defer c.store.lock(req.GetVolumeId())()
+	if node, err := c.store.attachedTo(req.GetVolumeId()); err != nil {
+		return nil, err
+	} else if node != "" {
+		return nil, errorf(codes.FailedPrecondition, "volume %s is still published to node %s", req.GetVolumeId(), node)
+	}
 	if dev, err := loopOf(path); err != nil {
 		return nil, err
 	} else if dev != "" {
-		return nil, errorf(codes.FailedPrecondition, "volume %s is still attached (%s)", req.GetVolumeId(), dev)
+		return nil, errorf(codes.FailedPrecondition, "volume %s is still mounted (%s)", req.GetVolumeId(), dev)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, errorf(codes.Internal, "%v", err)
 	}
 	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// ControllerPublishVolume attaches a volume to one node (the external-attacher calls it for a
+// VolumeAttachment): recorded in the store, where that node's NodePublishVolume looks for it,
+// as a real driver's node finds a disk only once the controller has attached it there. A
+// volume attached elsewhere is refused: an ext4 image mounts on one node at a time.
+func (c *controller) ControllerPublishVolume(_ context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+	node := req.GetNodeId()
+	if node == "" {
+		return nil, errorf(codes.InvalidArgument, "no node id")
+	}
+	if err := checkCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()}); err != nil {
+		return nil, err
+	}
+	path, err := c.store.volume(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	defer c.store.lock(req.GetVolumeId())()
+	if _, err := size(path); err != nil {
+		return nil, err
+	}
+	had, err := c.store.attachedTo(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if had != "" && had != node {
+		return nil, errorf(codes.FailedPrecondition, "volume %s is attached to node %s, not %s", req.GetVolumeId(), had, node)
+	}
+	if err := c.store.setAttached(req.GetVolumeId(), node); err != nil {
+		return nil, err
+	}
+	return &csi.ControllerPublishVolumeResponse{}, nil
+}
+
+// ControllerUnpublishVolume detaches it; a volume that is gone or attached elsewhere counts
+// as detached from this node (the spec's idempotent OK).
+func (c *controller) ControllerUnpublishVolume(_ context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+	if _, err := c.store.volume(req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	defer c.store.lock(req.GetVolumeId())()
+	had, err := c.store.attachedTo(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if had != "" && (req.GetNodeId() == "" || had == req.GetNodeId()) {
+		if err := c.store.setAttached(req.GetVolumeId(), ""); err != nil {
+			return nil, err
+		}
+	}
+	return &csi.ControllerUnpublishVolumeResponse{}, nil
 }
 
 func (c *controller) ValidateVolumeCapabilities(_ context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {

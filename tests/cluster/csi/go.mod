@@ -22,6 +22,7 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
+	github.com/evanphx/json-patch v5.9.11+incompatible // indirect
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
@@ -53,6 +54,7 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/kubernetes-csi/csi-lib-utils v0.25.0 // indirect
+	github.com/kubernetes-csi/external-attacher/v4 v4.13.0 // indirect
 	github.com/kubernetes-csi/external-provisioner/v6 v6.4.0 // indirect
 	github.com/kubernetes-csi/external-resizer/v2 v2.3.0 // indirect
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0 // indirect
@@ -123,6 +125,7 @@ require (
 )
 
 tool (
+	github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
 	github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner
 	github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
 	github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter

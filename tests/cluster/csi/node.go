@@ -42,6 +42,11 @@ func (n *node) NodePublishVolume(_ context.Context, req *csi.NodePublishVolumeRe
 	if _, err := size(path); err != nil {
 		return nil, err
 	}
+	if on, err := n.store.attachedTo(req.GetVolumeId()); err != nil {
+		return nil, err
+	} else if on != n.id {
+		return nil, errorf(codes.FailedPrecondition, "volume %s is not attached to node %s (attached to %q): ControllerPublishVolume first", req.GetVolumeId(), n.id, on)
+	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return nil, errorf(codes.Internal, "%v", err)
 	}

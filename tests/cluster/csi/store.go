@@ -14,8 +14,11 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// The images of one plugin: ROOT/volumes/<id>.img and ROOT/snapshots/<id>.img. An id is the
-// name the sidecar gave (pvc-<uid>, snapshot-<uid>), so a retried create finds its image.
+// The images of one plugin: ROOT/volumes/<id>.img and ROOT/snapshots/<id>.img, and the node a
+// volume is published to (ControllerPublishVolume) in ROOT/attachments/<id>. An id is the name
+// the sidecar gave (pvc-<uid>, snapshot-<uid>), so a retried create finds its image. The
+// controller and every node's plugin share ROOT (one machine), as a real driver's would share
+// its storage system's state.
 type store struct {
 	root  string
 	mu    sync.Mutex
@@ -25,7 +28,7 @@ type store struct {
 var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 func openStore(root string) (*store, error) {
-	for _, d := range []string{"volumes", "snapshots"} {
+	for _, d := range []string{"volumes", "snapshots", "attachments"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o750); err != nil {
 			return nil, err
 		}
@@ -59,6 +62,37 @@ func (s *store) snapshot(id string) (string, error) {
 		return "", errorf(codes.InvalidArgument, "snapshot id %q: want [A-Za-z0-9._-], at most 128", id)
 	}
 	return filepath.Join(s.root, "snapshots", id+".img"), nil
+}
+
+// attachedTo: the node volume id is published to, or "" when none.
+func (s *store) attachedTo(id string) (string, error) {
+	if !validID.MatchString(id) {
+		return "", errorf(codes.InvalidArgument, "volume id %q: want [A-Za-z0-9._-], at most 128", id)
+	}
+	b, err := os.ReadFile(filepath.Join(s.root, "attachments", id))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", errorf(codes.Internal, "%v", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// setAttached records volume id published to node, or none when node is "" (through a
+// temporary name, so a reader never sees half a record).
+func (s *store) setAttached(id, node string) error {
+	path := filepath.Join(s.root, "attachments", id)
+	if node == "" {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return errorf(codes.Internal, "%v", err)
+		}
+		return nil
+	}
+	if err := os.WriteFile(path+".tmp", []byte(node+"\n"), 0o600); err != nil {
+		return errorf(codes.Internal, "%v", err)
+	}
+	return rename(path+".tmp", path)
 }
 
 // size of an image, or codes.NotFound.
