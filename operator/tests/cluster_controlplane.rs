@@ -630,8 +630,10 @@ async fn nothing_left(env: &Env, run: &str) {
 /// of benchrun's own plugin, whose volumes are ext4 images: the snapshot and the clone copy
 /// the image, the expansion grows it and runs resize2fs; attached through external-attacher,
 /// so the pods wait for their VolumeAttachments): 4 claims 2 at a time through all seven
-/// operations, exact counts, every phase Kubernetes exposes, every latency inside the span; then a second run restoring its clones from the snapshots. Nothing is left: no
-/// claim, pod, VolumeSnapshot, VolumeSnapshotContent or PersistentVolume.
+/// operations, exact counts, every phase Kubernetes exposes, every latency inside the span;
+/// then a run restoring its clones from the snapshots, and one taking all three while the
+/// pods keep their volumes mounted (`inUse`). Nothing is left: no claim, pod,
+/// VolumeSnapshot, VolumeSnapshotContent or PersistentVolume.
 #[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
 async fn snapshot_clone_and_expand_through_the_real_csi_sidecars() {
@@ -719,6 +721,25 @@ controlPlane:
     assert_eq!((clone.count, clone.errors), (2, 0), "{cp:#?}");
     assert!(!cp.operations.contains_key("expand"), "not asked: {cp:#?}");
     nothing_left(&env, "cprestore").await;
+
+    // In use: snapshot, clone and an online expansion while the pod has the volume mounted
+    // (the operator fails a lifecycle, `notInUse`, whose pod stopped holding it before the
+    // three ended, so success says they ran in use).
+    let spec = r#"
+controlPlane:
+  operations: [provision, attach, snapshot, clone, expand, delete]
+  count: 2
+  storageClassName: benchrun-csi
+  size: 16Mi
+  inUse: true
+  timeout: 60s
+"#;
+    let (_, cp) = succeeded(&env, "cpinuse", spec, Duration::from_secs(180)).await;
+    for op in ["snapshot", "clone", "expand"] {
+        let r = &cp.operations[op];
+        assert_eq!((r.count, r.errors), (2, 0), "{op}: {cp:#?}");
+    }
+    nothing_left(&env, "cpinuse").await;
 }
 
 /// A snapshot-taking run deleted while its lifecycles are in flight: the finalizer's sweep and

@@ -75,6 +75,11 @@ pub enum Command {
         #[arg(long, default_value = crate::probe::TERMINATION_LOG)]
         message_file: PathBuf,
     },
+    /// Keep a volume mounted, doing nothing, until terminated (SIGTERM or SIGINT): the second
+    /// container of a control-plane pod with `inUse`, so that its snapshot, clone and expand
+    /// find the volume in use after `probe-io` has ended.
+    #[command(hide = true)]
+    ProbeHold,
     /// Measure the data generator on one core (bench/datagen.sh): GiB/s generated and verified.
     #[command(hide = true)]
     DatagenSpeed {

@@ -81,6 +81,10 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
             emit(&merged, summary.as_deref(), units, false)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::ProbeHold => {
+            benchrun_worker::probe::hold().await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::DatagenSpeed {
             seconds,
             dedup_ratio,

@@ -156,6 +156,20 @@ fn read_back(f: &std::fs::File, path: &Path, data: &[u8]) -> Result<u64> {
     Ok(read_us)
 }
 
+/// `probe-hold`: wait for SIGTERM or SIGINT, then return. As PID 1 of its container it must
+/// handle them itself (the kernel ignores a signal PID 1 has no handler for), or a pod
+/// deletion would wait for the kill.
+pub async fn hold() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,11 @@
 //! One claim's lifecycle: created -> Bound (provision), its pod created -> the container
-//! running (attach; with a driver that attaches, its VolumeAttachment's phases), the probe's 4 KiB O_DIRECT write and read (firstIO), the pod deleted, a
-//! VolumeSnapshot of the claim -> readyToUse (snapshot), a claim cloned from it -> Bound
-//! (clone), its request raised -> the new capacity (expand), claim deleted -> the
+//! running (attach; with a driver that attaches, its VolumeAttachment's phases), the probe's
+//! 4 KiB O_DIRECT write and read (firstIO), the pod deleted (with `inUse`: after the next
+//! three), a VolumeSnapshot of the claim -> readyToUse (snapshot), a claim cloned from it ->
+//! Bound (clone), its request raised -> the new capacity (expand), claim deleted -> the
 //! PersistentVolume gone (delete). Each wait ends on a watch event ([`Seen`]) or at the
 //! operation's timeout; a timeout is reported with the last Event Kubernetes recorded on the
 //! object (the provisioner's, snapshotter's or resizer's message).
-
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -107,7 +107,8 @@ impl Shared {
             .await
             .map_err(api_failure("provision", "creating the claim"))?;
         let wffc = self.binds_on_consumer(&created).await;
-        let need_pod = wffc || self.cp.measures("attach") || self.cp.measures("firstIO");
+        let need_pod =
+            wffc || self.cp.in_use || self.cp.measures("attach") || self.cp.measures("firstIO");
         // The pod right after its claim, as a StatefulSet's: with WaitForFirstConsumer
         // binding, provisioning waits for it to be scheduled.
         let tp = if need_pod {
@@ -176,26 +177,10 @@ impl Shared {
                 self.lock()
                     .to_first_io(running.saturating_duration_since(t0) + io);
             }
-            // The pod goes first: the claim's protection finalizer holds it while a pod uses it.
-            let dp = DeleteParams {
-                grace_period_seconds: Some(0),
-                ..Default::default()
-            };
-            pods.delete(name, &dp)
-                .await
-                .map_err(api_failure("delete", "deleting the pod"))?;
-            if self
-                .seen
-                .wait(name, Instant::now() + timeout, |m| m.pod_gone.is_some())
-                .await
-                .is_none()
-            {
-                return Err(fail(
-                    "delete",
-                    "timeout",
-                    format!("pod {name} still there after {timeout:?}"),
-                ));
-            }
+        }
+        // Without `inUse` the pod goes before the snapshot, clone and expand (offline).
+        if tp.is_some() && !self.cp.in_use {
+            self.delete_pod(name, timeout).await?;
         }
         if self.cp.measures("snapshot") {
             self.snapshot(i, name, timeout).await?;
@@ -206,6 +191,24 @@ impl Shared {
         }
         if self.cp.measures("expand") {
             self.expand(name, timeout).await?;
+        }
+        if tp.is_some() && self.cp.in_use {
+            // The pod still holds the volume now, so it did through all three (a pod never
+            // comes back): else they were not measured in use, and the run must not say so.
+            let m = self.seen.get(name);
+            if m.pod_gone.is_some() || m.hold_ended {
+                let op = ["expand", "clone", "snapshot"]
+                    .into_iter()
+                    .find(|o| self.cp.measures(o))
+                    .unwrap_or("attach");
+                return Err(fail(
+                    op,
+                    "notInUse",
+                    format!("inUse: pod {name} stopped holding the volume before the snapshot, clone and expand ended (deleted or evicted, or its hold container exited)"),
+                ));
+            }
+            // The pod goes before the claim: its protection finalizer holds it while in use.
+            self.delete_pod(name, timeout).await?;
         }
         // The clone and the snapshot go before the claim, so that its delete is timed alone.
         if self.cp.measures("clone") {
@@ -276,6 +279,31 @@ impl Shared {
             f.message = format!("{}; its VolumeAttachment's attachError: {e}", f.message);
         }
         f
+    }
+
+    /// Delete the lifecycle's pod (grace 0) and wait for it to be gone.
+    async fn delete_pod(&self, name: &str, timeout: Duration) -> Result<(), Failure> {
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        Api::<Pod>::namespaced(self.client.clone(), &self.ns)
+            .delete(name, &dp)
+            .await
+            .map_err(api_failure("delete", "deleting the pod"))?;
+        if self
+            .seen
+            .wait(name, Instant::now() + timeout, |m| m.pod_gone.is_some())
+            .await
+            .is_none()
+        {
+            return Err(fail(
+                "delete",
+                "timeout",
+                format!("pod {name} still there after {timeout:?}"),
+            ));
+        }
+        Ok(())
     }
 
     fn snapshots(&self) -> Api<DynamicObject> {

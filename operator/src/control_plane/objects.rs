@@ -29,6 +29,8 @@ pub const MOUNT: &str = "/data";
 pub const DEVICE: &str = "/dev/benchrun-probe";
 /// The probe pod's container.
 pub const CONTAINER: &str = "probe";
+/// The container that keeps an `inUse` lifecycle's volume mounted after the probe ended.
+pub const HOLD_CONTAINER: &str = "hold";
 
 /// Lifecycle `i`'s claim (and its pod, of the same name).
 pub fn name(run: &str, i: usize) -> String {
@@ -170,20 +172,30 @@ pub fn pod(run: &BenchmarkRun, image: &str, i: usize) -> Result<Pod> {
         };
         (MOUNT, Some(vec![m]), None)
     };
+    let probe = Container {
+        name: CONTAINER.into(),
+        image: Some(workers.image.clone().unwrap_or_else(|| image.to_string())),
+        args: Some(vec!["probe-io".into(), path.into()]),
+        security_context: Some(crate::resources::worker_security_context()),
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        volume_mounts: mounts,
+        volume_devices: devices,
+        resources: workers.resources.clone(),
+        ..Default::default()
+    };
+    let in_use = run.spec.control_plane.as_ref().is_some_and(|cp| cp.in_use);
+    // With `inUse`, a second container keeps the pod running, so the volume stays mounted
+    // (the kubelet unmounts a finished pod's volumes) while the snapshot, clone and expand run.
+    let hold = in_use.then(|| Container {
+        name: HOLD_CONTAINER.into(),
+        args: Some(vec!["probe-hold".into()]),
+        termination_message_policy: None,
+        ..probe.clone()
+    });
     Ok(Pod {
         metadata: meta(run, i)?,
         spec: Some(PodSpec {
-            containers: vec![Container {
-                name: CONTAINER.into(),
-                image: Some(workers.image.clone().unwrap_or_else(|| image.to_string())),
-                args: Some(vec!["probe-io".into(), path.into()]),
-                security_context: Some(crate::resources::worker_security_context()),
-                termination_message_policy: Some("FallbackToLogsOnError".into()),
-                volume_mounts: mounts,
-                volume_devices: devices,
-                resources: workers.resources.clone(),
-                ..Default::default()
-            }],
+            containers: std::iter::once(probe).chain(hold).collect(),
             volumes: Some(vec![Volume {
                 name: "data".into(),
                 persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
@@ -387,6 +399,30 @@ mod tests {
             (d[0].name.as_str(), d[0].device_path.as_str()),
             ("data", DEVICE)
         );
+    }
+
+    #[test]
+    fn an_in_use_pod_holds_its_volume_with_a_second_locked_down_container() {
+        let mut r = run();
+        let one = pod(&r, "img", 0).expect("pod").spec.expect("spec");
+        assert_eq!(one.containers.len(), 1, "not in use: the probe alone");
+        r.spec.control_plane.as_mut().expect("cp").in_use = true;
+        let spec = pod(&r, "img", 0).expect("pod").spec.expect("spec");
+        let [probe, hold] = &spec.containers[..] else {
+            panic!("two containers: {:?}", spec.containers)
+        };
+        assert_eq!(
+            (probe.name.as_str(), hold.name.as_str()),
+            (CONTAINER, HOLD_CONTAINER)
+        );
+        assert_eq!(hold.args.as_deref(), Some(&["probe-hold".to_string()][..]));
+        assert_eq!(
+            hold.volume_mounts, probe.volume_mounts,
+            "the same volume, mounted"
+        );
+        assert_eq!(hold.security_context, probe.security_context);
+        assert_eq!(hold.image, probe.image);
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
     }
 
     #[test]

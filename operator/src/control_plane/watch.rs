@@ -55,6 +55,8 @@ pub struct Marks {
     pub terminated: Option<(i32, String)>,
     /// The pod deleted.
     pub pod_gone: Option<Instant>,
+    /// With `inUse`: the container holding the volume ended (the volume is then unmounted).
+    pub hold_ended: bool,
     /// The claim's `status.capacity.storage` in bytes, and when it was first seen at that
     /// value (capacity only grows, so the first sight of a value at least the expanded size
     /// is when the expansion ended).
@@ -257,9 +259,10 @@ impl Seen {
             cs.iter()
                 .any(|c| c.type_ == "PodScheduled" && c.status == "True")
         });
+        // The probe's status by name: with `inUse` the pod has a second container.
         let state = st
             .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.first())
+            .and_then(|cs| cs.iter().find(|c| c.name == super::objects::CONTAINER))
             .and_then(|c| c.state.clone());
         let running = state
             .as_ref()
@@ -267,6 +270,11 @@ impl Seen {
         let terminated = state
             .and_then(|s| s.terminated)
             .map(|t| (t.exit_code, t.message.or(t.reason).unwrap_or_default()));
+        let hold_ended = st
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.name == super::objects::HOLD_CONTAINER))
+            .and_then(|c| c.state.as_ref())
+            .is_some_and(|s| s.terminated.is_some());
         self.update(&p.name_any(), |m, now| {
             if scheduled {
                 m.scheduled.get_or_insert(now);
@@ -277,6 +285,7 @@ impl Seen {
             if m.terminated.is_none() {
                 m.terminated = terminated;
             }
+            m.hold_ended |= hold_ended;
             if deleted {
                 m.pod_gone.get_or_insert(now);
             }
@@ -515,6 +524,45 @@ mod tests {
             false,
         );
         assert!(seen.attachment("").is_none());
+    }
+
+    fn pod(statuses: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cp-cp-0"},
+            "status": {"containerStatuses": statuses},
+        }))
+        .expect("a pod")
+    }
+
+    fn status(name: &str, state: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"name": name, "image": "i", "imageID": "", "ready": false,
+                           "restartCount": 0, "state": state})
+    }
+
+    #[test]
+    fn the_probe_and_the_hold_container_are_told_apart_by_name() {
+        let seen = Seen::new(false, false);
+        let done = serde_json::json!({"terminated": {"exitCode": 0, "message": "{}"}});
+        let running = serde_json::json!({"running": {}});
+        // The hold container listed first: the probe's state is still the one read.
+        seen.pod(
+            &pod(serde_json::json!([
+                status("hold", running.clone()),
+                status("probe", done.clone())
+            ])),
+            false,
+        );
+        let m = seen.get("cp-cp-0");
+        assert!(m.running.is_some() && !m.hold_ended);
+        assert_eq!(m.terminated, Some((0, "{}".into())));
+        seen.pod(
+            &pod(serde_json::json!([
+                status("probe", done),
+                status("hold", serde_json::json!({"terminated": {"exitCode": 137}}))
+            ])),
+            false,
+        );
+        assert!(seen.get("cp-cp-0").hold_ended);
     }
 
     #[test]

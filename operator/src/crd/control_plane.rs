@@ -53,9 +53,10 @@ pub struct ControlPlaneSpec {
     /// `expandedSize` -> its `status.capacity` that large) and `delete` (claim deleted -> its
     /// PersistentVolume gone). Every lifecycle provisions and deletes its claim whatever is
     /// listed; a pod is created when `attach` or `firstIO` is listed, or when the class binds
-    /// on first consumer. `snapshot`, `clone` and `expand` need a CSI driver that supports
-    /// them (and, for `snapshot`, the VolumeSnapshot CRDs and the snapshot controller); the
-    /// pod is gone before they start, so `expand` is an offline expansion.
+    /// on first consumer (or `inUse` is set). `snapshot`, `clone` and `expand` need a CSI
+    /// driver that supports them (and, for `snapshot`, the VolumeSnapshot CRDs and the
+    /// snapshot controller); the pod is gone before they start (an offline expansion) unless
+    /// `inUse` is set.
     #[schemars(length(min = 1, max = 7))]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
     pub operations: Vec<String>,
@@ -112,6 +113,12 @@ pub struct ControlPlaneSpec {
     /// expansion (`allowVolumeExpansion: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expanded_size: Option<Quantity>,
+    /// Take `snapshot`, `clone` and `expand` while the lifecycle's pod still has the volume
+    /// mounted (a snapshot and a clone of a volume in use, an online expansion), instead of
+    /// after the pod is gone. The pod holds the volume with a second container
+    /// (`probe-hold`) until they are done, then is deleted. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_use: bool,
     /// Limits on the result, per operation; a miss fails the run (`ThresholdsMet=False`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
