@@ -153,6 +153,19 @@ fn report(h: &Latency) -> LatencyReport {
 /// `spec.controlPlane.thresholds` held to the result: the checks (for `status.thresholds`).
 /// An operation with no successful sample misses its limit ("no result").
 pub fn evaluate(spec: &ControlPlaneSpec, st: &ControlPlaneStatus) -> Vec<ThresholdCheck> {
+    // `maxLate`: the arrival rate kept; a run with no arrivals recorded (none started) misses.
+    let late = spec.max_late.map(|max| {
+        let got = st.arrivals.as_ref();
+        ThresholdCheck {
+            op: "arrivals".into(),
+            limit: "maxLate".into(),
+            want: format!("<= {max}"),
+            got: got.map_or("no result".into(), |a| {
+                format!("{} late of {} started", a.late, a.started)
+            }),
+            met: got.is_some_and(|a| a.late <= max),
+        }
+    });
     spec.thresholds
         .iter()
         .map(|t| {
@@ -170,6 +183,7 @@ pub fn evaluate(spec: &ControlPlaneSpec, st: &ControlPlaneStatus) -> Vec<Thresho
                 met: got.is_some_and(|g| g <= want.as_secs_f64() * 1000.0),
             }
         })
+        .chain(late)
         .collect()
 }
 
@@ -244,6 +258,33 @@ mod tests {
         assert!(evaluate(&s, &f.status(&s, Duration::from_secs(2)))
             .iter()
             .all(|c| c.met));
+    }
+
+    #[test]
+    fn max_late_holds_the_arrivals_to_their_rate() {
+        let s = spec("{operations: [provision], count: 10, ratePerSecond: 5, maxLate: 1}");
+        let mut st = Figures::default().status(&s, Duration::from_secs(2));
+        let checks = evaluate(&s, &st);
+        assert_eq!(checks.len(), 1);
+        assert!(!checks[0].met && checks[0].got == "no result", "{checks:?}");
+        let arrivals = |late| crate::crd::control_plane::Arrivals {
+            rate_per_second: 5.0,
+            started: 10,
+            late,
+            max_lag_ms: 40.0,
+        };
+        st.arrivals = Some(arrivals(1));
+        let c = &evaluate(&s, &st)[0];
+        assert!(c.met, "{c:?}");
+        assert_eq!(
+            c.describe(),
+            "arrivals maxLate: got 1 late of 10 started, want <= 1"
+        );
+        st.arrivals = Some(arrivals(2));
+        assert!(!evaluate(&s, &st)[0].met);
+        // Unset: late starts are counted, never a check.
+        let s = spec("{operations: [provision], count: 10, ratePerSecond: 5}");
+        assert!(evaluate(&s, &st).is_empty());
     }
 
     #[test]

@@ -129,6 +129,9 @@ pub fn check(cp: &ControlPlaneSpec) -> Vec<String> {
             "spec.controlPlane.operations: give at least one of {known}"
         ));
     }
+    if cp.max_late.is_some() && cp.rate_per_second.is_none() {
+        errs.push("spec.controlPlane.maxLate limits late starts of an arrival rate: give ratePerSecond too".into());
+    }
     if cp.clone_source() == CloneSource::Snapshot && !cp.measures("snapshot") {
         errs.push("spec.controlPlane.cloneSource: Snapshot clones from the lifecycle's VolumeSnapshot: list snapshot in operations too".into());
     }
@@ -439,6 +442,17 @@ mod tests {
         ] {
             assert!(errs.contains(want), "{want}\nin:\n{errs}");
         }
+    }
+
+    #[test]
+    fn max_late_needs_an_arrival_rate() {
+        let s = spec("{operations: [provision], count: 4, maxLate: 0}");
+        assert_eq!(
+            check(&s),
+            vec!["spec.controlPlane.maxLate limits late starts of an arrival rate: give ratePerSecond too".to_string()]
+        );
+        let s = spec("{operations: [provision], count: 4, ratePerSecond: 2, maxLate: 0}");
+        assert_eq!(check(&s), Vec::<String>::new());
     }
 
     #[test]

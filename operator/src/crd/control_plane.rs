@@ -43,6 +43,7 @@ pub const OPERATIONS: [&str; 7] = [
 #[x_kube(validation = Rule::new("self.operations.all(o, o in ['provision', 'attach', 'firstIO', 'snapshot', 'clone', 'expand', 'delete'])").message("controlPlane.operations: give a subset of provision, attach, firstIO, snapshot, clone, expand, delete").reason(::kube::core::cel::Reason::FieldValueInvalid))]
 #[x_kube(validation = Rule::new("!has(self.cloneSource) || self.cloneSource != 'Snapshot' || 'snapshot' in self.operations").message("controlPlane.cloneSource Snapshot clones from the lifecycle's VolumeSnapshot: list snapshot in operations too"))]
 #[x_kube(validation = Rule::new("!has(self.concurrency) || !has(self.count) || self.concurrency <= self.count").message("controlPlane.concurrency may not exceed controlPlane.count"))]
+#[x_kube(validation = Rule::new("!has(self.maxLate) || has(self.ratePerSecond)").message("controlPlane.maxLate limits late starts of an arrival rate: give ratePerSecond too"))]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneSpec {
     /// What is measured, a subset of `provision` (claim created -> Bound), `attach` (a pod
@@ -119,6 +120,14 @@ pub struct ControlPlaneSpec {
     /// (`probe-hold`) until they are done, then is deleted. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_use: bool,
+    /// With `ratePerSecond`: the most lifecycles that may start late (more than 10 ms after
+    /// due: the `concurrency` cap was reached, or the operator was busy); more fails the run
+    /// (`ThresholdsMet=False`, op `arrivals`), since a run that could not keep its rate did
+    /// not measure the load it was asked for. Unset: late starts are counted
+    /// (`status.controlPlane.arrivals`), never failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_late: Option<u32>,
     /// Limits on the result, per operation; a miss fails the run (`ThresholdsMet=False`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
