@@ -91,6 +91,9 @@ fn control_plane_run(
             errs.push(format!("spec.{field}: not used by a control-plane run"));
         }
     }
+    if cp.start_after.is_some() {
+        errs.push("spec.controlPlane.startAfter: only with a workload (it delays the control operations past the workers' start; alone, they start at once)".into());
+    }
     if let Some(t) = spec.timeout {
         if t.0.is_zero() || t.0 > MAX_TIMEOUT {
             errs.push(format!(
@@ -110,6 +113,18 @@ fn control_plane_beside_workers(
     cp: &crate::crd::control_plane::ControlPlaneSpec,
 ) -> Vec<String> {
     let mut errs = crate::control_plane::check(cp);
+    let load = spec
+        .workload
+        .duration
+        .map(|d| d.0 + spec.workload.warmup.map(|w| w.0).unwrap_or_default());
+    if let (Some(after), Some(load)) = (cp.start_after, load) {
+        if after.0 >= load {
+            errs.push(format!(
+                "spec.controlPlane.startAfter: {after} would start the control operations after the load has ended (workload warmup plus duration: {}s)",
+                load.as_secs()
+            ));
+        }
+    }
     if spec.workload.duration.is_none() {
         errs.push("spec.workload.duration: required with controlPlane (the load the control operations run under needs a known end to be compared with theirs; totalOps, training and checkpoint workloads have none)".into());
     }
@@ -329,6 +344,22 @@ mod tests {
         let errs = spec(&s).expect_err("both sections checked").join("\n");
         assert!(errs.contains("spec.controlPlane.count: from 1"), "{errs}");
         assert!(errs.contains("spec.workload.duration"), "{errs}");
+        // startAfter: within the load (20 s here), and only beside a workload.
+        let later = both.replace("count: 4}", "count: 4, startAfter: 5s}");
+        let s: BenchmarkRunSpec = serde_yaml::from_str(&later).expect("spec");
+        assert_eq!(spec(&s), Ok(()));
+        let s: BenchmarkRunSpec = serde_yaml::from_str(&later.replace("5s", "20s")).expect("spec");
+        let errs = spec(&s).expect_err("after the load").join("\n");
+        assert!(errs.contains("spec.controlPlane.startAfter: 20s would start the control operations after the load has ended (workload warmup plus duration: 20s)"), "{errs}");
+        let alone: BenchmarkRunSpec = serde_yaml::from_str(
+            "controlPlane: {operations: [provision], count: 1, startAfter: 5s}",
+        )
+        .expect("spec");
+        let errs = spec(&alone).expect_err("alone").join("\n");
+        assert!(
+            errs.contains("spec.controlPlane.startAfter: only with a workload"),
+            "{errs}"
+        );
         let with_matrix = format!("{both}matrix: {{parameters: {{concurrency: [1, 2]}}}}\n");
         let s: BenchmarkRunSpec = serde_yaml::from_str(&with_matrix).expect("spec");
         let errs = spec(&s).expect_err("matrix").join("\n");

@@ -221,7 +221,7 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Run `run`'s control-plane benchmark to its end: every lifecycle, then the sweep. With
 /// `not_before` (a run with workers: their start instant) the watches list first and the
-/// first lifecycle starts at that instant.
+/// first lifecycle starts at that instant, plus `startAfter`.
 pub async fn execute(
     client: Client,
     run: BenchmarkRun,
@@ -262,7 +262,8 @@ pub async fn execute(
         };
     }
     if let Some(t) = not_before {
-        tokio::time::sleep_until(t).await;
+        let after = cp.start_after.map(|d| d.0).unwrap_or_default();
+        tokio::time::sleep_until(t + after).await;
     }
     let shared = Arc::new(lifecycle::Shared {
         client: client.clone(),

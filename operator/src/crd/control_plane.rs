@@ -120,6 +120,12 @@ pub struct ControlPlaneSpec {
     /// (`probe-hold`) until they are done, then is deleted. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_use: bool,
+    /// With a workload: the first lifecycle starts this long after the workers' start instant
+    /// (e.g. past the workload's `warmup`, so that the operations meet a steady load); less
+    /// than the workload's `warmup` plus `duration`. Default 0. Not on a run with
+    /// `controlPlane` alone, whose lifecycles start at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_after: Option<HumanDuration>,
     /// With `ratePerSecond`: the most lifecycles that may start late (more than 10 ms after
     /// due: the `concurrency` cap was reached, or the operator was busy); more fails the run
     /// (`ThresholdsMet=False`, op `arrivals`), since a run that could not keep its rate did
