@@ -6,6 +6,7 @@
 //! PersistentVolume gone (delete). Each wait ends on a watch event ([`Seen`]) or at the
 //! operation's timeout; a timeout is reported with the last Event Kubernetes recorded on the
 //! object (the provisioner's, snapshotter's or resizer's message).
+
 use std::sync::Mutex;
 use std::time::Duration;
 
