@@ -104,6 +104,7 @@ pub struct Seen {
     /// How many watches there are: claims, pods, PersistentVolumes, and VolumeSnapshots and
     /// VolumeAttachments when they are measured.
     watches: usize,
+    /// Whether the run's VolumeSnapshots are watched.
     snapshots: bool,
     /// VolumeAttachments by PersistentVolume name when watched (`None` otherwise); kept apart
     /// from [`Marks`] so that one seen before its volume's PersistentVolume is not lost.
