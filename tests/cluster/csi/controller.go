@@ -261,6 +261,8 @@ func (c *controller) DeleteSnapshot(_ context.Context, req *csi.DeleteSnapshotRe
 
 // ControllerExpandVolume grows the image and its file system here (both kubelets share this
 // machine's disk), so no node step is left: the claim's capacity is updated when this returns.
+// A mounted volume is grown online where the plugin may (CAP_SYS_RESOURCE), else refused
+// with FailedPrecondition until no pod uses it (see grow).
 func (c *controller) ControllerExpandVolume(_ context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
 	path, err := c.store.volume(req.GetVolumeId())
 	if err != nil {

@@ -153,11 +153,15 @@ func (i *identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	exp := func(t csi.PluginCapability_VolumeExpansion_Type) *csi.PluginCapability {
 		return &csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: t}}}
 	}
-	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{
+	caps := []*csi.PluginCapability{
 		svc(csi.PluginCapability_Service_CONTROLLER_SERVICE),
-		exp(csi.PluginCapability_VolumeExpansion_ONLINE),
 		exp(csi.PluginCapability_VolumeExpansion_OFFLINE),
-	}}, nil
+	}
+	// Online only where a mounted ext4 can be resized (see grow).
+	if onlineResize() {
+		caps = append(caps, exp(csi.PluginCapability_VolumeExpansion_ONLINE))
+	}
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }
 
 func (i *identity) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {

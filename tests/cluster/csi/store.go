@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -162,18 +163,30 @@ func rename(tmp, path string) error {
 
 // grow an image to `bytes` and its file system with it: through its loop device when one is
 // attached (a mounted volume, online), else on the image itself (offline, after the e2fsck
-// that resize2fs demands).
+// that resize2fs demands); bytes <= 0 leaves it as it is. The file system is resized even when
+// the image already has the size (a retry after a failed resize2fs: one of a file system that
+// already fills its image does nothing). An online resize needs CAP_SYS_RESOURCE (the ext4
+// resize ioctl's check): without it a mounted volume is refused, unchanged, with
+// FailedPrecondition, the CSI spec's answer of a driver that expands offline only.
 func grow(path string, bytes int64) error {
-	have, err := size(path)
-	if err != nil || have >= bytes {
-		return err
+	if bytes <= 0 {
+		return nil
 	}
-	if err := os.Truncate(path, bytes); err != nil {
-		return errorf(codes.Internal, "%v", err)
+	have, err := size(path)
+	if err != nil {
+		return err
 	}
 	dev, err := loopOf(path)
 	if err != nil {
 		return err
+	}
+	if dev != "" && !onlineResize() {
+		return errorf(codes.FailedPrecondition, "%s is in use (%s): this plugin expands it offline only on this machine (an online ext4 resize needs CAP_SYS_RESOURCE, which the plugin lacks)", filepath.Base(path), dev)
+	}
+	if have < bytes {
+		if err := os.Truncate(path, bytes); err != nil {
+			return errorf(codes.Internal, "%v", err)
+		}
 	}
 	if dev != "" {
 		if err := run("losetup", "-c", dev); err != nil {
@@ -189,6 +202,25 @@ func grow(path string, bytes int64) error {
 		}
 	}
 	return run("resize2fs", path)
+}
+
+// capSysResource is CAP_SYS_RESOURCE's bit in /proc/self/status's CapEff.
+const capSysResource = 24
+
+// onlineResize: whether this process may resize a mounted ext4 (CAP_SYS_RESOURCE in its
+// effective set; a container's root may lack it).
+func onlineResize() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return err == nil && caps&(1<<capSysResource) != 0
+		}
+	}
+	return false
 }
 
 // loopOf: the loop device backing path, or "".
