@@ -2,7 +2,7 @@
 
 For each StorageClass and each concurrency: one control-plane run of COUNT claims (provision,
 attach, firstIO, delete, and with OPERATIONS also snapshot, clone and expand: a second table
-gives their figures), run by the operator binary on the host watching one namespace. Prints
+gives their figures; with IN_USE=busy a third gives the I/O the pods kept running meanwhile), run by the operator binary on the host watching one namespace. Prints
 a Markdown table: provision-to-first-I/O p50/p99 (status.controlPlane.provisionToFirstIO), the
 operations' p50/p99, and the API server's requests per lifecycle: the increase of the API
 server's apiserver_request_total over the run (read with `kubectl get --raw /metrics` before
@@ -27,8 +27,15 @@ CONCURRENCIES = [int(c) for c in sys.argv[1:]] or [1, 5, 20]
 COUNT = int(os.environ.get("COUNT", "20"))
 OPERATIONS = os.environ.get("OPERATIONS", "provision attach firstIO delete").split()
 CSI_OPS = [o for o in ("snapshot", "clone", "expand") if o in OPERATIONS]
-if not {"provision", "attach", "firstIO", "delete"} <= set(OPERATIONS):
-    sys.exit("OPERATIONS must include provision attach firstIO delete (the first table's columns)")
+# IN_USE=mounted: snapshot, clone and expand while the pod has the volume mounted (inUse);
+# IN_USE=busy: and while it keeps 4 KiB O_DIRECT I/O running on it (busy; not with firstIO).
+IN_USE = os.environ.get("IN_USE", "")
+if IN_USE not in ("", "mounted", "busy"):
+    sys.exit(f"IN_USE must be mounted or busy, not {IN_USE!r}")
+if IN_USE == "busy" and "firstIO" in OPERATIONS:
+    sys.exit("IN_USE=busy: leave firstIO out of OPERATIONS (it would be timed beside the pod's own I/O)")
+if not {"provision", "attach", "delete"} <= set(OPERATIONS):
+    sys.exit("OPERATIONS must include provision attach delete (the first table's columns)")
 NS = "benchrun-cp-bench"
 METRICS_PORT = 18391
 KEY = b"benchrun-controlplane-bench-operator-key"
@@ -108,6 +115,9 @@ def run_one(cls, conc):
     }
     if "expand" in OPERATIONS:
         spec["spec"]["controlPlane"]["expandedSize"] = "32Mi"
+    if IN_USE:
+        spec["spec"]["controlPlane"]["inUse"] = True
+        spec["spec"]["controlPlane"]["busy"] = IN_USE == "busy"
     kubectl("delete", "benchmarkrun", name, "-n", NS, "--ignore-not-found", "--wait=true")
     a0, o0, t0 = apiserver_requests(), operator_requests(), time.time()
     kubectl("apply", "-f", "-", stdin=json.dumps(spec))
@@ -144,28 +154,32 @@ def main():
             for conc in CONCURRENCIES:
                 run, api, own, secs = run_one(cls, conc)
                 cp = run["status"]["controlPlane"]
-                e2e = cp["provisionToFirstIO"]
+                e2e = cp.get("provisionToFirstIO")
                 ops = cp["operations"]
                 # The run's own requests: the increase less the idle rate over as long.
                 net = {k: v - idle_by_key.get(k, 0) * secs for k, v in api.items()}
                 total = sum(net.values())
                 per = {k: v / COUNT for k, v in net.items()}
                 rows.append((cls, conc, e2e, ops, total / COUNT, own / COUNT, cp["elapsedMs"] / 1000,
-                             top(grouped(per, 0), 6), top(grouped(per, 1), 4)))
+                             top(grouped(per, 0), 6), top(grouped(per, 1), 4), cp.get("busy")))
                 # Each row as soon as it is measured: a run cut short keeps what it has.
+                first = f"claim->firstIO p50/p99 {e2e['p50Ms']:.0f}/{e2e['p99Ms']:.0f} ms; " if e2e else ""
                 print(f"# {cls} c={conc}: {cp['completed']}/{cp['requested']} in {cp['elapsedMs'] / 1000:.1f}s; "
-                      f"claim->firstIO p50/p99 {e2e['p50Ms']:.0f}/{e2e['p99Ms']:.0f} ms; "
-                      f"API requests/lifecycle {total / COUNT:.1f} (operator {own / COUNT:.1f}; {rows[-1][7]})",
+                      f"{first}API requests/lifecycle {total / COUNT:.1f} (operator {own / COUNT:.1f}; {rows[-1][7]})",
                       file=sys.stderr)
                 kubectl("delete", "benchmarkrun", run["metadata"]["name"], "-n", NS, "--wait=true")
-        print(f"{COUNT} claims per row; idle API server rate {idle:.1f} requests/s (subtracted)\n")
+        mode = {"": "", "mounted": "; inUse (snapshot, clone, expand with the volume mounted)",
+                "busy": "; inUse and busy (and with 4 KiB O_DIRECT I/O running on it)"}[IN_USE]
+        print(f"{COUNT} claims per row{mode}; idle API server rate {idle:.1f} requests/s (subtracted)\n")
         print("| class | concurrency | claim -> first I/O p50 / p99 | provision p50 / p99 | attach p50 / p99 | firstIO p50 / p99 | delete p50 / p99 | wall | API requests / lifecycle (all clients, idle subtracted) | of them the operator's | by verb / lifecycle | top resources / lifecycle |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
-        for cls, conc, e2e, ops, per, own, wall, verbs, resources in rows:
+        for cls, conc, e2e, ops, per, own, wall, verbs, resources, _ in rows:
             def pp(r):
-                return f"{r['p50Ms'] / 1000:.2f} / {r['p99Ms'] / 1000:.2f} s"
+                return f"{r['p50Ms'] / 1000:.2f} / {r['p99Ms'] / 1000:.2f} s" if r else "-"
+            io = ops.get("firstIO")
+            io = f"{io['p50Ms']:.1f} / {io['p99Ms']:.1f} ms" if io else "-"
             print(f"| {cls} | {conc} | {pp(e2e)} | {pp(ops['provision'])} | {pp(ops['attach'])} | "
-                  f"{ops['firstIO']['p50Ms']:.1f} / {ops['firstIO']['p99Ms']:.1f} ms | {pp(ops['delete'])} | "
+                  f"{io} | {pp(ops['delete'])} | "
                   f"{wall:.1f} s | {per:.1f} | {own:.1f} | {verbs} | {resources} |")
         # Each operation with its phases (scheduled, vaCreated, attached, bound, pvCreated,
         # pvResized, claimGone, pvGone, detached: those Kubernetes showed), p50 / p99 in ms.
@@ -181,6 +195,15 @@ def main():
                                    for k, p in sorted(r.get("phases", {}).items()))
                 cells.append(f"{r['p50Ms']:.0f} / {r['p99Ms']:.0f} ms ({phases})")
             print(f"| {cls} | {conc} | " + " | ".join(cells) + " |")
+        if IN_USE == "busy":
+            # The I/O the pods kept running through the operations (status.controlPlane.busy).
+            print()
+            print("| class | concurrency | busy I/O: reads / writes / errors | IOPS per volume | p50 / p99 / max |")
+            print("| --- | ---: | ---: | ---: | ---: |")
+            for cls, conc, *_, b in rows:
+                left = f" ({b['latencyLeftOut']} histograms left out)" if b.get("latencyLeftOut") else ""
+                print(f"| {cls} | {conc} | {b['reads']} / {b['writes']} / {b['errors']} | {b['iopsPerVolume']:.0f} | "
+                      f"{b['p50Ms']:.2f} / {b['p99Ms']:.2f} / {b['maxMs']:.1f} ms{left} |")
     finally:
         op.terminate()
         op.wait(timeout=30)

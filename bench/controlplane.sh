@@ -7,6 +7,9 @@
 #   COUNT=40 CLASSES=local-path bench/controlplane.sh 5
 #   CLASSES=benchrun-csi OPERATIONS="provision attach firstIO snapshot clone expand delete" \
 #     bench/controlplane.sh 1 5                  the CSI driver's snapshot, clone and expand too
+#   IN_USE=busy CLASSES=benchrun-csi OPERATIONS="provision attach snapshot clone delete" \
+#     bench/controlplane.sh 2                    ... while the pods keep I/O running on the
+#                                                volumes (IN_USE=mounted: only mounted)
 #
 # Needs the test cluster and its images: tests/cluster/up.sh && tests/cluster/image.sh
 # (up.sh starts both provisioners). For each class and concurrency: a control-plane run of

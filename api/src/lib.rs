@@ -9,6 +9,8 @@
 //! - [`units`]: byte sizes (`4MiB`) and durations (`30s`) as users write them
 //! - [`spec`]: the workload type, shared with the operator's CRD, and its validation
 //! - [`latency`]: the latency histogram and its bounded serialization
+//! - [`hold_io`]: the I/O a control-plane pod keeps running on its volume during the
+//!   lifecycle's snapshot, clone and expand (`controlPlane.busy`), as its termination message
 //! - [`checkpoint`]: a checkpoint run's per-rank save and restore times and their exact merge
 //! - [`training`]: a training run's AU, epoch and data-wait figures and their exact merge
 //! - [`training_search`]: a maximum-accelerators search: its answer and probes, and the pure
@@ -32,6 +34,7 @@ pub mod agent;
 pub mod change;
 pub mod checkpoint;
 pub mod data_errors;
+pub mod hold_io;
 pub mod latency;
 pub mod matrix;
 pub mod metric_family;

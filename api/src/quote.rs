@@ -10,7 +10,7 @@ pub fn clip(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// `s` cut to `max` characters, saying how many bytes were left out.
-fn clip_to(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+pub fn clip_to(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     match s.char_indices().nth(max) {
         None => s.into(),
         Some((at, _)) => format!("{}... ({} more bytes)", &s[..at], s.len() - at).into(),

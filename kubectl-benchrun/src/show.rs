@@ -165,6 +165,39 @@ pub fn control_plane(cp: &benchrun_operator::crd::control_plane::ControlPlaneSta
             "claim->firstIO", n, 0, l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
         );
     }
+    if let Some(b) = &cp.busy {
+        // The holds' I/O, in the same columns: what the operations above did to it.
+        let l = &b.latency;
+        let _ = writeln!(
+            out,
+            "{:<14} {:>6} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+            "busy I/O",
+            b.reads + b.writes,
+            b.errors,
+            l.p50_ms,
+            l.p95_ms,
+            l.p99_ms,
+            l.max_ms
+        );
+        let mut note = format!(
+            "busy I/O: 4 KiB O_DIRECT random, 70% reads, depth 1: {:.0} IOPS per volume over {} lifecycles",
+            b.iops_per_volume, b.lifecycles
+        );
+        if b.unreported > 0 {
+            let _ = write!(note, ", {} without a report", b.unreported);
+        }
+        if b.latency_left_out > 0 {
+            let _ = write!(
+                note,
+                ", {} histograms left out of the percentiles (too large for a termination message)",
+                b.latency_left_out
+            );
+        }
+        let _ = writeln!(out, "{note}");
+        if let Some(e) = &b.first_error {
+            let _ = writeln!(out, "busy I/O first error: {e}");
+        }
+    }
     if let Some(a) = &cp.arrivals {
         let _ = writeln!(
             out,
@@ -298,6 +331,38 @@ mod tests {
         assert!(lines[4].starts_with("delete"), "{text}");
         assert!(
             lines[5].starts_with("first error: provision timeout"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_busy_run_prints_its_holds_io_under_the_operations() {
+        let cp: benchrun_operator::crd::control_plane::ControlPlaneStatus =
+            serde_json::from_value(serde_json::json!({
+                "requested": 2, "completed": 2, "failed": 0, "elapsedMs": 4500.0,
+                "operations": {
+                    "snapshot": {"count": 2, "errors": 0, "p50Ms": 800.0, "p95Ms": 820.0, "p99Ms": 820.0, "maxMs": 820.0}
+                },
+                "busy": {"lifecycles": 2, "unreported": 1, "reads": 700, "writes": 300, "errors": 1,
+                         "firstError": "write at 4096: EIO", "iopsPerVolume": 250.0,
+                         "p50Ms": 0.2, "p95Ms": 0.9, "p99Ms": 3.5, "maxMs": 40.0}
+            }))
+            .expect("status");
+        let text = super::control_plane(&cp);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].starts_with("snapshot"), "{text}");
+        assert!(
+            lines[3].starts_with("busy I/O")
+                && lines[3].contains("1000")
+                && lines[3].contains("3.500"),
+            "{text}"
+        );
+        assert!(
+            lines[4].contains("250 IOPS per volume over 2 lifecycles, 1 without a report"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[5], "busy I/O first error: write at 4096: EIO",
             "{text}"
         );
     }

@@ -636,7 +636,7 @@ async fn nothing_left(env: &Env, run: &str) {
 /// so the pods wait for their VolumeAttachments): 4 claims 2 at a time through all seven
 /// operations, exact counts, every phase Kubernetes exposes, every latency inside the span;
 /// then a run restoring its clones from the snapshots, and one taking the snapshot and the
-/// clone while the pods keep their volumes mounted (`inUse`). Nothing is left: no claim, pod,
+/// clone while the pods keep their volumes mounted and busy (`inUse`, `busy`). Nothing is left: no claim, pod,
 /// VolumeSnapshot, VolumeSnapshotContent or PersistentVolume.
 #[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
 #[tokio::test]
@@ -726,9 +726,9 @@ controlPlane:
     assert!(!cp.operations.contains_key("expand"), "not asked: {cp:#?}");
     nothing_left(&env, "cprestore").await;
 
-    // In use: snapshot and clone while the pod has the volume mounted (the operator fails a
-    // lifecycle, `notInUse`, whose pod stopped holding it before they ended, so success says
-    // they ran in use).
+    // In use and busy: snapshot and clone while the pod has the volume mounted (the operator
+    // fails a lifecycle, `notInUse`, whose pod stopped holding it before they ended, so
+    // success says they ran in use) and keeps I/O running on it.
     let spec = r#"
 controlPlane:
   operations: [provision, attach, snapshot, clone, delete]
@@ -736,6 +736,7 @@ controlPlane:
   storageClassName: benchrun-csi
   size: 16Mi
   inUse: true
+  busy: true
   timeout: 60s
 "#;
     let (_, cp) = succeeded(&env, "cpinuse", spec, Duration::from_secs(180)).await;
@@ -743,6 +744,19 @@ controlPlane:
         let r = &cp.operations[op];
         assert_eq!((r.count, r.errors), (2, 0), "{op}: {cp:#?}");
     }
+    // Each pod's report, read from its last state: at least one I/O each (a hold does one
+    // however early it is stopped), none failed, the latencies inside the run's span.
+    let b = cp.busy.as_ref().expect("status.controlPlane.busy");
+    assert_eq!((b.lifecycles, b.unreported, b.errors), (2, 0, 0), "{b:#?}");
+    assert!(b.reads + b.writes >= 2 && b.iops_per_volume > 0.0, "{b:#?}");
+    let l = &b.latency;
+    if b.latency_left_out < 2 {
+        assert!(
+            0.0 < l.p50_ms && l.p50_ms <= l.p99_ms && l.p99_ms <= l.max_ms,
+            "{b:#?}"
+        );
+    }
+    assert!(l.max_ms <= cp.elapsed_ms, "{b:#?}");
     nothing_left(&env, "cpinuse").await;
 }
 

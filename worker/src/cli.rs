@@ -75,11 +75,24 @@ pub enum Command {
         #[arg(long, default_value = crate::probe::TERMINATION_LOG)]
         message_file: PathBuf,
     },
-    /// Keep a volume mounted, doing nothing, until terminated (SIGTERM or SIGINT): the second
-    /// container of a control-plane pod with `inUse`, so that its snapshot, clone and expand
-    /// find the volume in use after `probe-io` has ended.
+    /// Keep a volume mounted until terminated (SIGTERM or SIGINT): the second container of a
+    /// control-plane pod with `inUse`, so that its snapshot, clone and expand find the volume
+    /// in use after `probe-io` has ended. With `--busy PATH`, 4 KiB O_DIRECT random I/O (70%
+    /// reads, one at a time) runs on PATH meanwhile, reported when terminated as JSON on
+    /// stdout and in the termination message.
     #[command(hide = true)]
-    ProbeHold,
+    ProbeHold {
+        /// A directory on the volume (the I/O goes to a file of its own there), or the
+        /// volume's raw block device (from 1 MiB on).
+        #[arg(long)]
+        busy: Option<PathBuf>,
+        /// The bytes the I/O is spread over.
+        #[arg(long, default_value_t = 16 << 20)]
+        busy_bytes: u64,
+        /// Where the report is also written (Kubernetes' termination message).
+        #[arg(long, default_value = crate::probe::TERMINATION_LOG)]
+        message_file: PathBuf,
+    },
     /// Measure the data generator on one core (bench/datagen.sh): GiB/s generated and verified.
     #[command(hide = true)]
     DatagenSpeed {

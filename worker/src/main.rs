@@ -81,8 +81,13 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
             emit(&merged, summary.as_deref(), units, false)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::ProbeHold => {
-            benchrun_worker::probe::hold().await?;
+        Command::ProbeHold {
+            busy,
+            busy_bytes,
+            message_file,
+        } => {
+            let busy = busy.as_deref().map(|p| (p, busy_bytes));
+            benchrun_worker::probe::hold(busy, &message_file).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::DatagenSpeed {

@@ -6,6 +6,8 @@
 //! (`{"writeUs":..,"readUs":..}`), where the operator reads them from the pod's status
 //! without any access to the pod.
 
+pub mod busy;
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -158,14 +160,30 @@ fn read_back(f: &std::fs::File, path: &Path, data: &[u8]) -> Result<u64> {
 
 /// `probe-hold`: wait for SIGTERM or SIGINT, then return. As PID 1 of its container it must
 /// handle them itself (the kernel ignores a signal PID 1 has no handler for), or a pod
-/// deletion would wait for the kill.
-pub async fn hold() -> Result<()> {
+/// deletion would wait for the kill. With `busy` (a path on the volume and the bytes of its
+/// region), [`busy::run`]'s I/O runs meanwhile, and what it did is written, once stopped, to
+/// stdout and to `message_file` (the container's termination message).
+pub async fn hold(busy: Option<(&Path, u64)>, message_file: &Path) -> Result<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let io = busy.map(|(path, bytes)| {
+        let (path, stop) = (path.to_path_buf(), stop.clone());
+        tokio::task::spawn_blocking(move || busy::run(&path, bytes, &stop))
+    });
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(io) = io {
+        let message = io.await.context("the busy I/O's thread")?.message();
+        print!("{message}");
+        // Best effort: outside a container there is no termination log.
+        let _ = std::fs::write(message_file, message);
     }
     Ok(())
 }

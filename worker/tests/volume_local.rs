@@ -417,6 +417,55 @@ fn the_first_io_probe_writes_and_reads_a_raw_device_and_spares_a_file_system() {
     );
 }
 
+/// `probe-hold --busy` on a raw device (a `busy` control-plane run's `Block` claim): every
+/// I/O it counts is one the kernel saw, all of them 4 KiB, none in the first 1 MiB (the
+/// probe's bytes and the 64 KiB a signature check reads stay as they were).
+#[test]
+fn the_busy_hold_keeps_io_on_a_raw_device_past_its_first_mebibyte() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = scratch();
+    let lo = new_loop(&dir, 8 << 20);
+    let before = lo.stat();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (dev, s) = (lo.dev.clone(), stop.clone());
+    let hold = std::thread::spawn(move || benchrun_worker::probe::busy::run(&dev, 16 << 20, &s));
+    // Stopped once the kernel has seen 200 I/Os (bounded: a device that takes none fails).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while {
+        let d = before.since(lo.stat());
+        d.reads + d.writes < 200
+    } {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no I/O reached the device"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let io = hold.join().expect("hold");
+    let d = before.since(lo.stat());
+    assert_eq!((io.errors, io.first_error.as_deref()), (0, None), "{io:?}");
+    assert_eq!(
+        (io.reads, io.writes),
+        (d.reads, d.writes),
+        "{io:?} vs {d:?}"
+    );
+    assert_eq!(
+        d.sectors_read + d.sectors_written,
+        8 * io.ops(),
+        "4 KiB each: {d:?}"
+    );
+    assert!(io.reads > io.writes && io.writes > 0, "70% reads: {io:?}");
+    let mut head = vec![0u8; 1 << 20];
+    std::os::unix::fs::FileExt::read_exact_at(
+        &std::fs::File::open(&lo.dev).expect("open"),
+        &mut head,
+        0,
+    )
+    .expect("read");
+    assert!(head.iter().all(|b| *b == 0), "the first MiB is untouched");
+}
+
 /// An ext4 file system on `dev` (a real mkfs, as a user's device would have).
 fn mkfs_ext4(dev: &std::path::Path) {
     let mkfs = Command::new("mkfs.ext4")

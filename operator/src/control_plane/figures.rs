@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use benchrun_api::hold_io::HoldIo;
 use benchrun_api::latency::Latency;
 
 use crate::crd::control_plane::{
-    ControlPlaneSpec, ControlPlaneStatus, LatencyReport, OperationReport,
+    BusyIo, ControlPlaneSpec, ControlPlaneStatus, LatencyReport, OperationReport,
 };
 use crate::crd::thresholds::ThresholdCheck;
 use crate::metrics::ControlPlaneSink;
@@ -25,6 +26,22 @@ struct Op {
     errors: BTreeMap<String, u64>,
 }
 
+/// The `busy` holds' reports, merged.
+#[derive(Clone, Debug, Default)]
+struct Busy {
+    lifecycles: u32,
+    unreported: u32,
+    reads: u64,
+    writes: u64,
+    errors: u64,
+    first_error: Option<String>,
+    /// The holds' spans, summed.
+    elapsed_ms: f64,
+    max_us: u64,
+    latency: Latency,
+    latency_left_out: u32,
+}
+
 /// What the lifecycles measured so far.
 #[derive(Clone, Debug, Default)]
 pub struct Figures {
@@ -34,6 +51,8 @@ pub struct Figures {
     first_error: Option<String>,
     /// Claim create request to first I/O done, per lifecycle that got there.
     to_first_io: Latency,
+    /// With `busy`: the hold containers' I/O.
+    busy: Busy,
     /// The operator's histograms, fed as operations end.
     sink: Option<ControlPlaneSink>,
 }
@@ -62,6 +81,32 @@ impl Figures {
     /// A lifecycle's first I/O was done `d` after its claim's create request.
     pub fn to_first_io(&mut self, d: Duration) {
         self.to_first_io.record(d);
+    }
+
+    /// A `busy` lifecycle's pod went with `message` as its hold's termination message
+    /// (its I/O report, the last line; `None`: no message was seen).
+    pub fn busy(&mut self, message: Option<&str>) {
+        let report = message
+            .and_then(|m| m.lines().rev().find(|l| !l.trim().is_empty()))
+            .and_then(|l| serde_json::from_str::<HoldIo>(l.trim()).ok());
+        let b = &mut self.busy;
+        let Some(io) = report else {
+            b.unreported += 1;
+            return;
+        };
+        b.lifecycles += 1;
+        b.reads += io.reads;
+        b.writes += io.writes;
+        b.errors += io.errors;
+        if b.first_error.is_none() {
+            b.first_error = io.first_error;
+        }
+        b.elapsed_ms += io.elapsed_ms;
+        b.max_us = b.max_us.max(io.max_us);
+        match &io.latency {
+            Some(h) => b.latency.add(h),
+            None => b.latency_left_out += 1,
+        }
     }
 
     /// Operation `op` failed with an error of `kind`; `message` says why (the first is kept).
@@ -128,6 +173,30 @@ impl Figures {
             arrivals: None,
             start_time: None,
             after_load_ms: None,
+            busy: spec.busy.then(|| self.busy_status()),
+        }
+    }
+
+    fn busy_status(&self) -> BusyIo {
+        let b = &self.busy;
+        let ops = b.reads + b.writes;
+        let mut latency = report(&b.latency);
+        // Over every hold, also those whose histogram was left out.
+        latency.max_ms = latency.max_ms.max(ms(b.max_us));
+        BusyIo {
+            lifecycles: b.lifecycles,
+            unreported: b.unreported,
+            reads: b.reads,
+            writes: b.writes,
+            errors: b.errors,
+            first_error: b.first_error.clone(),
+            iops_per_volume: if b.elapsed_ms > 0.0 {
+                ops as f64 / (b.elapsed_ms / 1e3)
+            } else {
+                0.0
+            },
+            latency,
+            latency_left_out: b.latency_left_out,
         }
     }
 }
@@ -236,6 +305,45 @@ mod tests {
             st.first_error.as_deref(),
             Some("provision timeout: ExternalProvisioning: waiting")
         );
+    }
+
+    #[test]
+    fn busy_reports_merge_exactly_and_missing_ones_are_counted() {
+        let s = spec("{operations: [provision, snapshot], count: 4, inUse: true, busy: true}");
+        let hold = |us: &[u64], errors: u64, with_histogram: bool| {
+            let mut h = Latency::default();
+            for u in us {
+                h.record(Duration::from_micros(*u));
+            }
+            HoldIo {
+                reads: us.len() as u64 - 1,
+                writes: 1,
+                errors,
+                first_error: (errors > 0).then(|| "write at 4096: EIO".into()),
+                elapsed_ms: 500.0,
+                max_us: us.iter().copied().max().unwrap_or(0),
+                latency: with_histogram.then_some(h),
+            }
+            .message()
+        };
+        let mut f = Figures::default();
+        f.busy(Some(&hold(&[100, 200, 300], 0, true)));
+        f.busy(Some(&format!("noise\n{}", hold(&[400, 500], 2, true))));
+        // Left out of the message: counted, in the max, not in the percentiles.
+        f.busy(Some(&hold(&[90_000, 100], 0, false)));
+        f.busy(None);
+        f.busy(Some("not json"));
+        let b = f.status(&s, Duration::from_secs(3)).busy.expect("busy");
+        assert_eq!((b.lifecycles, b.unreported, b.latency_left_out), (3, 2, 1));
+        assert_eq!((b.reads, b.writes, b.errors), (4, 3, 2));
+        assert_eq!(b.first_error.as_deref(), Some("write at 4096: EIO"));
+        // 7 I/Os over three holds of 0.5 s each.
+        assert!((b.iops_per_volume - 7.0 / 1.5).abs() < 1e-9, "{b:?}");
+        // The merged histogram holds the five I/Os of the first two holds, exactly.
+        assert_eq!((b.latency.p50_ms, b.latency.p99_ms), (0.3, 0.5));
+        assert_eq!(b.latency.max_ms, 90.0);
+        let st = f.status(&spec("{operations: [provision], count: 1}"), Duration::ZERO);
+        assert!(st.busy.is_none(), "not busy: no figures");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! One claim's lifecycle: created -> Bound (provision), its pod created -> the container
 //! running (attach; with a driver that attaches, its VolumeAttachment's phases), the probe's
 //! 4 KiB O_DIRECT write and read (firstIO), the pod deleted (with `inUse`: after the next
-//! three), a VolumeSnapshot of the claim -> readyToUse (snapshot), a claim cloned from it ->
+//! three; with `busy`, its I/O report read from its last state), a VolumeSnapshot of the claim -> readyToUse (snapshot), a claim cloned from it ->
 //! Bound (clone), its request raised -> the new capacity (expand), claim deleted -> the
 //! PersistentVolume gone (delete). Each wait ends on a watch event ([`Seen`]) or at the
 //! operation's timeout; a timeout is reported with the last Event Kubernetes recorded on the
@@ -210,6 +210,11 @@ impl Shared {
             }
             // The pod goes before the claim: its protection finalizer holds it while in use.
             self.delete_pod(name, timeout).await?;
+            if self.cp.busy {
+                // Its last state, in the delete event, holds the hold's I/O report.
+                let report = self.seen.get(name).hold_message;
+                self.lock().busy(report.as_deref());
+            }
         }
         // The clone and the snapshot go before the claim, so that its delete is timed alone.
         if self.cp.measures("clone") {
@@ -282,10 +287,16 @@ impl Shared {
         f
     }
 
-    /// Delete the lifecycle's pod (grace 0) and wait for it to be gone.
+    /// Delete the lifecycle's pod and wait for it to be gone: at once (grace 0), or with
+    /// `busy` gracefully, so that its hold stops its I/O and reports it.
     async fn delete_pod(&self, name: &str, timeout: Duration) -> Result<(), Failure> {
+        let grace = if self.cp.busy {
+            objects::BUSY_GRACE_SECONDS
+        } else {
+            0
+        };
         let dp = DeleteParams {
-            grace_period_seconds: Some(0),
+            grace_period_seconds: Some(grace as u32),
             ..Default::default()
         };
         Api::<Pod>::namespaced(self.client.clone(), &self.ns)

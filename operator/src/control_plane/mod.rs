@@ -47,7 +47,8 @@ pub struct Runs(Mutex<HashMap<String, Slot>>);
 
 enum Slot {
     Running(JoinHandle<Outcome>),
-    Done(Outcome),
+    // Boxed: kept in the map for as long as the run is, beside small running slots.
+    Done(Box<Outcome>),
 }
 
 /// Where a run's task is.
@@ -85,7 +86,7 @@ impl Runs {
             let mut runs = self.lock();
             match runs.get(uid) {
                 None => return Task::Missing,
-                Some(Slot::Done(o)) => return Task::Done(o.clone()),
+                Some(Slot::Done(o)) => return Task::Done((**o).clone()),
                 Some(Slot::Running(h)) if !h.is_finished() => return Task::Running,
                 Some(Slot::Running(_)) => {}
             }
@@ -100,7 +101,7 @@ impl Runs {
             failure: Some(format!("the control-plane task ended abnormally: {e}")),
         });
         self.lock()
-            .insert(uid.to_string(), Slot::Done(outcome.clone()));
+            .insert(uid.to_string(), Slot::Done(Box::new(outcome.clone())));
         Task::Done(outcome)
     }
 
@@ -131,6 +132,14 @@ pub fn check(cp: &ControlPlaneSpec) -> Vec<String> {
     }
     if cp.max_late.is_some() && cp.rate_per_second.is_none() {
         errs.push("spec.controlPlane.maxLate limits late starts of an arrival rate: give ratePerSecond too".into());
+    }
+    if cp.busy && !cp.in_use {
+        errs.push(
+            "spec.controlPlane.busy keeps I/O running on a volume in use: set inUse too".into(),
+        );
+    }
+    if cp.busy && cp.measures("firstIO") {
+        errs.push("spec.controlPlane.busy: the first I/O would be timed beside the pod's own I/O; measure firstIO in a run without busy".into());
     }
     if cp.clone_source() == CloneSource::Snapshot && !cp.measures("snapshot") {
         errs.push("spec.controlPlane.cloneSource: Snapshot clones from the lifecycle's VolumeSnapshot: list snapshot in operations too".into());
@@ -453,6 +462,21 @@ mod tests {
             vec!["spec.controlPlane.maxLate limits late starts of an arrival rate: give ratePerSecond too".to_string()]
         );
         let s = spec("{operations: [provision], count: 4, ratePerSecond: 2, maxLate: 0}");
+        assert_eq!(check(&s), Vec::<String>::new());
+    }
+
+    #[test]
+    fn busy_needs_in_use_and_leaves_first_io_alone() {
+        let s = spec("{operations: [provision, attach, firstIO, snapshot], count: 1, busy: true}");
+        assert_eq!(
+            check(&s),
+            [
+                "spec.controlPlane.busy keeps I/O running on a volume in use: set inUse too",
+                "spec.controlPlane.busy: the first I/O would be timed beside the pod's own I/O; measure firstIO in a run without busy",
+            ]
+        );
+        let s =
+            spec("{operations: [provision, attach, snapshot], count: 1, inUse: true, busy: true}");
         assert_eq!(check(&s), Vec::<String>::new());
     }
 

@@ -143,6 +143,20 @@ pub fn expanded_bytes(cp: &ControlPlaneSpec) -> Option<u64> {
     Some(b.ceil() as u64)
 }
 
+/// The grace a `busy` pod gets when deleted, seconds: its hold stops its I/O on SIGTERM and
+/// writes its report as the termination message, which only a graceful deletion keeps.
+pub const BUSY_GRACE_SECONDS: i64 = 30;
+
+/// The bytes a `busy` hold spreads its I/O over: half the claim's size (room for the file
+/// system's own blocks), 4 KiB at least and 16 MiB at most (a region the volume's cache does
+/// not hold whole is not the point: a steady load on the volume is).
+pub fn busy_bytes(cp: &ControlPlaneSpec) -> u64 {
+    const MAX: u64 = 16 << 20;
+    let size = cp.size.as_ref().map_or(DEFAULT_SIZE, |q| q.0.as_str());
+    let half = crate::podfields::parse_quantity(size).map_or(MAX as f64, |b| b / 2.0);
+    ((half as u64).min(MAX) / 4096 * 4096).max(4096)
+}
+
 /// Lifecycle `i`'s pod: the worker image's `probe-io`, which writes then reads 4 KiB with
 /// O_DIRECT in the mounted claim ([`MOUNT`]), or on its raw device ([`DEVICE`]) for a `Block`
 /// claim, and reports both times in its termination message. Locked down as a worker pod
@@ -183,12 +197,24 @@ pub fn pod(run: &BenchmarkRun, image: &str, i: usize) -> Result<Pod> {
         resources: workers.resources.clone(),
         ..Default::default()
     };
-    let in_use = run.spec.control_plane.as_ref().is_some_and(|cp| cp.in_use);
+    let cp = run.spec.control_plane.as_ref();
+    let in_use = cp.is_some_and(|cp| cp.in_use);
+    let busy = cp.filter(|cp| cp.busy);
     // With `inUse`, a second container keeps the pod running, so the volume stays mounted
-    // (the kubelet unmounts a finished pod's volumes) while the snapshot, clone and expand run.
+    // (the kubelet unmounts a finished pod's volumes) while the snapshot, clone and expand run;
+    // with `busy` it runs I/O on it meanwhile.
+    let mut hold_args = vec!["probe-hold".to_string()];
+    if let Some(cp) = busy {
+        hold_args.extend([
+            "--busy".into(),
+            path.into(),
+            "--busy-bytes".into(),
+            busy_bytes(cp).to_string(),
+        ]);
+    }
     let hold = in_use.then(|| Container {
         name: HOLD_CONTAINER.into(),
-        args: Some(vec!["probe-hold".into()]),
+        args: Some(hold_args),
         termination_message_policy: None,
         ..probe.clone()
     });
@@ -211,8 +237,13 @@ pub fn pod(run: &BenchmarkRun, image: &str, i: usize) -> Result<Pod> {
             tolerations: workers.tolerations.clone(),
             affinity: workers.affinity.clone(),
             image_pull_secrets: workers.image_pull_secrets.clone(),
-            // The probe has nothing to flush: a deleted pod goes at once.
-            termination_grace_period_seconds: Some(0),
+            // The probe has nothing to flush: a deleted pod goes at once. A busy hold writes
+            // its report when told to stop: the kubelet must let it (it stops in milliseconds).
+            termination_grace_period_seconds: Some(if busy.is_some() {
+                BUSY_GRACE_SECONDS
+            } else {
+                0
+            }),
             security_context: Some(PodSecurityContext {
                 run_as_non_root: Some(true),
                 run_as_user: Some(WORKER_UID),
@@ -423,6 +454,33 @@ mod tests {
         assert_eq!(hold.security_context, probe.security_context);
         assert_eq!(hold.image, probe.image);
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(spec.termination_grace_period_seconds, Some(0));
+
+        // busy: the hold runs I/O over half the claim (16Mi here), and gets a graceful stop.
+        let cp = r.spec.control_plane.as_mut().expect("cp");
+        cp.busy = true;
+        cp.size = Some(Quantity("16Mi".into()));
+        let spec = pod(&r, "img", 0).expect("pod").spec.expect("spec");
+        let args = spec.containers[1].args.clone().unwrap_or_default();
+        assert_eq!(
+            args,
+            ["probe-hold", "--busy", MOUNT, "--busy-bytes", "8388608"]
+        );
+        assert_eq!(
+            spec.termination_grace_period_seconds,
+            Some(BUSY_GRACE_SECONDS)
+        );
+    }
+
+    #[test]
+    fn a_busy_region_is_half_the_claim_within_bounds() {
+        let mut cp = run().spec.control_plane.expect("cp");
+        cp.size = None;
+        assert_eq!(busy_bytes(&cp), 16 << 20, "the default 1Gi: the cap");
+        for (size, want) in [("16Mi", 8 << 20), ("10001", 4096), ("1Ki", 4096)] {
+            cp.size = Some(Quantity(size.into()));
+            assert_eq!(busy_bytes(&cp), want, "{size}");
+        }
     }
 
     #[test]

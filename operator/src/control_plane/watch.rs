@@ -57,6 +57,8 @@ pub struct Marks {
     pub pod_gone: Option<Instant>,
     /// With `inUse`: the container holding the volume ended (the volume is then unmounted).
     pub hold_ended: bool,
+    /// With `busy`: the hold container's termination message (its I/O report), once it ended.
+    pub hold_message: Option<String>,
     /// The claim's `status.capacity.storage` in bytes, and when it was first seen at that
     /// value (capacity only grows, so the first sight of a value at least the expanded size
     /// is when the expansion ended).
@@ -271,11 +273,13 @@ impl Seen {
         let terminated = state
             .and_then(|s| s.terminated)
             .map(|t| (t.exit_code, t.message.or(t.reason).unwrap_or_default()));
-        let hold_ended = st
+        let hold = st
             .and_then(|s| s.container_statuses.as_ref())
             .and_then(|cs| cs.iter().find(|c| c.name == super::objects::HOLD_CONTAINER))
             .and_then(|c| c.state.as_ref())
-            .is_some_and(|s| s.terminated.is_some());
+            .and_then(|s| s.terminated.as_ref());
+        let hold_ended = hold.is_some();
+        let hold_message = hold.and_then(|t| t.message.clone());
         self.update(&p.name_any(), |m, now| {
             if scheduled {
                 m.scheduled.get_or_insert(now);
@@ -287,6 +291,9 @@ impl Seen {
                 m.terminated = terminated;
             }
             m.hold_ended |= hold_ended;
+            if m.hold_message.is_none() {
+                m.hold_message = hold_message;
+            }
             if deleted {
                 m.pod_gone.get_or_insert(now);
             }
@@ -559,11 +566,17 @@ mod tests {
         seen.pod(
             &pod(serde_json::json!([
                 status("probe", done),
-                status("hold", serde_json::json!({"terminated": {"exitCode": 137}}))
+                status(
+                    "hold",
+                    serde_json::json!({"terminated": {"exitCode": 0, "message": "{\"reads\":1}"}})
+                )
             ])),
-            false,
+            true,
         );
-        assert!(seen.get("cp-cp-0").hold_ended);
+        let m = seen.get("cp-cp-0");
+        assert!(m.hold_ended && m.pod_gone.is_some());
+        // A busy hold's report, from the deleted pod's last state.
+        assert_eq!(m.hold_message.as_deref(), Some("{\"reads\":1}"));
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub const OPERATIONS: [&str; 7] = [
 #[x_kube(validation = Rule::new("self.operations.all(o, o in ['provision', 'attach', 'firstIO', 'snapshot', 'clone', 'expand', 'delete'])").message("controlPlane.operations: give a subset of provision, attach, firstIO, snapshot, clone, expand, delete").reason(::kube::core::cel::Reason::FieldValueInvalid))]
 #[x_kube(validation = Rule::new("!has(self.cloneSource) || self.cloneSource != 'Snapshot' || 'snapshot' in self.operations").message("controlPlane.cloneSource Snapshot clones from the lifecycle's VolumeSnapshot: list snapshot in operations too"))]
 #[x_kube(validation = Rule::new("!has(self.concurrency) || !has(self.count) || self.concurrency <= self.count").message("controlPlane.concurrency may not exceed controlPlane.count"))]
+#[x_kube(validation = Rule::new("!has(self.busy) || !self.busy || (has(self.inUse) && self.inUse)").message("controlPlane.busy keeps I/O running on a volume in use: set inUse too"))]
+#[x_kube(validation = Rule::new("!has(self.busy) || !self.busy || !('firstIO' in self.operations)").message("controlPlane.busy: the first I/O would be timed beside the pod's own I/O; measure firstIO in a run without busy"))]
 #[x_kube(validation = Rule::new("!has(self.maxLate) || has(self.ratePerSecond)").message("controlPlane.maxLate limits late starts of an arrival rate: give ratePerSecond too"))]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneSpec {
@@ -120,6 +122,13 @@ pub struct ControlPlaneSpec {
     /// (`probe-hold`) until they are done, then is deleted. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_use: bool,
+    /// With `inUse`: the volume is also busy while it is snapshotted, cloned and expanded. The
+    /// hold container runs 4 KiB O_DIRECT random I/O on it (70% reads, one at a time, over
+    /// half the claim's size up to 16 MiB: a file of its own, or a `Block` device from 1 MiB
+    /// on) until the pod is deleted, and reports it in `status.controlPlane.busy`. Not with
+    /// `firstIO` (the first I/O would be timed beside it). Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
     /// With a workload: the first lifecycle starts this long after the workers' start instant
     /// (e.g. past the workload's `warmup`, so that the operations meet a steady load); less
     /// than the workload's `warmup` plus `duration`. Default 0. Not on a run with
@@ -276,6 +285,45 @@ pub struct ControlPlaneStatus {
     /// operation ran under the data-plane load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_load_ms: Option<f64>,
+    /// With `busy`: the I/O the pods kept running on their volumes through the snapshot,
+    /// clone and expand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<BusyIo>,
+}
+
+/// The I/O of a `busy` run's hold containers (4 KiB O_DIRECT random, 70% reads, one at a
+/// time per volume), from each pod's start until its deletion, merged over the lifecycles.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BusyIo {
+    /// Lifecycles whose pod reported its I/O (in its hold container's termination message).
+    pub lifecycles: u32,
+    /// Lifecycles whose pod went without a readable report (not counted below).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unreported: u32,
+    /// Reads done.
+    pub reads: u64,
+    /// Writes done.
+    pub writes: u64,
+    /// I/Os that failed: a storage error while the volume was snapshotted, cloned or
+    /// expanded (counted, and the run goes on).
+    pub errors: u64,
+    /// The first failure's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+    /// I/Os per second of one volume: every I/O over the sum of the holds' spans.
+    pub iops_per_volume: f64,
+    /// Latency of the I/Os, from the holds' exact histograms merged; `maxMs` over every hold.
+    #[serde(flatten)]
+    pub latency: LatencyReport,
+    /// Holds whose histogram did not fit in their 4 KiB termination message: their I/Os are
+    /// counted, and in `maxMs`, but not in the percentiles.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub latency_left_out: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// How an open-loop control-plane run (`ratePerSecond`) kept to its schedule. Latencies are
