@@ -50,3 +50,26 @@ children_cpu() {
   printf -v "$1" '%s' "$(awk 'NR==2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] }; printf "%d", s }' "$f")"
   rm -f "$f"
 }
+
+# claim_target_dir DIR: make DIR, a cargo target dir that other checkouts may share (the
+# cache's), this checkout's. Cargo's fingerprints of workspace crates do not depend on where the
+# checkout is, and a crate counts as fresh when its sources are older than its last build: an
+# edit made here before another checkout's build into DIR would look older than that build, and
+# its binaries would run instead of this checkout's. So DIR remembers the checkout that last
+# built into it, and another one first touches its own files (only the workspace crates then
+# rebuild; dependencies stay cached).
+claim_target_dir() {
+  local dir=$1 mark=$1/.benchrun-checkout
+  [ "$(cat "$mark" 2>/dev/null)" = "$REPO_ROOT" ] && return 0
+  if [ -d "$dir" ]; then
+    if git -C "$REPO_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+      git -C "$REPO_ROOT" ls-files -z | (cd "$REPO_ROOT" && xargs -0 -r touch --no-create --) || true
+    else
+      local skip=( \( -path "$REPO_ROOT/tests/.state" -o -path "$REPO_ROOT/target" \) -prune -o )
+      find "$REPO_ROOT" "${skip[@]}" -type f -print0 | xargs -0 -r touch --no-create -- || true
+    fi
+  fi
+  { mkdir -p "$dir" && echo "$REPO_ROOT" > "$mark"; } 2>/dev/null || true
+}
+claim_target_dir "${CARGO_TARGET_DIR:-$BENCHRUN_CACHE/target}"
+claim_target_dir "${IMAGES_TARGET_DIR:-$BENCHRUN_CACHE/target-static}"
