@@ -131,7 +131,9 @@ def run_one(cls, conc):
 
 
 def main():
-    kubectl("create", "namespace", NS, check=False)
+    # A previous invocation deletes its namespace without waiting: let it go before making it anew.
+    kubectl("wait", "--for=delete", f"namespace/{NS}", "--timeout=180s", check=False)
+    kubectl("create", "namespace", NS)
     crd = subprocess.run([OPERATOR, "crd"], check=True, capture_output=True, text=True).stdout
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crd)
     work = tempfile.mkdtemp(prefix="benchrun-cp-bench-")

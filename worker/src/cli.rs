@@ -78,7 +78,7 @@ pub enum Command {
     /// Keep a volume mounted until terminated (SIGTERM or SIGINT): the second container of a
     /// control-plane pod with `inUse`, so that its snapshot, clone and expand find the volume
     /// in use after `probe-io` has ended. With `--busy PATH`, 4 KiB O_DIRECT random I/O (70%
-    /// reads, one at a time) runs on PATH meanwhile, reported when terminated as JSON on
+    /// reads, one at a time, at most `--busy-iops` a second) runs on PATH meanwhile, reported when terminated as JSON on
     /// stdout and in the termination message.
     #[command(hide = true)]
     ProbeHold {
@@ -89,6 +89,9 @@ pub enum Command {
         /// The bytes the I/O is spread over.
         #[arg(long, default_value_t = 16 << 20)]
         busy_bytes: u64,
+        /// The most I/Os a second.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+        busy_iops: u32,
         /// Where the report is also written (Kubernetes' termination message).
         #[arg(long, default_value = crate::probe::TERMINATION_LOG)]
         message_file: PathBuf,

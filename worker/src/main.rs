@@ -84,9 +84,10 @@ async fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::ProbeHold {
             busy,
             busy_bytes,
+            busy_iops,
             message_file,
         } => {
-            let busy = busy.as_deref().map(|p| (p, busy_bytes));
+            let busy = busy.as_deref().map(|p| (p, busy_bytes, busy_iops));
             benchrun_worker::probe::hold(busy, &message_file).await?;
             Ok(ExitCode::SUCCESS)
         }

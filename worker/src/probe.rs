@@ -160,19 +160,19 @@ fn read_back(f: &std::fs::File, path: &Path, data: &[u8]) -> Result<u64> {
 
 /// `probe-hold`: wait for SIGTERM or SIGINT, then return. As PID 1 of its container it must
 /// handle them itself (the kernel ignores a signal PID 1 has no handler for), or a pod
-/// deletion would wait for the kill. With `busy` (a path on the volume and the bytes of its
-/// region), [`busy::run`]'s I/O runs meanwhile, and what it did is written, once stopped, to
+/// deletion would wait for the kill. With `busy` (a path on the volume, the bytes of its region
+/// and the most I/Os a second), [`busy::run`]'s I/O runs meanwhile, and what it did is written, once stopped, to
 /// stdout and to `message_file` (the container's termination message).
-pub async fn hold(busy: Option<(&Path, u64)>, message_file: &Path) -> Result<()> {
+pub async fn hold(busy: Option<(&Path, u64, u32)>, message_file: &Path) -> Result<()> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing a SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing a SIGINT handler")?;
     let stop = Arc::new(AtomicBool::new(false));
-    let io = busy.map(|(path, bytes)| {
+    let io = busy.map(|(path, bytes, iops)| {
         let (path, stop) = (path.to_path_buf(), stop.clone());
-        tokio::task::spawn_blocking(move || busy::run(&path, bytes, &stop))
+        tokio::task::spawn_blocking(move || busy::run(&path, bytes, iops, &stop))
     });
     tokio::select! {
         _ = term.recv() => {}

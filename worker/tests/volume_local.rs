@@ -428,7 +428,10 @@ fn the_busy_hold_keeps_io_on_a_raw_device_past_its_first_mebibyte() {
     let before = lo.stat();
     let stop = Arc::new(AtomicBool::new(false));
     let (dev, s) = (lo.dev.clone(), stop.clone());
-    let hold = std::thread::spawn(move || benchrun_worker::probe::busy::run(&dev, 16 << 20, &s));
+    // Unpaced in effect (a million a second): the test waits on the kernel's count.
+    let hold = std::thread::spawn(move || {
+        benchrun_worker::probe::busy::run(&dev, 16 << 20, 1_000_000, &s)
+    });
     // Stopped once the kernel has seen 200 I/Os (bounded: a device that takes none fails).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while {

@@ -138,6 +138,9 @@ pub fn check(cp: &ControlPlaneSpec) -> Vec<String> {
             "spec.controlPlane.busy keeps I/O running on a volume in use: set inUse too".into(),
         );
     }
+    if cp.busy_iops.is_some() && !cp.busy {
+        errs.push("spec.controlPlane.busyIOPS caps the I/O of busy: set busy too".into());
+    }
     if cp.busy && cp.measures("firstIO") {
         errs.push("spec.controlPlane.busy: the first I/O would be timed beside the pod's own I/O; measure firstIO in a run without busy".into());
     }
@@ -476,8 +479,15 @@ mod tests {
             ]
         );
         let s =
-            spec("{operations: [provision, attach, snapshot], count: 1, inUse: true, busy: true}");
+            spec("{operations: [provision, attach, snapshot], count: 1, inUse: true, busy: true, busyIOPS: 200}");
         assert_eq!(check(&s), Vec::<String>::new());
+        let s = spec(
+            "{operations: [provision, attach, snapshot], count: 1, inUse: true, busyIOPS: 200}",
+        );
+        assert_eq!(
+            check(&s),
+            ["spec.controlPlane.busyIOPS caps the I/O of busy: set busy too"]
+        );
     }
 
     #[test]

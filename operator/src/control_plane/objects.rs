@@ -143,6 +143,9 @@ pub fn expanded_bytes(cp: &ControlPlaneSpec) -> Option<u64> {
     Some(b.ceil() as u64)
 }
 
+/// `busyIOPS` when the run gives none.
+pub const DEFAULT_BUSY_IOPS: u32 = 1000;
+
 /// The grace a `busy` pod gets when deleted, seconds: its hold stops its I/O on SIGTERM and
 /// writes its report as the termination message, which only a graceful deletion keeps.
 pub const BUSY_GRACE_SECONDS: i64 = 30;
@@ -210,6 +213,8 @@ pub fn pod(run: &BenchmarkRun, image: &str, i: usize) -> Result<Pod> {
             path.into(),
             "--busy-bytes".into(),
             busy_bytes(cp).to_string(),
+            "--busy-iops".into(),
+            cp.busy_iops.unwrap_or(DEFAULT_BUSY_IOPS).to_string(),
         ]);
     }
     let hold = in_use.then(|| Container {
@@ -464,7 +469,15 @@ mod tests {
         let args = spec.containers[1].args.clone().unwrap_or_default();
         assert_eq!(
             args,
-            ["probe-hold", "--busy", MOUNT, "--busy-bytes", "8388608"]
+            [
+                "probe-hold",
+                "--busy",
+                MOUNT,
+                "--busy-bytes",
+                "8388608",
+                "--busy-iops",
+                "1000"
+            ]
         );
         assert_eq!(
             spec.termination_grace_period_seconds,

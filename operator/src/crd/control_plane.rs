@@ -44,6 +44,7 @@ pub const OPERATIONS: [&str; 7] = [
 #[x_kube(validation = Rule::new("!has(self.cloneSource) || self.cloneSource != 'Snapshot' || 'snapshot' in self.operations").message("controlPlane.cloneSource Snapshot clones from the lifecycle's VolumeSnapshot: list snapshot in operations too"))]
 #[x_kube(validation = Rule::new("!has(self.concurrency) || !has(self.count) || self.concurrency <= self.count").message("controlPlane.concurrency may not exceed controlPlane.count"))]
 #[x_kube(validation = Rule::new("!has(self.busy) || !self.busy || (has(self.inUse) && self.inUse)").message("controlPlane.busy keeps I/O running on a volume in use: set inUse too"))]
+#[x_kube(validation = Rule::new("!has(self.busyIOPS) || (has(self.busy) && self.busy)").message("controlPlane.busyIOPS caps the I/O of busy: set busy too"))]
 #[x_kube(validation = Rule::new("!has(self.busy) || !self.busy || !('firstIO' in self.operations)").message("controlPlane.busy: the first I/O would be timed beside the pod's own I/O; measure firstIO in a run without busy"))]
 #[x_kube(validation = Rule::new("!has(self.maxLate) || has(self.ratePerSecond)").message("controlPlane.maxLate limits late starts of an arrival rate: give ratePerSecond too"))]
 #[serde(rename_all = "camelCase")]
@@ -123,12 +124,20 @@ pub struct ControlPlaneSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_use: bool,
     /// With `inUse`: the volume is also busy while it is snapshotted, cloned and expanded. The
-    /// hold container runs 4 KiB O_DIRECT random I/O on it (70% reads, one at a time, over
-    /// half the claim's size up to 16 MiB: a file of its own, or a `Block` device from 1 MiB
-    /// on) until the pod is deleted, and reports it in `status.controlPlane.busy`. Not with
-    /// `firstIO` (the first I/O would be timed beside it). Default false.
+    /// hold container runs 4 KiB O_DIRECT random I/O on it (70% reads, one at a time, at most
+    /// `busyIOPS` a second, over half the claim's size up to 16 MiB: a file of its own, or a
+    /// `Block` device from 1 MiB on) until the pod is deleted, and reports it in
+    /// `status.controlPlane.busy`. Not with `firstIO` (the first I/O would be timed beside
+    /// it). Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub busy: bool,
+    /// With `busy`: the most I/Os a second on each volume. Default 1000. A cap, not a target:
+    /// one I/O at a time on slow storage does fewer; without it, a volume served from a cache
+    /// would take a core of its node for the loop, and the control plane measured beside it
+    /// would wait for CPU.
+    #[serde(default, rename = "busyIOPS", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub busy_iops: Option<u32>,
     /// With a workload: the first lifecycle starts this long after the workers' start instant
     /// (e.g. past the workload's `warmup`, so that the operations meet a steady load); less
     /// than the workload's `warmup` plus `duration`. Default 0. Not on a run with

@@ -1,6 +1,7 @@
 //! `probe-hold --busy PATH`: keep the volume busy while the operator snapshots, clones and
 //! expands it (`controlPlane.busy`). 4 KiB O_DIRECT random I/O, 70% reads, one at a time
-//! (queue depth 1: a steady load a snapshot or a resize meets, not a saturating one), over a
+//! (queue depth 1: a steady load a snapshot or a resize meets, not a saturating one) and at
+//! most a given rate (a volume served from a cache would otherwise take a core), over a
 //! file of its own in the mounted directory PATH, or over the raw device PATH from 1 MiB on
 //! (the probe's first 4 KiB and the 64 KiB its signature check reads stay untouched). Every
 //! I/O's latency goes into the project's exact histogram; failures are counted, not fatal (a
@@ -94,10 +95,11 @@ fn region(path: &Path, bytes: u64) -> Result<Region> {
     })
 }
 
-/// Run the I/O on `path` over `bytes` until `stop` is set (at least one I/O, however early it
-/// is set); what it did. A region that cannot be set up is one error (the hold keeps the
+/// Run the I/O on `path` over `bytes`, at most `iops` a second (I/O n starts no earlier than n /
+/// `iops` after the first), until `stop` is set (at least one I/O, however early it is set);
+/// what it did. A region that cannot be set up is one error (the hold keeps the
 /// volume mounted all the same).
-pub fn run(path: &Path, bytes: u64, stop: &AtomicBool) -> HoldIo {
+pub fn run(path: &Path, bytes: u64, iops: u32, stop: &AtomicBool) -> HoldIo {
     let mut io = HoldIo::default();
     let r = match region(path, bytes) {
         Ok(r) => r,
@@ -111,7 +113,15 @@ pub fn run(path: &Path, bytes: u64, stop: &AtomicBool) -> HoldIo {
     let mut buf = AlignedBuf::new(PROBE_BYTES.max(DIRECT_ALIGN));
     let mut rng = SmallRng::seed_from_u64(u64::from(std::process::id()));
     let started = Instant::now();
+    let interval = Duration::from_secs(1) / iops.max(1);
+    let mut due = started;
     loop {
+        // Paced, not bursting to catch up: a late I/O moves the schedule on.
+        let now = Instant::now();
+        if now < due {
+            std::thread::sleep(due - now);
+        }
+        due = due.max(now) + interval;
         let at = r.start + rng.random_range(0..r.blocks) * PROBE_BYTES as u64;
         let read = rng.random_range(0..100) < READ_PERCENT;
         let data = &mut buf.as_mut_slice()[..PROBE_BYTES];
@@ -157,7 +167,7 @@ mod tests {
         // /var/tmp: a disk file system on most machines (tmpfs refuses O_DIRECT).
         let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
         // Stopped before it starts: exactly one I/O, whatever the machine's speed.
-        let io = run(dir.path(), 1 << 20, &AtomicBool::new(true));
+        let io = run(dir.path(), 1 << 20, 1000, &AtomicBool::new(true));
         if let Some(e) = &io.first_error {
             // A file system without O_DIRECT: the one error says so.
             assert!(e.contains("O_DIRECT") && io.errors == 1, "{io:?}");
@@ -174,9 +184,30 @@ mod tests {
     }
 
     #[test]
+    fn its_io_keeps_to_the_rate() {
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (path, s) = (dir.path().to_path_buf(), stop.clone());
+        let t = std::thread::spawn(move || run(&path, 1 << 20, 200, &s));
+        // How many I/Os run before the stop depends on the machine; the bound below does not:
+        // I/O n starts no earlier than n * 5 ms after the first.
+        std::thread::sleep(Duration::from_millis(100));
+        stop.store(true, Ordering::Relaxed);
+        let io = t.join().expect("thread");
+        if io.first_error.is_some() {
+            return; // no O_DIRECT here: the test above says so
+        }
+        assert!(io.ops() >= 1, "{io:?}");
+        assert!(
+            (io.ops() - 1) as f64 * 5.0 <= io.elapsed_ms + 0.001,
+            "more than 200 a second: {io:?}"
+        );
+    }
+
+    #[test]
     fn a_path_it_cannot_open_is_one_error_named() {
         let stop = AtomicBool::new(true);
-        let io = run(Path::new("/nonexistent/benchrun"), 1 << 20, &stop);
+        let io = run(Path::new("/nonexistent/benchrun"), 1 << 20, 1000, &stop);
         assert_eq!((io.errors, io.ops()), (1, 0));
         assert!(
             io.first_error
