@@ -1,9 +1,10 @@
 //! `compare` and `report`: the stored merged summaries read from the cluster and handed to the
 //! worker's own `compare` and `report` (one implementation, the same output as
 //! `benchrun-worker compare`/`report` on the same summaries). Two control-plane runs have no
-//! summaries: their `status.controlPlane` is compared by [`crate::cpcompare`].
+//! summaries: their `status.controlPlane` is compared by [`crate::cpcompare`], and reported
+//! as `result` prints it.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use benchrun_worker::compare;
 use benchrun_worker::report::{self, Run};
 
@@ -119,9 +120,97 @@ fn control_plane(a: cpcompare::Side, b: cpcompare::Side, args: &CompareArgs) -> 
 /// `kubectl benchrun report NAME... [--out DIR]`.
 pub async fn report(t: &Target, args: &ReportArgs) -> Result<u8> {
     let mut runs = vec![];
+    let mut control_planes = vec![];
     for name in &args.names {
-        runs.extend(fetch::report_runs(t, name).await?);
+        let run = fetch::run(t, name).await?;
+        let only_cp = benchrun_operator::crd::is_control_plane_only(&run.spec.workload);
+        match run.status.as_ref().and_then(|s| s.control_plane.clone()) {
+            Some(cp) => control_planes.push((name.clone(), cp)),
+            None if only_cp => {
+                let phase = run.status.as_ref().map(|s| s.phase).unwrap_or_default();
+                return Err(bad_input(format!(
+                    "run {name} has no control-plane result yet (phase {})",
+                    phase.as_str()
+                )));
+            }
+            None => {}
+        }
+        // A control-plane run without a workload has no data-plane summary to report.
+        if !only_cp {
+            runs.extend(fetch::report_runs(t, name).await?);
+        }
     }
-    report::write_or_print(&runs, args.out.as_deref(), args.units)?;
+    if !runs.is_empty() {
+        report::write_or_print(&runs, args.out.as_deref(), args.units)?;
+    }
+    if control_planes.is_empty() {
+        return Ok(OK);
+    }
+    let text = control_plane_sections(&control_planes);
+    match &args.out {
+        None => print!("{}{text}", if runs.is_empty() { "" } else { "\n" }),
+        Some(dir) => {
+            // Beside the data plane's report.md (appended), or as the whole of it.
+            use std::io::Write as _;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let path = dir.join("report.md");
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .with_context(|| format!("opening {}", path.display()))?;
+            f.write_all(format!("\n{text}").as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+            if runs.is_empty() {
+                println!("{}", path.display());
+            }
+        }
+    }
     Ok(OK)
+}
+
+/// Each run's control-plane table (as `result` prints it) under a heading of its name, in
+/// Markdown (the tables as preformatted text: their columns line up as on a terminal).
+fn control_plane_sections(
+    runs: &[(
+        String,
+        benchrun_operator::crd::control_plane::ControlPlaneStatus,
+    )],
+) -> String {
+    runs.iter()
+        .map(|(name, cp)| {
+            format!(
+                "## Control plane: {name}\n\n```text\n{}```\n",
+                crate::show::control_plane(cp)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_control_plane_gets_a_section_with_its_table() {
+        let cp: benchrun_operator::crd::control_plane::ControlPlaneStatus =
+            serde_json::from_value(serde_json::json!({
+                "requested": 2, "completed": 2, "failed": 0, "elapsedMs": 1500.0,
+                "operations": {"provision": {"count": 2, "errors": 0, "p50Ms": 40.0, "p95Ms": 50.0, "p99Ms": 50.0, "maxMs": 50.0}}
+            }))
+            .expect("status");
+        let text = super::control_plane_sections(&[("a".into(), cp.clone()), ("b".into(), cp)]);
+        let heads: Vec<&str> = text.lines().filter(|l| l.starts_with("## ")).collect();
+        assert_eq!(
+            heads,
+            ["## Control plane: a", "## Control plane: b"],
+            "{text}"
+        );
+        assert_eq!(text.matches("```text\n").count(), 2, "{text}");
+        assert!(text.contains("2 of 2 lifecycles completed"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("provision") && l.contains("40.000")),
+            "{text}"
+        );
+    }
 }

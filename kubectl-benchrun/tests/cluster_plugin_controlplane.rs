@@ -270,6 +270,37 @@ async fn twenty_claims_on_each_provisioner_compared_through_the_plugin() {
         "{}",
         gate.stderr
     );
+
+    // `report` of the two: each run's control-plane table, as `result` prints it; with
+    // --out, in report.md.
+    let rep = exec(&ns, &["report", "hp", "lp"]).await;
+    assert_eq!(rep.code, 0, "{}", rep.stderr);
+    for (name, st) in [("hp", &hp), ("lp", &lp)] {
+        assert!(
+            rep.stdout.contains(&format!("## Control plane: {name}")),
+            "{}",
+            rep.stdout
+        );
+        let row = format!("{:.3}", st.operations["provision"].latency.p50_ms);
+        assert!(
+            rep.stdout.contains(&row),
+            "{name}: no {row} in {}",
+            rep.stdout
+        );
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("r");
+    let rep = exec(
+        &ns,
+        &["report", "hp", "--out", out.to_str().expect("utf-8")],
+    )
+    .await;
+    assert_eq!(rep.code, 0, "{}", rep.stderr);
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(
+        md.contains("## Control plane: hp") && md.contains("20 of 20 lifecycles completed"),
+        "{md}"
+    );
 }
 
 /// `storageclass local-path --control-plane`: the I/O profile on the second provisioner's
