@@ -99,13 +99,15 @@ impl Figures {
         b.writes += io.writes;
         b.errors += io.errors;
         if b.first_error.is_none() {
-            b.first_error = io.first_error;
+            b.first_error = io.first_error.clone();
         }
         b.elapsed_ms += io.elapsed_ms;
         b.max_us = b.max_us.max(io.max_us);
         match &io.latency {
             Some(h) => b.latency.add(h),
-            None => b.latency_left_out += 1,
+            // A hold that did no I/O (its file could not be set up: one error) left nothing out.
+            None if io.ops() > 0 => b.latency_left_out += 1,
+            None => {}
         }
     }
 
@@ -333,9 +335,16 @@ mod tests {
         f.busy(Some(&hold(&[90_000, 100], 0, false)));
         f.busy(None);
         f.busy(Some("not json"));
+        // A hold whose file could not be set up: one error, no I/O, nothing left out.
+        let failed = HoldIo {
+            errors: 1,
+            first_error: Some("open /data/.benchrun-busy: EROFS".into()),
+            ..HoldIo::default()
+        };
+        f.busy(Some(&failed.message()));
         let b = f.status(&s, Duration::from_secs(3)).busy.expect("busy");
-        assert_eq!((b.lifecycles, b.unreported, b.latency_left_out), (3, 2, 1));
-        assert_eq!((b.reads, b.writes, b.errors), (4, 3, 2));
+        assert_eq!((b.lifecycles, b.unreported, b.latency_left_out), (4, 2, 1));
+        assert_eq!((b.reads, b.writes, b.errors), (4, 3, 3));
         assert_eq!(b.first_error.as_deref(), Some("write at 4096: EIO"));
         // 7 I/Os over three holds of 0.5 s each.
         assert!((b.iops_per_volume - 7.0 / 1.5).abs() < 1e-9, "{b:?}");
