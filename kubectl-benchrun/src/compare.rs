@@ -137,7 +137,7 @@ pub async fn report(t: &Target, args: &ReportArgs) -> Result<u8> {
         }
         // A control-plane run without a workload has no data-plane summary to report.
         if !only_cp {
-            runs.extend(fetch::report_runs(t, name).await?);
+            runs.extend(fetch::report_runs_of(t, &run).await?);
         }
     }
     if !runs.is_empty() {

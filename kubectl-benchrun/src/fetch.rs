@@ -60,11 +60,16 @@ pub async fn worker_summaries(t: &Target, run: &BenchmarkRun) -> Result<Vec<(Str
 /// The summaries a run stands for in a report: its merged summary, or for a matrix run each
 /// combination's (the representative repeat's), the baseline first, labelled by combination.
 pub async fn report_runs(t: &Target, name: &str) -> Result<Vec<Run>> {
-    let run = run(t, name).await?;
+    report_runs_of(t, &run(t, name).await?).await
+}
+
+/// [`report_runs`] of a run already read.
+pub async fn report_runs_of(t: &Target, run: &BenchmarkRun) -> Result<Vec<Run>> {
+    let name = run.metadata.name.clone().unwrap_or_default();
     let Some(m) = run.status.as_ref().and_then(|s| s.matrix.as_ref()) else {
-        let summary = merged(t, &run).await?;
+        let summary = merged(t, run).await?;
         return Ok(vec![Run {
-            label: name.to_string(),
+            label: name,
             summary,
         }]);
     };

@@ -262,22 +262,19 @@ impl Seen {
             cs.iter()
                 .any(|c| c.type_ == "PodScheduled" && c.status == "True")
         });
-        // The probe's status by name: with `inUse` the pod has a second container.
-        let state = st
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.name == super::objects::CONTAINER))
-            .and_then(|c| c.state.clone());
-        let running = state
-            .as_ref()
-            .is_some_and(|s| s.running.is_some() || s.terminated.is_some());
-        let terminated = state
-            .and_then(|s| s.terminated)
-            .map(|t| (t.exit_code, t.message.or(t.reason).unwrap_or_default()));
-        let hold = st
-            .and_then(|s| s.container_statuses.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.name == super::objects::HOLD_CONTAINER))
-            .and_then(|c| c.state.as_ref())
-            .and_then(|s| s.terminated.as_ref());
+        // Containers by name: with `inUse` the pod has a second one, the hold.
+        let state_of = |name: &str| {
+            st.and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.name == name))
+                .and_then(|c| c.state.as_ref())
+        };
+        let state = state_of(super::objects::CONTAINER);
+        let running = state.is_some_and(|s| s.running.is_some() || s.terminated.is_some());
+        let terminated = state.and_then(|s| s.terminated.as_ref()).map(|t| {
+            let message = t.message.as_ref().or(t.reason.as_ref());
+            (t.exit_code, message.cloned().unwrap_or_default())
+        });
+        let hold = state_of(super::objects::HOLD_CONTAINER).and_then(|s| s.terminated.as_ref());
         let hold_ended = hold.is_some();
         let hold_message = hold.and_then(|t| t.message.clone());
         self.update(&p.name_any(), |m, now| {
