@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 
 use super::Reconciler;
 use crate::children::{create_if_absent, delete_exact, Deleted};
@@ -169,10 +169,7 @@ impl Reconciler<'_> {
             (Slot::Warmup, Some(w)) => sweep::warmup_spec(&self.run.spec, p, w),
             _ => sweep::child_spec(&self.run.spec, p),
         };
-        let mut child = BenchmarkRun::new(name, spec);
-        child.metadata.namespace = Some(self.ns.clone());
-        child.metadata.owner_references = self.run.controller_owner_ref(&()).map(|o| vec![o]);
-        child.metadata.labels = Some([(sweep::MATRIX_LABEL.to_string(), self.name.clone())].into());
+        let child = crate::resources::child_run(self.run, name, spec, sweep::MATRIX_LABEL)?;
         create_if_absent(&self.api(), &child, self.run).await?;
         Ok(())
     }
