@@ -138,6 +138,16 @@ pub fn check(cp: &ControlPlaneSpec) -> Vec<String> {
             "spec.controlPlane.busy keeps I/O running on a volume in use: set inUse too".into(),
         );
     }
+    if cp.in_use
+        && !["snapshot", "clone", "expand"]
+            .iter()
+            .any(|o| cp.measures(o))
+    {
+        errs.push("spec.controlPlane.inUse keeps the volume in use while it is snapshotted, cloned or expanded: list snapshot, clone or expand in operations, or leave inUse out".into());
+    }
+    if cp.expanded_size.is_some() && !cp.measures("expand") {
+        errs.push("spec.controlPlane.expandedSize is the request after expand: list expand in operations, or leave expandedSize out".into());
+    }
     if cp.busy_iops.is_some() && !cp.busy {
         errs.push("spec.controlPlane.busyIOPS caps the I/O of busy: set busy too".into());
     }
@@ -511,6 +521,28 @@ mod tests {
         assert_eq!(objects::expanded_bytes(&s), Some(32 << 20));
         let s = spec("{operations: [expand], count: 1}");
         assert_eq!(objects::expanded_bytes(&s), Some(2 << 30));
+    }
+
+    /// `inUse` and `expandedSize` are about operations: without one of them listed, they
+    /// would change nothing measured, and are refused naming the field.
+    #[test]
+    fn in_use_and_expanded_size_need_their_operations() {
+        let s = spec("{operations: [provision, attach, delete], count: 1, inUse: true}");
+        assert_eq!(
+            check(&s),
+            ["spec.controlPlane.inUse keeps the volume in use while it is snapshotted, cloned or expanded: list snapshot, clone or expand in operations, or leave inUse out"]
+        );
+        for op in ["snapshot", "clone", "expand"] {
+            let s = spec(&format!(
+                "{{operations: [provision, {op}], count: 1, inUse: true}}"
+            ));
+            assert_eq!(check(&s), Vec::<String>::new(), "{op}");
+        }
+        let s = spec("{operations: [provision, snapshot], count: 1, expandedSize: 4Gi}");
+        assert_eq!(
+            check(&s),
+            ["spec.controlPlane.expandedSize is the request after expand: list expand in operations, or leave expandedSize out"]
+        );
     }
 
     #[test]
