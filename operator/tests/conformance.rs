@@ -23,6 +23,7 @@
 use benchrun_operator::crd::kind::RunKind;
 use benchrun_operator::crd::schedule::BenchmarkSchedule;
 use benchrun_operator::crd::{BenchmarkRun, WorkerStatus};
+use benchrun_operator::schedule::cron::Schedule;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 
@@ -101,9 +102,18 @@ fn case(kind: RunKind) -> Case {
             example: "benchmarkrun-control-plane-under-load.yaml",
             refused: &[("{matrix: {parameters: {concurrency: [1, 2]}}}", "matrix")],
         },
+        // A schedule's changes are to the schedule's spec (its run template under
+        // `runTemplate`), judged as the schedule controller judges them.
         RunKind::Scheduled => Case {
             example: "benchmarkschedule-nightly.yaml",
-            refused: &[("{baselineRef: {run: other}}", "baselineRef")],
+            refused: &[
+                ("{startingDeadlineSeconds: 0}", "startingDeadlineSeconds"),
+                (
+                    "{runTemplate: {ttlSecondsAfterFinished: 3600}}",
+                    "ttlSecondsAfterFinished",
+                ),
+                ("{runTemplate: {workload: {rateLimit: 0}}}", "rateLimit"),
+            ],
         },
     }
 }
@@ -118,7 +128,15 @@ fn example(name: &str) -> serde_yaml::Value {
 /// namespace, with a UID (and, for a schedule's run, owned by the schedule).
 fn run_of(kind: RunKind, patch: Option<&str>) -> BenchmarkRun {
     let c = case(kind);
-    let doc = example(c.example);
+    let mut doc = example(c.example);
+    if kind == RunKind::Scheduled {
+        if let Some(p) = patch {
+            merge(
+                &mut doc["spec"],
+                serde_yaml::from_str(p).expect("a patch is YAML"),
+            );
+        }
+    }
     let (name, mut spec, owners) = if kind == RunKind::Scheduled {
         let s: BenchmarkSchedule = serde_yaml::from_value(doc).expect("the schedule example");
         let owner = OwnerReference {
@@ -138,7 +156,7 @@ fn run_of(kind: RunKind, patch: Option<&str>) -> BenchmarkRun {
             .to_string();
         (name, doc["spec"].clone(), vec![])
     };
-    if let Some(p) = patch {
+    if let Some(p) = patch.filter(|_| kind != RunKind::Scheduled) {
         merge(&mut spec, serde_yaml::from_str(p).expect("a patch is YAML"));
     }
     let spec = serde_yaml::from_value(spec)
@@ -207,6 +225,30 @@ fn every_case_is_of_its_kind_and_accepted() {
     });
 }
 
+/// Everything the operator says is wrong with `kind`'s case changed by `patch`: the run's
+/// validation, and for a schedule's run the schedule's too.
+fn refusals(kind: RunKind, patch: &str) -> Vec<String> {
+    let run = run_of(kind, Some(patch));
+    let mut errs = benchrun_operator::validate::run(&run.spec, &run.name_any());
+    if kind == RunKind::Scheduled {
+        let mut doc = example(case(kind).example);
+        merge(
+            &mut doc["spec"],
+            serde_yaml::from_str(patch).expect("a patch is YAML"),
+        );
+        let s: BenchmarkSchedule = serde_yaml::from_value(doc).expect("the schedule parses");
+        let sched = Schedule::parse(&s.spec.schedule, s.spec.time_zone.as_deref())
+            .expect("the example's cron parses");
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-07T00:00:00Z")
+            .expect("a time")
+            .to_utc();
+        if let Err(e) = benchrun_operator::validate::schedule(&s.spec, &sched, now) {
+            errs.push(format!("{}: {}", e.field, e.message));
+        }
+    }
+    errs
+}
+
 #[test]
 fn every_kind_refuses_what_it_cannot_use_naming_the_field() {
     for_every_kind("bad input is refused naming the field", |kind| {
@@ -215,8 +257,7 @@ fn every_kind_refuses_what_it_cannot_use_naming_the_field() {
             return Err("the case names no input the kind must refuse".into());
         }
         for (patch, field) in c.refused {
-            let run = run_of(kind, Some(patch));
-            let errs = benchrun_operator::validate::run(&run.spec, &run.name_any());
+            let errs = refusals(kind, patch);
             if !errs.iter().any(|e| e.contains(field)) {
                 return Err(format!(
                     "{patch} was not refused naming `{field}`: {}",
