@@ -105,7 +105,12 @@ pub async fn prepare(
             opts.index, opts.count
         )));
     }
-    let dataset = dataset::Shape::new(&shape, workload.seed, &workload.dataset.prefix);
+    let dataset = dataset::Shape::new(
+        &shape,
+        workload.seed,
+        &workload.data(),
+        &workload.dataset.prefix,
+    );
     let pattern = Arc::new(DataPattern::new(workload.seed, &workload.data()));
     let prepare = if workload.dataset.prepare {
         Some(
