@@ -607,6 +607,13 @@ fn worker_container(
                 value: Some("info".into()),
                 ..Default::default()
             },
+            // The agent's `--run-seed`: what every worker writes is keyed by the run (and
+            // by its index), so no two workers or runs write the same bytes.
+            EnvVar {
+                name: RUN_SEED_ENV.into(),
+                value: Some(run_seed(run).to_string()),
+                ..Default::default()
+            },
             // The agent's `--start-timeout`: a worker whose start request never arrives
             // fails saying so (on its status, which names it in the run) instead of waiting
             // for ever; by the run's deadline, past which the run has failed anyway. An
@@ -664,6 +671,19 @@ pub fn set_rank(pod: &mut Pod, index: usize, count: usize) {
             ..Default::default()
         });
     }
+}
+
+/// The environment variable of the agent's `--run-seed`.
+pub const RUN_SEED_ENV: &str = "BENCHRUN_RUN_SEED";
+
+/// The seed that keys what the run's workers write (with each one's index): a hash of the
+/// run's UID (FNV-1a), the same for every worker of the run and whenever a pod is made again,
+/// and another for every run, a run of the same name made again included.
+pub fn run_seed(run: &BenchmarkRun) -> u64 {
+    let uid = run.metadata.uid.as_deref().unwrap_or_default();
+    uid.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// The environment variable of the agent's `--start-timeout`.
@@ -1107,5 +1127,28 @@ volume:
         };
         assert_eq!(get(WORKER_INDEX_ENV), "2");
         assert_eq!(get(WORKERS_ENV), "3");
+    }
+
+    #[test]
+    fn every_worker_of_a_run_gets_the_runs_seed_and_another_run_another() {
+        let seed_of = |r: &BenchmarkRun, w: &WorkerStatus| {
+            let p = worker_pod(r, w, "img:1").unwrap();
+            let env = p.spec.unwrap().containers[0].env.clone().unwrap();
+            let v: Vec<_> = env.iter().filter(|e| e.name == RUN_SEED_ENV).collect();
+            assert_eq!(v.len(), 1, "{RUN_SEED_ENV} once");
+            v[0].value.clone().unwrap()
+        };
+        let a = run(SPEC);
+        let w1 = WorkerStatus {
+            name: "w1".into(),
+            pod: "bench-w1".into(),
+            ..worker()
+        };
+        assert_eq!(seed_of(&a, &worker()), seed_of(&a, &w1));
+        assert_eq!(seed_of(&a, &worker()), run_seed(&a).to_string());
+        // The same name made again is another run: another UID, another seed.
+        let mut b = run(SPEC);
+        b.metadata.uid = Some("uid-2".into());
+        assert_ne!(seed_of(&a, &worker()), seed_of(&b, &worker()));
     }
 }

@@ -175,14 +175,34 @@ pub struct RunArgs {
     /// counted in the summary's `oplog.dropped`) so the run never waits for the disk.
     #[arg(long, value_name = "N", default_value_t = crate::oplog::writer::DEFAULT_QUEUE)]
     pub oplog_queue: usize,
-    /// Training workloads: this worker's index among the `--workers` workers of one run
-    /// (0-based). The epoch order is split over every worker's accelerators, so the workers
-    /// together read every sample once per epoch; worker i writes every i-th dataset file.
+    /// This worker's index among the `--workers` workers of one run (0-based). What it
+    /// writes is keyed by it (and by --run-seed), so workers of one run never write the same
+    /// data. Training workloads: the epoch order is split over every worker's accelerators,
+    /// so the workers together read every sample once per epoch; worker i writes every i-th
+    /// dataset file.
     #[arg(long, env = "BENCHRUN_WORKER_INDEX", default_value_t = 0)]
     pub worker_index: u32,
-    /// Training workloads: the number of workers of the run (see --worker-index).
+    /// The number of workers of the run (see --worker-index).
     #[arg(long, env = "BENCHRUN_WORKERS", default_value_t = 1)]
     pub workers: u32,
+    /// The run's identity: keys what every worker of the run writes, beside the workload's
+    /// seed and --worker-index, so that two runs never write the same data either.
+    #[arg(long, env = RUN_SEED_ENV, value_name = "N")]
+    pub run_seed: Option<u64>,
+}
+
+/// The environment variable of `--run-seed` (the operator sets it from the run's UID).
+pub const RUN_SEED_ENV: &str = "BENCHRUN_RUN_SEED";
+
+impl RunArgs {
+    /// Who writes: this run (`--run-seed`) and this worker's place in it.
+    pub fn writer(&self) -> crate::datagen::Writer {
+        crate::datagen::Writer {
+            run: self.run_seed,
+            index: self.worker_index,
+            count: self.workers.max(1),
+        }
+    }
 }
 
 /// Options of `replay`.

@@ -26,7 +26,19 @@
 //! - `dedupRatio` R: of every R 4 KiB blocks of a stream (fio's dedup unit), one is its own
 //!   and the others are copies of a pool of [`POOL_BLOCKS`] blocks keyed by the seed (which
 //!   copy: a hash of the stream and block), so fixed-block dedup keeps about 1/R of them.
-//!   Pool blocks carry no generation: a repeat is the same bytes every time.
+//!   Which of the R is its own is shifted by a phase drawn per stream: a stream shorter than
+//!   R blocks (a 4 KiB object) is its own with odds 1/R, so the ratio holds over a run of
+//!   small objects too. Pool blocks carry no generation: a repeat is the same bytes every
+//!   time.
+//!
+//! # Who writes
+//! Data that others read back (a dataset's objects and files, a checkpoint's shards, training
+//! samples) is keyed by what it is: the seed, its name and `data`, so any worker or later run
+//! verifies it. What a worker writes is also keyed by who writes it ([`Writer`]: the run and
+//! the worker): block writes' and preconditioning's generations (and offsets) come from a
+//! generator keyed by it, and PUT payloads' streams include it. So two workers of a run never
+//! write the same sector even on the same file names or device offsets, and block reads
+//! still verify from any worker (the generation is in each sector).
 
 mod payload;
 mod rounds;
@@ -51,6 +63,10 @@ const P0: u64 = 0xa076_1d64_78bd_642f;
 const P1: u64 = 0xe703_7ed1_a0b4_28db;
 /// Stream of the dedup pool (no object key or file hashes to it in practice).
 const POOL_STREAM: u64 = 0x706f_6f6c_5f64_6174;
+/// Salt of the run's seed in a [`Writer`]'s key.
+const RUN_SALT: u64 = 0x7275_6e5f_7365_6564;
+/// Salt of a stream's dedup phase.
+const PHASE_SALT: u64 = 0x7068_6173_655f_6464;
 
 /// splitmix64's finalizer: a bijective 64-bit mix.
 #[inline]
@@ -68,6 +84,46 @@ pub fn stream_of(name: &str) -> u64 {
         h = h.wrapping_mul(0x100_0000_01b3);
     }
     h
+}
+
+/// Who writes: the run and this worker's place in it. Every random choice of what a worker
+/// writes is keyed by it (see the module's docs), so no two workers of a run, and no two runs,
+/// write the same bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Writer {
+    /// The run's seed, drawn by the operator from the run's UID (`--run-seed`); `None` for a
+    /// worker run alone, which is then told apart by its index only.
+    pub run: Option<u64>,
+    /// This worker's index among the run's workers (0-based).
+    pub index: u32,
+    /// The run's workers (at least 1).
+    pub count: u32,
+}
+
+impl Default for Writer {
+    fn default() -> Self {
+        Self {
+            run: None,
+            index: 0,
+            count: 1,
+        }
+    }
+}
+
+impl Writer {
+    /// The seed of this writer's generators in a workload seeded `seed`.
+    pub fn key(&self, seed: u64) -> u64 {
+        let run = self.run.map_or(0, |r| mix(r ^ RUN_SALT));
+        mix(mix(seed ^ P0) ^ run ^ (self.index as u64 + 1).wrapping_mul(P1))
+    }
+
+    /// The first of `n` items this worker visits in a pass every worker makes over the same
+    /// items (a shared dataset read in order): its share's start, so workers do not read the
+    /// same items in lockstep.
+    pub fn first_of(&self, n: u64) -> u64 {
+        let count = self.count.max(1) as u128;
+        ((self.index as u128 % count) * n as u128 / count) as u64
+    }
 }
 
 /// The run's data: a seed and how reducible the data is. Holds no buffer: copying it is free.
@@ -97,6 +153,18 @@ impl DataPattern {
         p
     }
 
+    /// The same data with its streams keyed by `k` as well (the pool unchanged): another
+    /// version of every object, as a checkpoint saved again is. Key 0 is this pattern.
+    pub fn rekeyed(&self, k: u64) -> Self {
+        if k == 0 {
+            return *self;
+        }
+        Self {
+            seed: self.seed ^ mix(k ^ RUN_SALT),
+            ..*self
+        }
+    }
+
     /// Incompressible, unique data from `seed` (the default `data`).
     pub fn unique(seed: u64) -> Self {
         Self::new(seed, &DataSpec::default())
@@ -106,22 +174,35 @@ impl DataPattern {
         mix(self.seed ^ mix(stream.wrapping_add(P0)))
     }
 
-    /// Whether 4 KiB block `block` of a stream is a copy from the pool: exactly a share
-    /// 1 - 1/R of any run of blocks is.
+    /// Where the stream keyed `sk` starts in the cycle of R blocks (in `0..R`): drawn per
+    /// stream, so that its block 0 is its own with odds 1/R rather than never (a run of 4 KiB
+    /// objects would otherwise be all repeats).
     #[inline]
-    fn repeats(&self, block: u64) -> bool {
+    fn phase(&self, sk: u64) -> f64 {
+        if self.dedup_ratio == 1.0 {
+            return 0.0;
+        }
+        (mix(sk ^ PHASE_SALT) >> 11) as f64 / (1u64 << 53) as f64 * self.dedup_ratio
+    }
+
+    /// Whether 4 KiB block `block` of a stream at `phase` is a copy from the pool: exactly a
+    /// share 1 - 1/R of any run of a stream's blocks is (the blocks with no multiple of R in
+    /// `(block + phase, block + phase + 1]`).
+    #[inline]
+    fn repeats(&self, phase: f64, block: u64) -> bool {
         if self.dedup_ratio == 1.0 {
             return false;
         }
         let r = self.dedup_ratio;
-        ((block + 1) as f64 / r).floor() == (block as f64 / r).floor()
+        let b = block as f64 + phase;
+        ((b + 1.0) / r).floor() == (b / r).floor()
     }
 
     /// A stream's sector as written with generation `gen`, or its pool copy.
     #[inline]
-    fn sector(&self, sk: u64, sector: u64, gen: u64, out: &mut [u8; SECTOR]) {
+    fn sector(&self, sk: u64, phase: f64, sector: u64, gen: u64, out: &mut [u8; SECTOR]) {
         let block = sector / SECTORS_PER_BLOCK;
-        if self.repeats(block) {
+        if self.repeats(phase, block) {
             let p = mix(sk ^ block.wrapping_mul(P1)) % POOL_BLOCKS;
             self.raw(
                 self.pool_key,
@@ -154,6 +235,7 @@ impl DataPattern {
     /// Fill `buf` with `stream`'s bytes from `offset`, written with generation `gen`.
     pub fn fill(&self, stream: u64, offset: u64, gen: u64, buf: &mut [u8]) {
         let sk = self.stream_key(stream);
+        let phase = self.phase(sk);
         let mut scratch = [0u8; SECTOR];
         let mut at = 0usize;
         while at < buf.len() {
@@ -165,9 +247,9 @@ impl DataPattern {
                 let out: &mut [u8; SECTOR] = (&mut buf[at..at + SECTOR])
                     .try_into()
                     .expect("a sector-long slice");
-                self.sector(sk, sector, gen, out);
+                self.sector(sk, phase, sector, gen, out);
             } else {
-                self.sector(sk, sector, gen, &mut scratch);
+                self.sector(sk, phase, sector, gen, &mut scratch);
                 buf[at..at + n].copy_from_slice(&scratch[within..within + n]);
             }
             at += n;
@@ -178,6 +260,13 @@ impl DataPattern {
     /// the target writes it (see [`Payload`]).
     pub fn payload(&self, key: &str, len: u64) -> Payload {
         Payload::generated(*self, stream_of(key), len)
+    }
+
+    /// The content of object `key` of `len` bytes as `writer` writes it (a PUT of the
+    /// measured stage, which nobody reads back): its stream is keyed by the writer too, so
+    /// no other worker or run writes these bytes whatever the key.
+    pub fn payload_by(&self, writer: u64, key: &str, len: u64) -> Payload {
+        Payload::generated(*self, stream_of(key) ^ mix(writer ^ P1), len)
     }
 
     /// The index of the first byte of `chunk` (read at `offset` of object `key`) that differs
@@ -196,6 +285,7 @@ impl DataPattern {
     }
 
     fn compare(&self, sk: u64, offset: u64, chunk: &[u8], read_gen: Option<()>) -> Option<usize> {
+        let phase = self.phase(sk);
         let mut want = [0u8; SECTOR];
         let mut at = 0usize;
         while at < chunk.len() {
@@ -211,7 +301,7 @@ impl DataPattern {
                 }
                 _ => 0,
             };
-            self.sector(sk, sector, gen, &mut want);
+            self.sector(sk, phase, sector, gen, &mut want);
             let want = &want[within..within + n];
             if want != got {
                 let i = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
@@ -381,5 +471,127 @@ mod tests {
                 assert!((c / compress - 1.0).abs() < 0.05, "gzip {c} for {compress}");
             }
         }
+    }
+
+    /// Distinct 4 KiB blocks over `n` objects of `len` bytes, as a share of all their blocks.
+    fn distinct_block_share(d: &DataPattern, n: u64, len: u64) -> f64 {
+        let mut all = Vec::with_capacity((n * len) as usize);
+        for k in 0..n {
+            all.extend(flat(&d.payload(&format!("obj-{k}"), len)));
+        }
+        let blocks: HashSet<&[u8]> = all.chunks(DEDUP_BLOCK as usize).collect();
+        blocks.len() as f64 / (all.len() as f64 / DEDUP_BLOCK as f64)
+    }
+
+    /// Assert that the share of distinct blocks is 1/R, plus the pool's 256 blocks, within 5%.
+    fn assert_dedup(share: f64, r: f64, blocks: u64, what: &str) {
+        let want = 1.0 / r + POOL_BLOCKS as f64 / blocks as f64;
+        assert!(
+            (share / want - 1.0).abs() < 0.05,
+            "{share} of the blocks distinct ({want} wanted) for a dedup ratio of {r}: {what}"
+        );
+    }
+
+    #[test]
+    fn the_dedup_ratio_holds_over_a_run_of_objects_of_one_block() {
+        // Block 0 of every object used to be a pool copy: 4 KiB objects were all one of 256.
+        for (r, n) in [(2.0, 16_384), (4.0, 8_192)] {
+            let share = distinct_block_share(&pattern(r, 1.0), n, DEDUP_BLOCK);
+            assert_dedup(share, r, n, "4 KiB objects");
+            if r == 2.0 {
+                // With 64 MiB written the pool is small enough to be within 5% of 1/R alone.
+                assert!((share * r - 1.0).abs() < 0.05, "{share} for {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_dedup_ratio_holds_over_objects_of_a_few_blocks() {
+        // Shorter than R blocks, and not a multiple of R: the phase decides, per object.
+        for (r, blocks) in [(4.0, 3u64), (3.0, 2), (2.5, 7)] {
+            let n = 3000;
+            let share = distinct_block_share(&pattern(r, 1.0), n, blocks * DEDUP_BLOCK);
+            assert_dedup(share, r, n * blocks, &format!("{blocks}-block objects"));
+        }
+    }
+
+    #[test]
+    fn small_objects_compress_as_asked() {
+        let d = pattern(1.0, 3.0);
+        let mut all = Vec::new();
+        for k in 0..2048 {
+            all.extend(flat(&d.payload(&format!("obj-{k}"), DEDUP_BLOCK)));
+        }
+        let c = gzip_ratio(&all);
+        assert!((c / 3.0 - 1.0).abs() < 0.05, "gzip {c} for 3");
+    }
+
+    #[test]
+    fn writers_of_a_run_and_runs_have_keys_of_their_own() {
+        let w = |run, index| Writer {
+            run,
+            index,
+            count: 2,
+        };
+        let keys = [
+            w(None, 0).key(1),
+            w(None, 1).key(1),
+            w(Some(5), 0).key(1),
+            w(Some(5), 1).key(1),
+            w(Some(6), 0).key(1),
+            w(Some(5), 0).key(2),
+        ];
+        let distinct: HashSet<u64> = keys.iter().copied().collect();
+        assert_eq!(distinct.len(), keys.len(), "{keys:?}");
+        assert_eq!(
+            w(Some(5), 1).key(1),
+            w(Some(5), 1).key(1),
+            "a key is stable"
+        );
+        // Shares of a pass over 10 items start apart; one worker starts at 0.
+        assert_eq!((w(None, 0).first_of(10), w(None, 1).first_of(10)), (0, 5));
+        assert_eq!(Writer::default().first_of(10), 0);
+        assert_eq!(w(None, 1).first_of(0), 0);
+    }
+
+    #[test]
+    fn puts_of_two_writers_under_one_key_share_no_sector() {
+        let d = pattern(1.0, 1.0);
+        let (a, b) = (
+            Writer::default().key(7),
+            Writer {
+                index: 1,
+                ..Writer::default()
+            }
+            .key(7),
+        );
+        let pa = flat(&d.payload_by(a, "put/w0/0-1", 64 << 10));
+        let pb = flat(&d.payload_by(b, "put/w0/0-1", 64 << 10));
+        let sectors: HashSet<&[u8]> = pa.chunks(SECTOR).chain(pb.chunks(SECTOR)).collect();
+        assert_eq!(sectors.len(), 2 * (64 << 10) / SECTOR);
+        assert_eq!(
+            pa,
+            flat(&d.payload_by(a, "put/w0/0-1", 64 << 10)),
+            "the same writer, the same bytes"
+        );
+    }
+
+    #[test]
+    fn a_rekeyed_pattern_writes_other_bytes_that_it_alone_verifies() {
+        let d = pattern(1.0, 2.0);
+        let v1 = d.rekeyed(1);
+        let (b0, b1) = (
+            flat(&d.payload("shard", 64 << 10)),
+            flat(&v1.payload("shard", 64 << 10)),
+        );
+        let sectors: HashSet<&[u8]> = b0.chunks(SECTOR).chain(b1.chunks(SECTOR)).collect();
+        assert_eq!(
+            sectors.len(),
+            2 * (64 << 10) / SECTOR,
+            "a save again shares no sector"
+        );
+        assert_eq!(v1.first_mismatch("shard", 0, &b1), None);
+        assert!(d.first_mismatch("shard", 0, &b1).is_some());
+        assert_eq!(d.rekeyed(0).first_mismatch("shard", 0, &b0), None);
     }
 }

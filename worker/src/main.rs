@@ -352,7 +352,9 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         units: args.units,
     };
     let cleanup = workload.dataset.cleanup && !args.no_cleanup;
-    let mut engine = Engine::open(workload, metrics.clone(), &args.worker_id).await?;
+    let mut engine = Engine::open(workload, metrics.clone(), &args.worker_id)
+        .await?
+        .with_writer(args.writer());
     // Created (header written) before anything runs, so a bad path fails first.
     let log = match &args.oplog {
         Some(path) => {

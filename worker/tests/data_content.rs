@@ -1,5 +1,6 @@
 //! What benchrun writes, read back from real files and a loop device: by default no 512-byte
-//! sector or 4 KiB block repeats, anywhere (objects, PUTs, a block layout and block writes);
+//! sector or 4 KiB block repeats, anywhere (objects, PUTs, a block layout and block writes),
+//! nor between two workers of a run (files of the same names, one shared file, two devices);
 //! `data.dedupRatio` and `data.compressRatio` give the ratios asked; and `read.verify` names
 //! a flipped byte in an object and in a block, and an object stored short, in a later run.
 //!
@@ -21,6 +22,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use benchrun_worker::datagen::Writer;
 use benchrun_worker::spec::OpKind;
 use benchrun_worker::{Engine, Metrics, Summary, Workload};
 
@@ -336,4 +338,143 @@ async fn a_block_read_names_a_block_overwritten_behind_benchrun() {
     assert_eq!(kind, "corrupt");
     assert_eq!(key, &lo.dev.display().to_string());
     assert!((at..at + 4096).contains(offset), "offset {offset}");
+}
+
+/// A worker of a two-worker run (run seed 7): index `index`.
+fn writer(index: u32) -> Writer {
+    Writer {
+        run: Some(7),
+        index,
+        count: 2,
+    }
+}
+
+/// Run `w` as `writer`, keeping what it wrote.
+async fn run_as(w: Workload, writer: Writer) -> Summary {
+    let e = Engine::open(w, Arc::new(Metrics::new()), &format!("w{}", writer.index))
+        .await
+        .expect("open")
+        .with_writer(writer);
+    let ds = e.prepare().await.expect("prepare");
+    e.run(&ds, None, std::future::pending()).await.expect("run")
+}
+
+/// Every 512-byte sector of `data` that is not all zeros (zeros: never written).
+fn written_sectors(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    data.chunks(512).filter(|s| s.iter().any(|b| *b != 0))
+}
+
+/// Distinct sectors among `sectors`, and how many there are.
+fn distinct<'a>(sectors: impl Iterator<Item = &'a [u8]>) -> (usize, usize) {
+    let mut p = Pieces::default();
+    for s in sectors {
+        p.add(s, 512);
+    }
+    (p.distinct.len(), p.total as usize)
+}
+
+/// Two workers of one run with the same seed, each laying out, preconditioning and writing
+/// files of the same names (in its own directory, as agents do): no 512-byte sector of
+/// either is the other's, and each verifies the other's files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_never_write_the_same_sector_in_files_of_the_same_names() {
+    let dir = scratch();
+    for i in 0..2 {
+        let w = workload(
+            &format!("file://{}", dir.path().display()),
+            &format!("totalOps: 600\nconcurrency: 2\nops: [{{op: write}}]\ndataset: {{prefix: w{i}/, cleanup: false}}\nblock: {{blockSize: 4KiB, queueDepth: 4, fileSize: 1MiB, precondition: 100ms, dropCache: false}}\n"),
+        );
+        let s = run_as(w, writer(i)).await;
+        assert_eq!(s.ops[&OpKind::Write].errors, 0);
+    }
+    let mut data = Vec::new();
+    for i in 0..2 {
+        for t in 0..2 {
+            let f = std::fs::read(dir.path().join(format!("w{i}/block-t{t}-f0"))).unwrap();
+            assert_eq!(f.len(), 1 << 20);
+            data.extend(f);
+        }
+    }
+    let (d, total) = distinct(data.chunks(512));
+    assert_eq!(total, 4 * 2048);
+    assert_eq!(d, total, "{} sectors written twice", total - d);
+    // The layout, the preconditioning and the writes of worker 0 verify from worker 1.
+    let w = workload(
+        &format!("file://{}", dir.path().display()),
+        "totalOps: 500\nconcurrency: 2\nops: [{op: read}]\nread: {verify: true}\ndataset: {prefix: w0/, prepare: false}\nblock: {blockSize: 4KiB, fileSize: 1MiB}\n",
+    );
+    let r = &run_as(w, writer(1)).await.ops[&OpKind::Read];
+    assert_eq!((r.count, r.errors), (500, 0), "{r:?}");
+}
+
+/// Two workers writing one shared file (`block.shared`, `prepare: false`) in turn: what
+/// the second writes repeats nothing the first wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_writing_one_shared_file_never_write_the_same_sector() {
+    let dir = scratch();
+    let file = dir.path().join("benchrun/block-f0");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let mut all = Vec::new();
+    for i in 0..2 {
+        // Zeros before each worker: the sectors that are not are the ones it wrote.
+        std::fs::write(&file, vec![0u8; 2 << 20]).unwrap();
+        let w = workload(
+            &format!("file://{}", dir.path().display()),
+            "totalOps: 400\nconcurrency: 2\nops: [{op: write}]\ndataset: {prepare: false}\nblock: {blockSize: 4KiB, queueDepth: 4, fileSize: 2MiB, shared: true, dropCache: false}\n",
+        );
+        run_as(w, writer(i)).await;
+        all.push(std::fs::read(&file).unwrap());
+    }
+    let each: Vec<usize> = all.iter().map(|d| written_sectors(d).count()).collect();
+    assert!(each.iter().all(|n| *n > 1000), "{each:?} sectors written");
+    let (d, total) = distinct(all.iter().flat_map(|d| written_sectors(d)));
+    assert_eq!(d, total, "{} sectors written twice", total - d);
+}
+
+/// Two workers of one run, each on its own raw device (two claims of one class on one
+/// array) at the same offsets: no sector of one is the other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_on_raw_devices_never_write_the_same_sector() {
+    let dirs = [scratch(), scratch()];
+    let loops: Vec<loopdev::Loop> = dirs
+        .iter()
+        .map(|d| loopdev::Loop::new(d.path(), 8 << 20))
+        .collect();
+    for (i, lo) in loops.iter().enumerate() {
+        let w = workload(
+            &format!("direct://{}", lo.dev.display()),
+            "totalOps: 1000\nconcurrency: 2\nops: [{op: write}]\ndataset: {prepare: false}\nblock: {blockSize: 4KiB, queueDepth: 8, dropCache: false}\n",
+        );
+        run_as(w, writer(i as u32)).await;
+    }
+    let data: Vec<Vec<u8>> = loops
+        .iter()
+        .map(|lo| std::fs::read(&lo.backing).unwrap())
+        .collect();
+    let each: Vec<usize> = data.iter().map(|d| written_sectors(d).count()).collect();
+    assert!(each.iter().all(|n| *n > 4000), "{each:?} sectors written");
+    let (d, total) = distinct(data.iter().flat_map(|d| written_sectors(d)));
+    assert_eq!(d, total, "{} sectors written twice", total - d);
+}
+
+/// Two workers of one run writing a dataset and PUTs into one directory, each under its own
+/// prefix as agents do: no sector of one is the other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_objects_and_puts_share_no_sector() {
+    let dir = scratch();
+    for i in 0..2 {
+        let w = workload(
+            &format!("file://{}", dir.path().display()),
+            &format!("totalOps: 50\nconcurrency: 2\nobjectSize: 64KiB\nops: [{{op: put}}]\ndataset: {{prefix: bench/w{i}/, objects: 50, size: 64KiB, cleanup: false}}\n"),
+        );
+        let s = run_as(w, writer(i)).await;
+        assert_eq!(s.ops[&OpKind::Put].errors, 0);
+    }
+    let mut p = Pieces::default();
+    for f in files(dir.path()) {
+        p.add(&std::fs::read(&f).unwrap(), 512);
+    }
+    // 2 workers x (50 dataset objects + 50 PUTs) x 64 KiB.
+    assert_eq!(p.total, 2 * 100 * 128);
+    assert_eq!(p.distinct.len() as u64, p.total, "sectors written twice");
 }

@@ -47,7 +47,8 @@ async fn drive_inner(
     }
     let mut engine = Engine::open(workload, agent.metrics.clone(), &worker_id)
         .await
-        .map_err(|e| format!("opening the target: {e}"))?;
+        .map_err(|e| format!("opening the target: {e}"))?
+        .with_writer(agent.writer());
     if engine.workload().stop_when_stable.is_some() {
         // The seconds are counted for the operator in any case (an operator that decides only
         // for runs of several workers ignores them); with --stable-by-run this worker leaves

@@ -97,6 +97,12 @@ pub struct AgentArgs {
     /// The number of workers of the run (see --worker-index).
     #[arg(long, env = "BENCHRUN_WORKERS", default_value_t = 1)]
     pub workers: u32,
+    /// The run's identity, which keys what every worker of the run writes beside the
+    /// workload's seed and the worker's index, so that no two workers or runs write the same
+    /// data. The operator sets it from the run's UID (as an environment variable, which an
+    /// older agent ignores).
+    #[arg(long, env = crate::cli::RUN_SEED_ENV, value_name = "N")]
+    pub run_seed: Option<u64>,
     /// After the run, serve the summary at most this long when nobody sends /v1/shutdown.
     #[arg(long, default_value = "10m")]
     pub linger: HumanDuration,
@@ -167,6 +173,8 @@ pub struct Agent {
     start_timeout: std::time::Duration,
     /// This worker's index among the run's workers, and their number.
     rank: (u32, u32),
+    /// `--run-seed`: the run's identity, which keys what this worker writes.
+    run_seed: Option<u64>,
     /// `--stable-by-run`: the operator decides `stopWhenStable`.
     stable_by_run: bool,
     /// The measured stage's last seconds, with `stopWhenStable` (see `RunStability`).
@@ -204,6 +212,7 @@ impl Agent {
             oplog: None,
             start_timeout: DEFAULT_START_TIMEOUT,
             rank: (0, 1),
+            run_seed: None,
             stable_by_run: false,
             seconds: Arc::new(Mutex::new(None)),
             stop_at_tx: watch::channel(None).0,
@@ -214,6 +223,21 @@ impl Agent {
     pub fn with_rank(mut self, index: u32, count: u32) -> Self {
         self.rank = (index, count);
         self
+    }
+
+    /// The same agent writing as a worker of the run seeded `run_seed` (`--run-seed`).
+    pub fn with_run_seed(mut self, run_seed: Option<u64>) -> Self {
+        self.run_seed = run_seed;
+        self
+    }
+
+    /// Who writes: the run and this worker's place in it (see [`crate::datagen::Writer`]).
+    pub fn writer(&self) -> crate::datagen::Writer {
+        crate::datagen::Writer {
+            run: self.run_seed,
+            index: self.rank.0,
+            count: self.rank.1.max(1),
+        }
     }
 
     /// The same agent leaving `stopWhenStable` to the run (`--stable-by-run`).
@@ -363,6 +387,7 @@ pub async fn main(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let mut agent = Agent::new(&args.worker_id, &token, metrics)
         .with_start_timeout(args.start_timeout.get())
         .with_rank(args.worker_index, args.workers)
+        .with_run_seed(args.run_seed)
         .with_stable_by_run(args.stable_by_run);
     if let Some(uri) = &args.oplog_uri {
         agent = agent.with_oplog(OplogPlan {

@@ -4,8 +4,11 @@
 //! reads its shard back at one instant and checks every byte (restore). Save and restore
 //! time per repeat is the slowest rank's, as MLPerf Storage reports it (docs/TRAINING.md).
 //!
-//! Each shard's content is the data generator's for its key, so a restore by any process
-//! verifies any shard: with `restoreShift`, rank r restores the shard rank r + shift saved,
+//! Each shard's content is the data generator's for its key and its save, so a restore by
+//! any process verifies any shard, and no save writes what an earlier one did (a
+//! deduplicating store would otherwise keep the second save of the same shard for free): the
+//! save of repeat r is keyed by the saves still to come after it (`repeats - 1 - r`), so the
+//! last save is always key 0, which a later `mode: restore` run checks. With `restoreShift`, rank r restores the shard rank r + shift saved,
 //! as a job restarted on other nodes does, and when that moves restores onto other workers
 //! the workers meet through markers on the storage between save and restore (`handoff.rs`).
 //! Ranks are tasks. Memory per rank is bounded, not a shard: a shard is written from a
@@ -60,6 +63,11 @@ pub struct Options {
 struct ShardData(Arc<DataPattern>);
 
 impl ShardData {
+    /// The data of the save `k` saves before the last one (see the module's docs).
+    fn save(&self, k: u64) -> Self {
+        Self(Arc::new(self.0.rekeyed(k)))
+    }
+
     fn payload(&self, key: &str, len: u64) -> crate::targets::Payload {
         self.0.payload(key, len)
     }
@@ -188,6 +196,12 @@ pub async fn run(
             }
             h.forget(Step::Saved, last).await;
         }
+        // This repeat's shards: another version of each per save; a restore-only run reads
+        // what the last save of the run that saved wrote (key 0).
+        let data = match spec.mode {
+            CheckpointMode::Restore => data.clone(),
+            _ => data.save((spec.repeats - 1 - repeat) as u64),
+        };
         let mut times: Vec<RankTimes> = ranks
             .iter()
             .map(|(rank, _)| RankTimes {

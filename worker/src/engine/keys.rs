@@ -67,6 +67,15 @@ impl KeyPicker {
         }
     }
 
+    /// The same picker, a sequential pass starting at index `first` (the other forms are
+    /// unchanged): a worker's own place in a dataset several workers read.
+    pub(super) fn starting_at(self, first: u64) -> KeyPicker {
+        if let How::Sequential(next) = &self.how {
+            next.store(first % self.n, Ordering::Relaxed);
+        }
+        self
+    }
+
     /// The dataset index of the next read.
     pub(super) fn pick(&self, rng: &mut SmallRng) -> u64 {
         let rank = match &self.how {
@@ -105,6 +114,23 @@ mod tests {
 
     const N: u64 = 100;
     const PICKS: usize = 200_000;
+
+    #[test]
+    fn a_sequential_pass_starts_at_the_workers_share_and_wraps() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        let p = KeyPicker::new(ObjectAccess::Sequential, 10, 1).starting_at(5);
+        let seen: Vec<u64> = (0..10).map(|_| p.pick(&mut rng)).collect();
+        assert_eq!(seen, [5, 6, 7, 8, 9, 0, 1, 2, 3, 4]);
+        // Past the end it wraps; other forms are not moved.
+        assert_eq!(
+            KeyPicker::new(ObjectAccess::Sequential, 10, 1)
+                .starting_at(13)
+                .pick(&mut rng),
+            3
+        );
+        let r = KeyPicker::new(ObjectAccess::Random, 10, 1).starting_at(5);
+        assert!(matches!(r.how, How::Random));
+    }
 
     fn counts_by_rank(p: &KeyPicker) -> Vec<f64> {
         let mut by_object = vec![0u64; N as usize];

@@ -58,7 +58,7 @@ pub use schedule::{Schedule, Ticket};
 pub use shards::SPARE_CONNECTIONS;
 use sizes::SizeSampler;
 
-use crate::datagen::DataPattern;
+use crate::datagen::{DataPattern, Writer};
 use crate::metrics::{Metrics, Stage};
 use crate::spec::{OpKind, Workload};
 use crate::stats::{
@@ -136,6 +136,9 @@ pub struct Engine {
     oplog: Option<Arc<crate::oplog::Sink>>,
     /// `stopWhenStable` in an agent of a run of several workers (see [`RunStability`]).
     run_stability: Option<RunStability>,
+    /// Who writes (the run and this worker): keys what this worker writes and where it
+    /// starts in a shared dataset (see [`crate::datagen`]).
+    writer: Writer,
 }
 
 /// `stopWhenStable` decided by the run, not by this worker: the seconds it counts are shared
@@ -216,6 +219,7 @@ impl Engine {
             volume: None,
             oplog: None,
             run_stability: None,
+            writer: Writer::default(),
         })
     }
 
@@ -224,6 +228,18 @@ impl Engine {
     pub fn with_oplog(mut self, sink: Arc<crate::oplog::Sink>) -> Self {
         self.oplog = Some(sink);
         self
+    }
+
+    /// The same engine writing as `writer` (the run and this worker's place in it): without
+    /// it, worker 0 of a run of its own.
+    pub fn with_writer(mut self, writer: Writer) -> Self {
+        self.writer = writer;
+        self
+    }
+
+    /// The seed of this worker's generators: the workload's seed keyed by the writer.
+    fn writer_seed(&self) -> u64 {
+        self.writer.key(self.workload.seed)
     }
 
     /// The same engine with `stopWhenStable` watched as `s` says (the agent's, see
@@ -243,6 +259,7 @@ impl Engine {
             &self.worker_id,
         )?;
         e.volume = self.volume.clone();
+        e.writer = self.writer;
         Ok(e)
     }
 
@@ -285,6 +302,8 @@ struct RunCtx {
     put_prefix: String,
     /// With `write.maxObjects`: how many keys each task cycles through (tasks never share one).
     put_keys_per_task: Option<u64>,
+    /// The writer's seed, which keys PUT payloads (see [`Writer`]).
+    writer_seed: u64,
     schedule: Arc<Schedule>,
     done: AtomicU64,
     failed: AtomicU64,

@@ -85,7 +85,9 @@ impl RunCtx {
                 let key = format!("{}{task}-{n}", self.put_prefix);
                 let size = self.object_sizes.sample(rng);
                 note(&mut subject, &key, size);
-                let requests = t.put(&key, self.pattern.payload(&key, size)).await?;
+                let requests = t
+                    .put(&key, self.pattern.payload_by(self.writer_seed, &key, size))
+                    .await?;
                 if self.track_written {
                     let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
                     // Bounded: when puts outrun deletes, the oldest keys leave the queue (the

@@ -49,7 +49,8 @@ impl Engine {
     pub async fn prepare(&self) -> Result<Dataset, EngineError> {
         self.metrics.set_stage(Stage::Preparing);
         if let Some(v) = self.volume.clone() {
-            let layout = tokio::task::spawn_blocking(move || v.prepare())
+            let writer = self.writer_seed();
+            let layout = tokio::task::spawn_blocking(move || v.prepare(writer))
                 .await
                 .map_err(|e| EngineError::Workload(format!("laying the volume out: {e}")))?
                 .map_err(|e| EngineError::Workload(format!("laying the volume out: {e}")))?;

@@ -162,11 +162,16 @@ impl Engine {
             schedule,
             done: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            // The popularity order is the dataset's (the same hot objects for every
+            // worker); a sequential pass starts at this worker's share, so workers reading
+            // one shared dataset (`prepare: false`) do not read the same keys in lockstep.
             keys: keys::KeyPicker::new(
                 w.dataset.object_access(),
                 dataset.objects.len() as u64,
                 w.seed,
-            ),
+            )
+            .starting_at(self.writer.first_of(dataset.objects.len() as u64)),
+            writer_seed: self.writer_seed(),
             stop_reason: Mutex::new(None),
             stable: Mutex::new(None),
             oplog: self.oplog.clone(),
@@ -460,10 +465,11 @@ impl Engine {
         primed: &mut Vec<shards::Primed>,
     ) -> Result<(), EngineError> {
         let w = &self.workload;
+        // Keyed by the writer: the workers of a run pick different keys, sizes and ops.
+        let seed = self.writer_seed();
         let rng = |i: u32| {
             SmallRng::seed_from_u64(
-                w.seed
-                    .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1)),
+                seed.wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i as u64 + 1)),
             )
         };
         if self.target.blocking_io() {

@@ -3,8 +3,9 @@
 //!
 //! Sample sizes are normal around the mean (DLIO's `record_length_bytes` and `_stdev`), a
 //! pure function of the seed and the sample's number: nothing is stored per sample. Files
-//! live under `<dataset.prefix>train-<shape hash>/`, so a dataset of another shape or seed
-//! is never mistaken for this one, and one of this shape is reused.
+//! live under `<dataset.prefix>train-<hash>/`, a hash of everything their bytes depend on
+//! (the shape, the seed and `data`), so a dataset of another shape, seed or data is never
+//! mistaken for this one, and one with the same content is reused.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,7 +14,7 @@ use futures::StreamExt;
 
 use super::sampler::mix;
 use crate::datagen::DataPattern;
-use crate::spec::TrainingShape;
+use crate::spec::{DataSpec, TrainingShape};
 use crate::stats::StageStats;
 use crate::targets::{Target, TargetError};
 
@@ -45,8 +46,8 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The dataset of `shape` under `prefix`, sizes and content from `seed`.
-    pub fn new(shape: &TrainingShape, seed: u64, prefix: &str) -> Self {
+    /// The dataset of `shape` under `prefix`, sizes and content from `seed` and `data`.
+    pub fn new(shape: &TrainingShape, seed: u64, data: &DataSpec, prefix: &str) -> Self {
         let mut h = mix(seed);
         for v in [
             shape.samples,
@@ -55,6 +56,13 @@ impl Shape {
             shape.sample_size_stdev,
         ] {
             h = mix(h ^ v);
+        }
+        // The default data leaves the hash as it was, so datasets laid out before `data`
+        // was part of it are still found.
+        if !data.is_default() {
+            for v in [data.dedup_ratio.to_bits(), data.compress_ratio.to_bits()] {
+                h = mix(h ^ v);
+            }
         }
         Self {
             samples: shape.samples,
@@ -209,7 +217,7 @@ mod tests {
         }
         .shape()
         .unwrap();
-        Shape::new(&t, 5, "p/")
+        Shape::new(&t, 5, &DataSpec::default(), "p/")
     }
 
     #[test]
@@ -241,5 +249,33 @@ mod tests {
         assert!(s.locate(3).whole);
         // Another shape, another directory: never mistaken for this one.
         assert_ne!(s.dir(), shape(10_000, 2, 20_000).dir());
+    }
+
+    #[test]
+    fn the_directory_is_keyed_by_the_data_as_well_as_the_shape() {
+        let t = crate::spec::TrainingSpec {
+            samples: Some(100),
+            sample_size: Some(crate::units::ByteSize(100_000)),
+            compute_time: Some(crate::units::HumanDuration(std::time::Duration::ZERO)),
+            ..Default::default()
+        }
+        .shape()
+        .unwrap();
+        let dir = |dedup: f64, compress: f64| {
+            let data = DataSpec {
+                dedup_ratio: dedup,
+                compress_ratio: compress,
+            };
+            Shape::new(&t, 5, &data, "p/").dir().to_string()
+        };
+        // Files of incompressible data are never reused for a run asking for 4:1, nor the
+        // other way: their bytes differ, and a verified read would call them corrupt.
+        let dirs = [dir(1.0, 1.0), dir(1.0, 4.0), dir(2.0, 1.0), dir(2.0, 4.0)];
+        for (i, a) in dirs.iter().enumerate() {
+            for b in &dirs[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(dirs[1], dir(1.0, 4.0), "the same data, the same directory");
     }
 }

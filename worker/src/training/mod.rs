@@ -114,7 +114,12 @@ pub async fn prepare(
                 .join("; "),
         )
     })?;
-    let dataset = dataset::Shape::new(&shape, workload.seed, &workload.dataset.prefix);
+    let dataset = dataset::Shape::new(
+        &shape,
+        workload.seed,
+        &workload.data(),
+        &workload.dataset.prefix,
+    );
     let pattern = Arc::new(DataPattern::new(workload.seed, &workload.data()));
     let prepare = if workload.dataset.prepare {
         Some(

@@ -49,8 +49,9 @@ fn marker_text(len: u64, sparse: bool) -> String {
 
 impl Volume {
     /// Lay the dataset out (reusing files whose marker matches), precondition it when asked,
-    /// and drop it from the page cache when asked. Blocking: run it off the async runtime.
-    pub fn prepare(&self) -> Result<Layout, VolumeError> {
+    /// and drop it from the page cache when asked. `writer` keys what this worker writes (see
+    /// [`crate::datagen::Writer`]). Blocking: run it off the async runtime.
+    pub fn prepare(&self, writer: u64) -> Result<Layout, VolumeError> {
         let mut out = Layout {
             regions: self.regions.len(),
             ..Default::default()
@@ -111,7 +112,7 @@ impl Volume {
         out.seconds = started.elapsed().as_secs_f64();
         if let Some(d) = self.spec.precondition {
             let t = Instant::now();
-            self.precondition(d.0)?;
+            self.precondition(d.0, writer)?;
             out.precondition_seconds = t.elapsed().as_secs_f64();
         }
         if self.spec.drop_cache {
@@ -155,7 +156,8 @@ impl Volume {
         let mut written = 0u64;
         if !self.spec.sparse {
             let mut buf = AlignedBuf::new(CHUNK);
-            // A generation of its own: laying a file out again never repeats its data.
+            // A generation of its own, from the OS's entropy: laying a file out again, or
+            // another worker laying out a file of the same name, never repeats its data.
             let gen = rand::rng().random::<u64>() | 1;
             let stream = self.stream(r);
             let mut off = 0u64;
@@ -181,8 +183,9 @@ impl Volume {
     }
 
     /// Random overwrites of every task's regions for `d`, a thread per task (capped), as
-    /// SSD preconditioning does after the sequential layout.
-    fn precondition(&self, d: Duration) -> Result<(), VolumeError> {
+    /// SSD preconditioning does after the sequential layout; places and generations drawn
+    /// from `writer`'s generator, so no other worker writes the same.
+    fn precondition(&self, d: Duration, writer: u64) -> Result<(), VolumeError> {
         let until = Instant::now() + d;
         let tasks = if self.spec.shared || matches!(self.kind, Kind::Device(_)) {
             1
@@ -207,7 +210,9 @@ impl Volume {
                             regions.iter().map(|r| r.len).collect(),
                             crate::spec::Access::Random,
                         );
-                        let mut rng = SmallRng::seed_from_u64(self.seed.wrapping_add(t as u64));
+                        let mut rng = SmallRng::seed_from_u64(
+                            writer.wrapping_add(0x9E37_79B9_7F4A_7C15_u64.wrapping_mul(t as u64)),
+                        );
                         let mut buf = AlignedBuf::new(self.sizes.max() as usize);
                         let streams: Vec<u64> = regions.iter().map(|r| self.stream(r)).collect();
                         while Instant::now() < until {

@@ -107,7 +107,6 @@ pub struct Volume {
     /// What layout, preconditioning and writes write, and verified reads check.
     pub pattern: crate::datagen::DataPattern,
     concurrency: u32,
-    seed: u64,
 }
 
 impl Volume {
@@ -148,7 +147,6 @@ impl Volume {
             write_ops,
             prepare,
             concurrency: w.concurrency,
-            seed: w.seed,
             pattern: crate::datagen::DataPattern::new(w.seed, &w.data()),
             spec,
         };
@@ -370,7 +368,9 @@ impl Volume {
 
     /// The data stream of `r` (see [`crate::datagen`]): a file's name, so the same layout
     /// verifies wherever its directory is mounted; one stream for a whole device, whose
-    /// offsets are absolute.
+    /// offsets are absolute. Not who writes: two workers writing a stream at the same offset
+    /// write different generations (their generators are keyed by the run and the worker),
+    /// and a reader takes each sector's generation from the sector itself.
     pub fn stream(&self, r: &Region) -> u64 {
         match self.kind {
             Kind::Device(_) => crate::datagen::stream_of("device"),

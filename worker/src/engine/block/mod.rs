@@ -163,11 +163,11 @@ impl Engine {
     ) -> Result<(), EngineError> {
         let w = &self.workload;
         let depth = volume.spec.queue_depth;
+        // Keyed by the writer (the run and this worker): each write's generation and place
+        // differ from every other worker's, even on the same file names or device offsets.
+        let key = self.writer_seed();
         let seed = |i: u64| {
-            SmallRng::seed_from_u64(
-                w.seed
-                    .wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i + 1)),
-            )
+            SmallRng::seed_from_u64(key.wrapping_add(0x5851_F42D_4C95_7F2D_u64.wrapping_mul(i + 1)))
         };
         let thread_err = |i: u32, e: std::io::Error| {
             EngineError::Workload(format!(
