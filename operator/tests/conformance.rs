@@ -38,6 +38,28 @@ struct Case {
     /// Changes to the example's `spec` (a YAML mapping merged into it, a `null` removing a
     /// key) that must be refused, each with the field path the message must name.
     refused: &'static [(&'static str, &'static str)],
+    /// How a run of the kind writes, for "writes nothing twice".
+    writes: Writes,
+}
+
+/// How a kind's write path is run by two workers of one run. Workloads are small (a few MiB)
+/// so that the suite stays quick; `{dir}` is a directory both workers share, `{w}` the
+/// worker's index (for what agents keep apart: each worker's own claim).
+enum Writes {
+    /// The engine: this workload, on `{dir}`.
+    Engine(&'static str),
+    /// The engine on a raw device each (two claims of one class on one array): this workload
+    /// with `{dev}` a loop device of the worker's own.
+    Devices(&'static str),
+    /// Training: both workers prepare one dataset in `{dir}` (each its share).
+    Training(&'static str),
+    /// Checkpoint: both workers save their ranks' shards in `{dir}`.
+    Checkpoint(&'static str),
+    /// The control plane: the first-I/O probe's block and the busy hold's file, per claim.
+    Probes,
+    /// Its runs are of another kind (matrix combinations, search probes, a schedule's runs),
+    /// whose case checks what they write.
+    Runs,
 }
 
 /// The case of each kind. Exhaustive on purpose: a new kind must bring its case.
@@ -53,10 +75,12 @@ fn case(kind: RunKind) -> Case {
                     "stopWhenStable",
                 ),
             ],
+            writes: Writes::Engine("target: file://{dir}\ntotalOps: 40\nconcurrency: 2\nobjectSize: 64KiB\nops: [{op: put}]\ndataset: {prefix: w{w}/, objects: 20, size: 64KiB, cleanup: false}\n"),
         },
         RunKind::VolumeFile => Case {
             example: "benchmarkrun-pvc-file.yaml",
             refused: &[("{workload: {block: {precondition: 1000d}}}", "precondition")],
+            writes: Writes::Engine("target: file://{dir}\ntotalOps: 400\nconcurrency: 2\nops: [{op: write}]\ndataset: {prefix: w{w}/, cleanup: false}\nblock: {blockSize: 4KiB, queueDepth: 4, fileSize: 1MiB, precondition: 100ms, dropCache: false}\n"),
         },
         RunKind::VolumeDirect => Case {
             example: "benchmarkrun-pvc-direct.yaml",
@@ -64,18 +88,22 @@ fn case(kind: RunKind) -> Case {
                 "{workload: {stopWhenStable: {window: 5m}}}",
                 "stopWhenStable",
             )],
+            writes: Writes::Engine("target: direct://{dir}\ntotalOps: 400\nconcurrency: 2\nops: [{op: write}]\ndataset: {prefix: w{w}/, cleanup: false}\nblock: {blockSize: 4KiB, queueDepth: 4, fileSize: 1MiB, dropCache: false}\n"),
         },
         RunKind::VolumeBlock => Case {
             example: "benchmarkrun-block-claim.yaml",
             refused: &[("{workload: {block: {precondition: 1000d}}}", "precondition")],
+            writes: Writes::Devices("target: direct://{dev}\ntotalOps: 1000\nconcurrency: 2\nops: [{op: write}]\ndataset: {prepare: false}\nblock: {blockSize: 4KiB, queueDepth: 8, dropCache: false}\n"),
         },
         RunKind::Matrix => Case {
             example: "benchmarkrun-sweep-range-engine.yaml",
             refused: &[("{oplog: {uri: 's3://benchrun-bucket/oplogs/'}}", "oplog")],
+            writes: Writes::Runs,
         },
         RunKind::Search => Case {
             example: "benchmarkrun-training-search.yaml",
             refused: &[("{workload: {rateLimit: 100}}", "rateLimit")],
+            writes: Writes::Runs,
         },
         RunKind::Training => Case {
             example: "benchmarkrun-training-unet3d.yaml",
@@ -83,6 +111,7 @@ fn case(kind: RunKind) -> Case {
                 ("{workload: {rateLimit: 100}}", "rateLimit"),
                 ("{workload: {errorBudget: {maxErrors: 10}}}", "errorBudget"),
             ],
+            writes: Writes::Training("target: file://{dir}\nops: [{op: get}]\ntraining: {samples: 16, sampleSize: 64KiB, samplesPerFile: 2, computeTime: 1ms, epochs: 1}\n"),
         },
         RunKind::Checkpoint => Case {
             example: "benchmarkrun-checkpoint.yaml",
@@ -93,14 +122,17 @@ fn case(kind: RunKind) -> Case {
                     "restoreShift",
                 ),
             ],
+            writes: Writes::Checkpoint("target: file://{dir}\nops: [{op: put}]\ncheckpoint: {totalSize: 4MiB, ranks: 4, ranksPerWorker: 2, repeats: 1, mode: save}\n"),
         },
         RunKind::ControlPlane => Case {
             example: "benchmarkrun-control-plane.yaml",
             refused: &[("{controlPlane: {expandedSize: 2Gi}}", "expandedSize")],
+            writes: Writes::Probes,
         },
         RunKind::ControlPlaneUnderLoad => Case {
             example: "benchmarkrun-control-plane-under-load.yaml",
             refused: &[("{matrix: {parameters: {concurrency: [1, 2]}}}", "matrix")],
+            writes: Writes::Engine("target: file://{dir}\ntotalOps: 40\nconcurrency: 2\nobjectSize: 64KiB\nops: [{op: put}]\ndataset: {prefix: w{w}/, objects: 8, size: 64KiB, cleanup: false}\n"),
         },
         // A schedule's changes are to the schedule's spec (its run template under
         // `runTemplate`), judged as the schedule controller judges them.
@@ -114,6 +146,7 @@ fn case(kind: RunKind) -> Case {
                 ),
                 ("{runTemplate: {workload: {rateLimit: 0}}}", "rateLimit"),
             ],
+            writes: Writes::Runs,
         },
     }
 }
@@ -353,4 +386,256 @@ fn every_object_a_kind_creates_is_the_runs() {
         }
         Ok(())
     });
+}
+
+/// Every written 512-byte sector of `data` (all zeros: never written, or a hole).
+fn written(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    data.chunks(512).filter(|s| s.iter().any(|b| *b != 0))
+}
+
+/// Every regular file under `dir`.
+fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Sectors written, and how many are distinct, over `blobs`.
+fn sector_counts<'a>(blobs: impl Iterator<Item = &'a [u8]>) -> (usize, usize) {
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    for blob in blobs {
+        for s in written(blob) {
+            total += 1;
+            seen.insert(s.to_vec());
+        }
+    }
+    (total, seen.len())
+}
+
+/// A directory on a disk file system (O_DIRECT needs one; tmpfs refuses it).
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir")
+}
+
+fn worker_workload(yaml: &str, dir: &str, dev: &str, w: u32) -> benchrun_worker::Workload {
+    let yaml = yaml
+        .replace("{dir}", dir)
+        .replace("{dev}", dev)
+        .replace("{w}", &w.to_string());
+    benchrun_worker::Workload::from_yaml(&yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"))
+}
+
+/// Worker `index` of a two-worker run (the run's seed as the operator draws it from the UID).
+fn writer(index: u32) -> benchrun_worker::datagen::Writer {
+    benchrun_worker::datagen::Writer {
+        run: Some(benchrun_operator::resources::run_seed(&run_of(
+            RunKind::Object,
+            None,
+        ))),
+        index,
+        count: 2,
+    }
+}
+
+async fn engine(w: benchrun_worker::Workload, index: u32) -> benchrun_worker::Engine {
+    benchrun_worker::Engine::open(
+        w,
+        std::sync::Arc::new(benchrun_worker::Metrics::new()),
+        &format!("w{index}"),
+    )
+    .await
+    .expect("engine")
+    .with_writer(writer(index))
+}
+
+async fn engine_run(w: benchrun_worker::Workload, index: u32) -> Result<(), String> {
+    let e = engine(w, index).await;
+    let ds = e.prepare().await.map_err(|e| e.to_string())?;
+    let s = e
+        .run(&ds, None, std::future::pending())
+        .await
+        .map_err(|e| e.to_string())?;
+    let errors: u64 = s.ops.values().map(|o| o.errors).sum();
+    if errors > 0 {
+        return Err(format!("{errors} errors: {:?}", s.ops));
+    }
+    Ok(())
+}
+
+/// Run `kind`'s write path on two workers; (sectors written, distinct sectors).
+async fn written_by_two_workers(kind: RunKind) -> Result<(usize, usize), String> {
+    let dir = scratch();
+    let d = dir.path().display().to_string();
+    match case(kind).writes {
+        Writes::Engine(yaml) => {
+            for w in 0..2 {
+                engine_run(worker_workload(yaml, &d, "", w), w).await?;
+            }
+        }
+        Writes::Devices(yaml) => {
+            let devices: Vec<_> = (0..2)
+                .map(|_| benchrun_test_support::loopdev::Loop::new(dir.path(), 8 << 20))
+                .collect();
+            for (w, lo) in devices.iter().enumerate() {
+                let dev = lo.dev.display().to_string();
+                engine_run(worker_workload(yaml, &d, &dev, w as u32), w as u32).await?;
+            }
+            let data: Vec<Vec<u8>> = devices
+                .iter()
+                .map(|lo| std::fs::read(&lo.backing).map_err(|e| e.to_string()))
+                .collect::<Result<_, _>>()?;
+            return Ok(sector_counts(data.iter().map(|v| v.as_slice())));
+        }
+        Writes::Training(yaml) => {
+            let mut tasks = vec![];
+            for index in 0..2u32 {
+                let w = worker_workload(yaml, &d, "", index);
+                tasks.push(tokio::spawn(async move {
+                    let e = engine(w, index).await;
+                    let opts = benchrun_worker::training::Options {
+                        worker_id: format!("w{index}"),
+                        index,
+                        count: 2,
+                        oplog: None,
+                        prepare_wait: std::time::Duration::from_secs(60),
+                        metrics: None,
+                    };
+                    benchrun_worker::training::run(
+                        e.workload(),
+                        e.target().clone(),
+                        opts,
+                        std::future::pending(),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())
+                }));
+            }
+            for t in tasks {
+                t.await.map_err(|e| e.to_string())??;
+            }
+        }
+        Writes::Checkpoint(yaml) => {
+            let mut tasks = vec![];
+            for index in 0..2u32 {
+                let w = worker_workload(yaml, &d, "", index);
+                tasks.push(tokio::spawn(async move {
+                    let e = engine(w, index).await;
+                    let opts = benchrun_worker::checkpoint::Options {
+                        worker_id: format!("w{index}"),
+                        index,
+                        count: 2,
+                        metrics: None,
+                        run_token: Some("2026-12-07T00:00:00Z".into()),
+                    };
+                    benchrun_worker::checkpoint::run(
+                        e.workload(),
+                        e.target().clone(),
+                        opts,
+                        std::future::pending(),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())
+                }));
+            }
+            for t in tasks {
+                t.await.map_err(|e| e.to_string())??;
+            }
+        }
+        Writes::Probes => {
+            use benchrun_worker::probe;
+            let mut blobs = vec![];
+            for w in 0..2 {
+                // The first I/O's block, as two lifecycles' probes write it.
+                let mut block = vec![0u8; probe::PROBE_BYTES];
+                probe::fresh(&mut block);
+                blobs.push(block);
+                // The busy hold's file on each claim (filled, then one I/O).
+                let claim = dir.path().join(format!("claim-{w}"));
+                std::fs::create_dir_all(&claim).map_err(|e| e.to_string())?;
+                let stop = std::sync::atomic::AtomicBool::new(true);
+                let io = probe::busy::run(&claim, 1 << 20, 1000, &stop);
+                if let Some(e) = io.first_error {
+                    return Err(format!("the busy hold: {e}"));
+                }
+            }
+            for f in files(dir.path()) {
+                blobs.push(std::fs::read(&f).map_err(|e| e.to_string())?);
+            }
+            return Ok(sector_counts(blobs.iter().map(|v| v.as_slice())));
+        }
+        Writes::Runs => unreachable!("checked by the kind of its runs"),
+    }
+    let data: Vec<Vec<u8>> = files(dir.path())
+        .iter()
+        .map(|f| std::fs::read(f).map_err(|e| format!("{}: {e}", f.display())))
+        .collect::<Result<_, _>>()?;
+    Ok(sector_counts(data.iter().map(|v| v.as_slice())))
+}
+
+/// The runs a run of `kind` makes, for the kinds whose writes are their runs'.
+fn runs_made(kind: RunKind) -> Vec<BenchmarkRun> {
+    let run = run_of(kind, None);
+    if kind == RunKind::Scheduled {
+        // A schedule's run is its template's run: the kind without the schedule as owner.
+        let mut r = run;
+        r.metadata.owner_references = None;
+        return vec![r];
+    }
+    benchrun_operator::resources::child_runs(&run).expect("child runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_kind_writes_a_sector_twice() {
+    let mut broken = vec![];
+    for kind in RunKind::ALL {
+        let result = match case(kind).writes {
+            Writes::Runs => {
+                let runs = runs_made(kind);
+                let kinds: Vec<RunKind> = runs.iter().map(RunKind::of).collect();
+                match kinds
+                    .iter()
+                    .find(|k| matches!(case(**k).writes, Writes::Runs))
+                {
+                    _ if kinds.is_empty() => Err("makes no run to check".to_string()),
+                    Some(k) => Err(format!(
+                        "its runs are {k} runs, whose writes are checked by nobody"
+                    )),
+                    // Checked by the case of their kind, below or above in this loop.
+                    None => Ok(()),
+                }
+            }
+            _ => match written_by_two_workers(kind).await {
+                Ok((total, distinct)) if total == 0 => {
+                    Err(format!("wrote nothing ({distinct} distinct)"))
+                }
+                Ok((total, distinct)) if distinct < total => Err(format!(
+                    "{} of {total} sectors written twice",
+                    total - distinct
+                )),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = result {
+            broken.push(format!("{kind}: {e}"));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "no sector written twice: broken by {} of {} kinds:\n{}",
+        broken.len(),
+        RunKind::ALL.len(),
+        broken.join("\n")
+    );
 }
