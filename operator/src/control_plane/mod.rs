@@ -27,7 +27,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::children::owned_by;
+use crate::children::{delete_owned, owned_by};
 use crate::crd::control_plane::{CloneSource, ControlPlaneSpec, ControlPlaneStatus, DEFAULT_SIZE};
 use crate::crd::BenchmarkRun;
 use figures::{Figures, OPERATIONS};
@@ -341,8 +341,9 @@ async fn snapshot_api(client: &Client, ns: &str) -> Result<(), String> {
 }
 
 /// Delete every claim, pod and VolumeSnapshot run `run` created (this run's: its UID among
-/// their owners, so an earlier run's of the same name are left to their own), and wait up to
-/// `bound` for them to be gone. Err names what is left.
+/// their owners, so an earlier run's of the same name are left to their own), each by the UID
+/// listed (an object that replaced it under its name is left alone), and wait up to `bound`
+/// for them to be gone. Err names what is left.
 pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Result<(), String> {
     let Some(ns) = run.namespace() else {
         return Ok(());
@@ -367,7 +368,7 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
                         ..Default::default()
                     };
                     if p.metadata.deletion_timestamp.is_none() {
-                        let _ = pods.delete(&p.name_any(), &dp).await;
+                        let _ = delete_owned(&pods, p, run, dp).await;
                     }
                     left.push(format!("pod {}", p.name_any()));
                 }
@@ -388,9 +389,7 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
                         .filter(|v| owned_by(run, v.owner_references()))
                     {
                         if v.metadata.deletion_timestamp.is_none() {
-                            let _ = snapshots
-                                .delete(&v.name_any(), &DeleteParams::default())
-                                .await;
+                            let _ = delete_owned(&snapshots, v, run, DeleteParams::default()).await;
                         }
                         left.push(format!("VolumeSnapshot {}", v.name_any()));
                     }
@@ -408,7 +407,7 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
                     .filter(|c| owned_by(run, c.owner_references()))
                 {
                     if c.metadata.deletion_timestamp.is_none() {
-                        let _ = claims.delete(&c.name_any(), &DeleteParams::default()).await;
+                        let _ = delete_owned(&claims, c, run, DeleteParams::default()).await;
                     }
                     left.push(format!("claim {}", c.name_any()));
                 }
