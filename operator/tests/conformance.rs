@@ -388,11 +388,6 @@ fn every_object_a_kind_creates_is_the_runs() {
     });
 }
 
-/// Every written 512-byte sector of `data` (all zeros: never written, or a hole).
-fn written(data: &[u8]) -> impl Iterator<Item = &[u8]> {
-    data.chunks(512).filter(|s| s.iter().any(|b| *b != 0))
-}
-
 /// Every regular file under `dir`.
 fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = vec![];
@@ -410,17 +405,54 @@ fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-/// Sectors written, and how many are distinct, over `blobs`.
-fn sector_counts<'a>(blobs: impl Iterator<Item = &'a [u8]>) -> (usize, usize) {
-    let mut seen = std::collections::HashSet::new();
-    let mut total = 0;
-    for blob in blobs {
-        for s in written(blob) {
-            total += 1;
-            seen.insert(s.to_vec());
+/// What two workers wrote: sectors in all, distinct ones, and where the first repeat was.
+struct Written {
+    total: usize,
+    distinct: usize,
+    first_repeat: Option<String>,
+}
+
+/// [`Written`] over named blobs (a file's or a device's bytes).
+fn sector_counts(blobs: &[(String, Vec<u8>)]) -> Written {
+    let mut seen = std::collections::HashMap::new();
+    let mut w = Written {
+        total: 0,
+        distinct: 0,
+        first_repeat: None,
+    };
+    for (name, blob) in blobs {
+        for (i, s) in blob.chunks(512).enumerate() {
+            if s.iter().all(|b| *b == 0) {
+                continue;
+            }
+            w.total += 1;
+            let here = format!("{name} at {}", i * 512);
+            match seen.entry(s.to_vec()) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(here);
+                }
+                std::collections::hash_map::Entry::Occupied(o) => {
+                    w.first_repeat
+                        .get_or_insert_with(|| format!("{here} repeats {}", o.get()));
+                }
+            }
         }
     }
-    (total, seen.len())
+    w.distinct = seen.len();
+    w
+}
+
+/// Every file under `dir`, named relative to it, with its bytes.
+fn read_all(dir: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, String> {
+    files(dir)
+        .iter()
+        .map(|f| {
+            let name = f.strip_prefix(dir).unwrap_or(f).display().to_string();
+            std::fs::read(f)
+                .map(|d| (name, d))
+                .map_err(|e| format!("{}: {e}", f.display()))
+        })
+        .collect()
 }
 
 /// A directory on a disk file system (O_DIRECT needs one; tmpfs refuses it).
@@ -473,8 +505,8 @@ async fn engine_run(w: benchrun_worker::Workload, index: u32) -> Result<(), Stri
     Ok(())
 }
 
-/// Run `kind`'s write path on two workers; (sectors written, distinct sectors).
-async fn written_by_two_workers(kind: RunKind) -> Result<(usize, usize), String> {
+/// Run `kind`'s write path on two workers: what they wrote.
+async fn written_by_two_workers(kind: RunKind) -> Result<Written, String> {
     let dir = scratch();
     let d = dir.path().display().to_string();
     match case(kind).writes {
@@ -484,18 +516,26 @@ async fn written_by_two_workers(kind: RunKind) -> Result<(usize, usize), String>
             }
         }
         Writes::Devices(yaml) => {
-            let devices: Vec<_> = (0..2)
-                .map(|_| benchrun_test_support::loopdev::Loop::new(dir.path(), 8 << 20))
+            // Each its own backing file (a loop device's is `disk.img` in the directory given).
+            let homes: Vec<_> = (0..2).map(|_| scratch()).collect();
+            let devices: Vec<_> = homes
+                .iter()
+                .map(|h| benchrun_test_support::loopdev::Loop::new(h.path(), 8 << 20))
                 .collect();
             for (w, lo) in devices.iter().enumerate() {
                 let dev = lo.dev.display().to_string();
                 engine_run(worker_workload(yaml, &d, &dev, w as u32), w as u32).await?;
             }
-            let data: Vec<Vec<u8>> = devices
+            let data: Vec<(String, Vec<u8>)> = devices
                 .iter()
-                .map(|lo| std::fs::read(&lo.backing).map_err(|e| e.to_string()))
+                .enumerate()
+                .map(|(w, lo)| {
+                    std::fs::read(&lo.backing)
+                        .map(|d| (format!("worker {w}'s device"), d))
+                        .map_err(|e| e.to_string())
+                })
                 .collect::<Result<_, _>>()?;
-            return Ok(sector_counts(data.iter().map(|v| v.as_slice())));
+            return Ok(sector_counts(&data));
         }
         Writes::Training(yaml) => {
             let mut tasks = vec![];
@@ -554,12 +594,12 @@ async fn written_by_two_workers(kind: RunKind) -> Result<(usize, usize), String>
         }
         Writes::Probes => {
             use benchrun_worker::probe;
-            let mut blobs = vec![];
+            let mut blobs: Vec<(String, Vec<u8>)> = vec![];
             for w in 0..2 {
                 // The first I/O's block, as two lifecycles' probes write it.
                 let mut block = vec![0u8; probe::PROBE_BYTES];
                 probe::fresh(&mut block);
-                blobs.push(block);
+                blobs.push((format!("probe {w}'s block"), block));
                 // The busy hold's file on each claim (filled, then one I/O).
                 let claim = dir.path().join(format!("claim-{w}"));
                 std::fs::create_dir_all(&claim).map_err(|e| e.to_string())?;
@@ -569,18 +609,12 @@ async fn written_by_two_workers(kind: RunKind) -> Result<(usize, usize), String>
                     return Err(format!("the busy hold: {e}"));
                 }
             }
-            for f in files(dir.path()) {
-                blobs.push(std::fs::read(&f).map_err(|e| e.to_string())?);
-            }
-            return Ok(sector_counts(blobs.iter().map(|v| v.as_slice())));
+            blobs.extend(read_all(dir.path())?);
+            return Ok(sector_counts(&blobs));
         }
         Writes::Runs => unreachable!("checked by the kind of its runs"),
     }
-    let data: Vec<Vec<u8>> = files(dir.path())
-        .iter()
-        .map(|f| std::fs::read(f).map_err(|e| format!("{}: {e}", f.display())))
-        .collect::<Result<_, _>>()?;
-    Ok(sector_counts(data.iter().map(|v| v.as_slice())))
+    Ok(sector_counts(&read_all(dir.path())?))
 }
 
 /// The runs a run of `kind` makes, for the kinds whose writes are their runs'.
@@ -616,12 +650,12 @@ async fn no_kind_writes_a_sector_twice() {
                 }
             }
             _ => match written_by_two_workers(kind).await {
-                Ok((total, distinct)) if total == 0 => {
-                    Err(format!("wrote nothing ({distinct} distinct)"))
-                }
-                Ok((total, distinct)) if distinct < total => Err(format!(
-                    "{} of {total} sectors written twice",
-                    total - distinct
+                Ok(w) if w.total == 0 => Err("wrote nothing".to_string()),
+                Ok(w) if w.distinct < w.total => Err(format!(
+                    "{} of {} sectors written twice; the first: {}",
+                    w.total - w.distinct,
+                    w.total,
+                    w.first_repeat.unwrap_or_default()
                 )),
                 Ok(_) => Ok(()),
                 Err(e) => Err(e),

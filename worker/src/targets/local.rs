@@ -136,7 +136,13 @@ impl LocalRoot {
                 self.root.display()
             ))
         })?;
-        let probe = self.root.join(".benchrun-probe");
+        // A name of its own: workers sharing a directory (a ReadWriteMany claim) check it at
+        // the same time, and one's remove must not race another's write.
+        let probe = self.root.join(format!(
+            ".benchrun-probe-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
         std::fs::write(&probe, b"probe")
             .and_then(|_| std::fs::remove_file(&probe))
             .map_err(|e| {

@@ -43,8 +43,23 @@ fn marker_path(file: &Path) -> PathBuf {
     file.with_file_name(format!(".{name}.layout"))
 }
 
+/// What a marker says of its file's layout: a later run reuses the file when it says the same.
 fn marker_text(len: u64, sparse: bool) -> String {
     format!("benchrun block layout v1\nsize {len}\nsparse {sparse}\n")
+}
+
+/// The marker as written: [`marker_text`], then the layout's generation, so that no two
+/// markers (of two files, two workers, two runs) are the same bytes: the promise that no
+/// sector is written twice covers the markers too.
+fn marker_written(len: u64, sparse: bool, generation: u64) -> String {
+    format!("{}generation {generation:016x}\n", marker_text(len, sparse))
+}
+
+/// Whether the marker `text` describes a layout of `len` bytes (`sparse` or not).
+fn marker_matches(text: &str, len: u64, sparse: bool) -> bool {
+    text.strip_prefix(&marker_text(len, sparse))
+        // Markers from before generations were written have nothing after the text.
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("generation "))
 }
 
 impl Volume {
@@ -132,7 +147,7 @@ impl Volume {
         let same_size = std::fs::metadata(&r.path).is_ok_and(|m| m.len() == r.len);
         same_size
             && std::fs::read_to_string(marker_path(&r.path))
-                .is_ok_and(|t| t == marker_text(r.len, self.spec.sparse))
+                .is_ok_and(|t| marker_matches(&t, r.len, self.spec.sparse))
     }
 
     /// Write one region from start to end with data (or, `sparse`, only size a file);
@@ -154,11 +169,11 @@ impl Volume {
         }
         let f = o.open(&r.path).map_err(|e| VolumeError::io(&r.path, e))?;
         let mut written = 0u64;
+        // A generation of its own, from the OS's entropy: laying a file out again, or
+        // another worker laying out a file of the same name, never repeats its data.
+        let gen = rand::rng().random::<u64>() | 1;
         if !self.spec.sparse {
             let mut buf = AlignedBuf::new(CHUNK);
-            // A generation of its own, from the OS's entropy: laying a file out again, or
-            // another worker laying out a file of the same name, never repeats its data.
-            let gen = rand::rng().random::<u64>() | 1;
             let stream = self.stream(r);
             let mut off = 0u64;
             while off < r.len {
@@ -176,7 +191,7 @@ impl Volume {
         }
         f.sync_data().map_err(|e| VolumeError::io(&r.path, e))?;
         if is_file {
-            std::fs::write(&marker, marker_text(r.len, self.spec.sparse))
+            std::fs::write(&marker, marker_written(r.len, self.spec.sparse, gen))
                 .map_err(|e| VolumeError::io(&marker, e))?;
         }
         Ok(written)
@@ -273,5 +288,27 @@ impl Volume {
         // Only when empty: the directory may hold what others put there.
         let _ = std::fs::remove_dir(dir);
         (removed, errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_differ_by_generation_and_still_match_their_layout() {
+        let (a, b) = (
+            marker_written(1 << 20, false, 1),
+            marker_written(1 << 20, false, 3),
+        );
+        assert_ne!(a, b);
+        assert!(marker_matches(&a, 1 << 20, false) && marker_matches(&b, 1 << 20, false));
+        assert!(!marker_matches(&a, 2 << 20, false), "another size");
+        assert!(!marker_matches(&a, 1 << 20, true), "sparse");
+        assert!(
+            marker_matches(&marker_text(1 << 20, false), 1 << 20, false),
+            "an older marker"
+        );
+        assert!(!marker_matches("garbage", 1 << 20, false));
     }
 }
