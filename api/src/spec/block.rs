@@ -322,8 +322,9 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
             bad(
                 "block.precondition",
                 format!(
-                    "must be more than 0 and at most {}h (got {p})",
-                    MAX_PRECONDITION.as_secs() / 3600
+                    "must be more than 0 and at most {}h (got {}s)",
+                    MAX_PRECONDITION.as_secs() / 3600,
+                    p.0.as_secs()
                 ),
             );
         }

@@ -248,7 +248,7 @@ fn check_shard_object(w: &Workload, shard: u64, bad: &mut dyn FnMut(&str, String
             "checkpoint.totalSize",
             format!(
                 "each rank's shard is {} (totalSize / ranks), above the {} an object may hold: give more ranks or a smaller totalSize",
-                ByteSize(shard),
+                decimal(shard),
                 ByteSize(MAX_SHARD_OBJECT)
             ),
         );
@@ -261,11 +261,20 @@ fn check_shard_object(w: &Workload, shard: u64, bad: &mut dyn FnMut(&str, String
             "write.partSize",
             format!(
                 "each rank's shard of {} would be uploaded in {parts} parts of {} (write.partSize), above the {MAX_PARTS} parts of one upload: give a partSize of at least {}",
-                ByteSize(shard),
+                decimal(shard),
                 ByteSize(part),
-                ByteSize(shard.div_ceil(MAX_PARTS))
+                ByteSize(shard.div_ceil(MAX_PARTS).div_ceil(1 << 20) << 20)
             ),
         );
+    }
+}
+
+/// A shard's size as checkpoints are quoted (decimal GB or TB, as the presets are).
+fn decimal(bytes: u64) -> String {
+    if bytes >= 1_000_000_000_000 {
+        format!("{:.2} TB", bytes as f64 / 1e12)
+    } else {
+        format!("{:.2} GB", bytes as f64 / 1e9)
     }
 }
 
@@ -364,13 +373,13 @@ mod tests {
             (
                 "s3://b/p/",
                 "totalSize: 48TB, ranks: 8",
-                "checkpoint.totalSize: each rank's shard is",
+                "checkpoint.totalSize: each rank's shard is 6.00 TB (totalSize / ranks), above the 5TiB",
             ),
             // 200 GB shards in the default 16 MiB parts: 11,921 parts.
             (
                 "s3://b/p/",
                 "totalSize: 1600GB, ranks: 8",
-                "write.partSize: each rank's shard of",
+                "write.partSize: each rank's shard of 200.00 GB would be uploaded in 11921 parts of 16MiB (write.partSize), above the 10000 parts of one upload: give a partSize of at least 20MiB",
             ),
             (
                 "file:///tmp/x",
