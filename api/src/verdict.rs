@@ -691,7 +691,7 @@ mod tests {
         }
     }
 
-    fn verdict<'a>(vs: &'a [Verdict], figure: Figure) -> &'a Verdict {
+    fn verdict(vs: &[Verdict], figure: Figure) -> &Verdict {
         vs.iter().find(|v| v.figure == figure).expect("verdict")
     }
 

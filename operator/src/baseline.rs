@@ -571,7 +571,8 @@ pub(crate) mod tests {
 
     /// Ops with these latencies (us) each, over these full seconds (all ops per second).
     fn mixed(ops: Vec<(OpKind, Vec<u64>)>, seconds: &[u64]) -> Summary {
-        let mut s = timed(1..=0, seconds, 0.0);
+        // The timeline of `timed`; its one GET replaced by `ops`.
+        let mut s = timed(1000..=1000, seconds, 0.0);
         s.ops = ops
             .into_iter()
             .map(|(op, us)| {
