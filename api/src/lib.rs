@@ -20,8 +20,9 @@
 //! - [`stats`]: histograms, the summary and its exact merge
 //! - [`summary_read`]: reading every summary format version, refusing unknown ones by number;
 //!   the summary's JSON Schema
-//! - [`significance`]: the rank-sum and Kolmogorov-Smirnov tests of two runs, for `compare`
-//!   and the operator's baselines
+//! - [`significance`]: the rank-sum, exceedance and Kolmogorov-Smirnov tests of two runs
+//! - [`verdict`]: the one rule of "slower than the baseline", for `compare --fail-if-slower`
+//!   and the operator's `Regressed`, each verdict with its effect size, interval and baselines
 //! - [`size_buckets`]: figures per object-size bucket, for workloads whose sizes vary
 //! - [`change`]: relative changes and the median repeat, for every comparison table
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
@@ -49,6 +50,7 @@ pub mod timeline;
 pub mod training;
 pub mod training_search;
 pub mod units;
+pub mod verdict;
 pub mod volume;
 
 pub use spec::{OpKind, SpecError, Workload};

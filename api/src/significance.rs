@@ -1,11 +1,13 @@
 //! Significance tests of two runs: could their difference be noise?
 //!
-//! Throughput is compared with a rank-sum test on the per-second timeline ([`rank_sum`], of
-//! all ops together: the timeline is not kept per op), latency with a two-sample
-//! Kolmogorov-Smirnov test on an op's whole HDR histogram ([`ks`]). `benchrun-worker compare`
-//! and the operator's baselines (`spec.baselineRef`, scheduled runs) use these same tests,
-//! with the same threshold ([`STRONG`]).
+//! Throughput is compared with a rank-sum test on the per-second timeline ([`rank_sum`]), a
+//! percentile with a test of how many samples exceed the baseline's ([`exceed`]), whole
+//! latency distributions with a two-sample Kolmogorov-Smirnov test on an op's HDR histogram
+//! ([`ks`], a description shown by `compare`, no part of any verdict). The rule that says a run
+//! is slower than its baseline, built on the first two, is [`crate::verdict`], with the
+//! threshold [`STRONG`].
 
+pub mod exceed;
 pub mod ks;
 pub mod rank_sum;
 

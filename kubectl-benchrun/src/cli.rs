@@ -287,8 +287,9 @@ pub struct CompareArgs {
     /// Output format (`--format` is kept as a hidden alias).
     #[arg(short = 'o', long = "output", alias = "format", value_enum, default_value_t = benchrun_worker::compare::render::Format::Text)]
     pub format: benchrun_worker::compare::render::Format,
-    /// Exit 5 when B's ops/s (per op or overall) is more than PCT percent below A's; for two
-    /// control-plane runs, when an operation's p99 in B is more than PCT percent above A's.
+    /// Exit 5 when B is slower than A: an op's ops/s lower or p99 higher by more than PCT
+    /// percent, and its significance test says it is no noise; for two control-plane runs, an
+    /// operation's p99.
     #[arg(long, value_name = "PCT")]
     pub fail_if_slower: Option<f64>,
     /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).

@@ -3,10 +3,14 @@
 //! come from the runs' `status.controlPlane`; `compare.rs` fetches them.
 //!
 //! Typically two StorageClasses (or two versions of one CSI driver) measured with the same
-//! `controlPlane` section: a positive change is B taking longer.
+//! `controlPlane` section: a positive change is B taking longer. Whether B is slower
+//! (`--fail-if-slower`) is the project's one rule ([`verdict`]) on each operation's p99; the
+//! status keeps percentiles, not histograms, so its test counts the exceedances those
+//! percentiles imply (at least, for B; at most, for A).
 
 use std::fmt::Write;
 
+use benchrun_api::verdict::{self, Evidence, OpEvidence, Tail, Verdict};
 use benchrun_operator::crd::control_plane::{
     ControlPlaneStatus, LatencyReport, OPERATIONS as ORDER,
 };
@@ -147,21 +151,66 @@ pub fn compare(a: Side, b: Side) -> Comparison {
 }
 
 impl Comparison {
-    /// The operations whose p99 in B is more than `pct` percent above A's (`--fail-if-slower`),
-    /// each described; also an operation A measured and B has no result for.
-    pub fn slower_than(&self, pct: f64) -> Vec<String> {
-        self.rows
+    /// The verdicts of the one rule ([`verdict::slower`]) on each operation both have, B
+    /// against A with a tolerance of `pct` percent.
+    pub fn verdicts(&self, pct: f64) -> Vec<Verdict> {
+        let (a, b) = (evidence(&self.a), evidence(&self.b));
+        operations(&self.a.status, &self.b.status)
             .iter()
-            .filter(|r| r.phase.is_none() && r.stat == "p99")
-            .filter_map(|r| match (r.a_ms, r.b_ms, r.change_percent) {
-                (Some(_), None, _) => Some(format!("{}: no result in B", r.operation)),
-                (Some(a), Some(b), Some(c)) if c > pct => Some(format!(
-                    "{} p99 {b:.1}ms vs {a:.1}ms ({c:+.1}%)",
-                    r.operation
-                )),
-                _ => None,
-            })
+            .flat_map(|op| verdict::slower(op, &b, std::slice::from_ref(&a), pct))
             .collect()
+    }
+
+    /// The operations B is slower in by the rule (`--fail-if-slower`), each described; also an
+    /// operation A measured and B has no result for.
+    pub fn slower_than(&self, pct: f64) -> Vec<String> {
+        let missing = self
+            .rows
+            .iter()
+            .filter(|r| {
+                r.phase.is_none() && r.stat == "p99" && r.a_ms.is_some() && r.b_ms.is_none()
+            })
+            .map(|r| format!("{}: no result in B", r.operation));
+        self.verdicts(pct)
+            .iter()
+            .filter(|v| v.is_slower())
+            .map(Verdict::describe)
+            .chain(missing)
+            .collect()
+    }
+}
+
+/// What the rule can have of a side: per operation (and the claim-to-first-I/O span), its
+/// count and reported percentiles.
+fn evidence(s: &Side) -> Evidence {
+    let tail = |count: u64, l: &LatencyReport| OpEvidence {
+        count,
+        ops_per_sec: None,
+        latency: Tail::Reported {
+            count,
+            points: vec![
+                (0.5, l.p50_ms),
+                (0.95, l.p95_ms),
+                (0.99, l.p99_ms),
+                (1.0, l.max_ms),
+            ],
+        },
+    };
+    let st = &s.status;
+    let mut ops: std::collections::BTreeMap<String, OpEvidence> = st
+        .operations
+        .iter()
+        .filter(|(_, r)| r.count > 0)
+        .map(|(op, r)| (op.clone(), tail(r.count, &r.latency)))
+        .collect();
+    // The span is measured over the lifecycles that got to their first I/O.
+    if let (Some(l), Some(r)) = (&st.provision_to_first_io, st.operations.get("firstIO")) {
+        ops.insert(TO_FIRST_IO.into(), tail(r.count, l));
+    }
+    Evidence {
+        name: format!("run {}", s.run),
+        ops,
+        ..Default::default()
     }
 }
 
@@ -310,15 +359,48 @@ mod tests {
             .find(|r| r.operation == "attach")
             .expect("row");
         assert_eq!((attach.b_ms, attach.change_percent), (None, None));
-        // p99 of provision +50 %, attach missing in B.
+        // p99 of provision +50 %, but only B's p99 and max lie above A's p99: at least 1 of
+        // B's 20 above it and none of A's, which 20 lifecycles cannot tell from noise
+        // (p = 20 / 40). Attach is missing in B.
+        assert_eq!(c.slower_than(40.0), ["attach: no result in B"]);
+        let v = c.verdicts(40.0);
+        let provision = v.iter().find(|v| v.op == "provision").expect("verdict");
+        assert_eq!(provision.outcome, verdict::Outcome::NotSignificant);
+        assert!(
+            provision
+                .test
+                .p_value
+                .is_some_and(|p| (p - 0.5).abs() < 1e-12),
+            "{provision:?}"
+        );
+        assert_eq!(provision.against, ["run a"]);
+    }
+
+    #[test]
+    fn an_operation_slower_by_the_shared_rule_fails_the_gate() {
+        // B's provision median (400 ms) above A's p99 (300 ms): at least 11 of B's 20 above it,
+        // none of A's: p = C(20, 11) / C(40, 11).
+        let c = compare(side("a", 100.0, true), side("b", 400.0, true));
         assert_eq!(
             c.slower_than(40.0),
-            [
-                "provision p99 450.0ms vs 300.0ms (+50.0%)",
-                "attach: no result in B"
-            ]
+            ["provision p99 1200.000ms vs 300.000ms (+300.0%; exceedance p=7.3e-5)"]
         );
-        assert_eq!(c.slower_than(60.0), ["attach: no result in B"]);
+        let p = c.verdicts(40.0)[..]
+            .iter()
+            .find(|v| v.op == "provision")
+            .and_then(|v| v.test.p_value)
+            .expect("p");
+        assert!((p - 167_960.0 / 2_311_801_440.0).abs() < 1e-15, "{p}");
+        // Beyond 300% it is within the tolerance; the unchanged operations never were.
+        assert!(c.slower_than(300.0).is_empty());
+        assert_eq!(
+            c.verdicts(0.0)
+                .iter()
+                .filter(|v| v.is_slower())
+                .map(|v| v.op.as_str())
+                .collect::<Vec<_>>(),
+            ["provision"]
+        );
     }
 
     #[test]

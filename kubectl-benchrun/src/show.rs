@@ -293,10 +293,18 @@ pub fn baseline(run: &BenchmarkRun) -> String {
             d.error_rate_change
         );
     }
-    if b.regressions.is_empty() {
-        let _ = writeln!(out, "baseline: within tolerance on every op");
-    } else {
+    if !b.regressions.is_empty() {
         let _ = writeln!(out, "baseline: REGRESSED: {}", b.regressions.join("; "));
+    }
+    if !b.not_significant.is_empty() {
+        let _ = writeln!(
+            out,
+            "baseline: beyond the tolerance but not significant (noise): {}",
+            b.not_significant.join("; ")
+        );
+    }
+    if b.regressions.is_empty() && b.not_significant.is_empty() {
+        let _ = writeln!(out, "baseline: within tolerance on every op");
     }
     out
 }
@@ -435,6 +443,37 @@ mod tests {
         assert_eq!(
             oplogs(&run),
             "oplog w0: s3://b/logs/r/w0.oplog.gz (10 records, 1 dropped)\noplog w1: NOT STORED: uploading: HTTP 403\n"
+        );
+    }
+
+    #[test]
+    fn a_change_the_tests_call_noise_is_said_and_not_called_within_tolerance() {
+        let run = |baseline: serde_json::Value| -> BenchmarkRun {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "benchrun.dev/v1alpha1", "kind": "BenchmarkRun",
+                "metadata": {"name": "r"},
+                "spec": {"workload": {"target": "s3://b/p/", "duration": "1s", "ops": [{"op": "get"}]}},
+                "status": {"phase": "Succeeded", "baseline": baseline}
+            }))
+            .expect("run")
+        };
+        let noise = "get ops/s 95.00 vs 110.00 (-13.6%; rank-sum p=0.21, not significant)";
+        let text = baseline(&run(serde_json::json!({
+            "source": "run a", "tolerancePercent": 10.0, "notSignificant": [noise]
+        })));
+        assert!(
+            text.ends_with(&format!(
+                "baseline: beyond the tolerance but not significant (noise): {noise}\n"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("within tolerance"), "{text}");
+        let text = baseline(&run(
+            serde_json::json!({"source": "run a", "tolerancePercent": 10.0}),
+        ));
+        assert!(
+            text.ends_with("baseline: within tolerance on every op\n"),
+            "{text}"
         );
     }
 }

@@ -294,9 +294,10 @@ async fn run_result_list_compare_report_and_logs() {
         "{}",
         text.stdout
     );
-    // No op can lose more than 100% of its ops/s: the gate passes.
-    let r = exec(&ns, &["compare", "a", "b", "--fail-if-slower", "100"]).await;
-    assert_eq!(r.code, 0, "nothing is more than 100% slower");
+    // No op can lose more than 100% of its ops/s, and no p99 of two runs of one workload
+    // grows elevenfold: the gate passes.
+    let r = exec(&ns, &["compare", "a", "b", "--fail-if-slower", "1000"]).await;
+    assert_eq!(r.code, 0, "nothing is 1000% slower: {}", r.stderr);
 
     // report: Markdown and charts of both.
     let out = dir.path().join("report");

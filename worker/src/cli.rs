@@ -262,8 +262,9 @@ pub struct CompareArgs {
     /// Output format (`--format` is kept as a hidden alias).
     #[arg(short = 'o', long = "output", alias = "format", value_enum, default_value_t = crate::compare::render::Format::Text)]
     pub format: crate::compare::render::Format,
-    /// Exit with status 5 when any op's ops/s in B is more than PCT percent below A's
-    /// (a CI gate; the comparison is printed either way).
+    /// Exit with status 5 when B is slower than A: an op's ops/s lower or p99 higher by more
+    /// than PCT percent, and its significance test says it is no noise (a CI gate; the
+    /// comparison is printed either way).
     #[arg(long, value_name = "PCT")]
     pub fail_if_slower: Option<f64>,
     /// Byte rates in binary MiB/s (2^20 bytes) or decimal MB/s (10^6 bytes).

@@ -6,7 +6,9 @@
 //! HDR histograms ([`ks`]); throughput with a rank-sum test on the per-second timeline
 //! ([`rank_sum`]), on the row of all ops (the timeline is not kept per op). With
 //! `storage.endpoints`, each gateway is compared too ([`endpoints`]). [`render`] prints the
-//! result as text, Markdown or JSON.
+//! result as text, Markdown or JSON. Those tests describe; whether B is slower than A
+//! (`--fail-if-slower`) is the project's one rule, [`verdict`], which the operator's baselines
+//! and `kubectl benchrun compare` use too.
 
 pub mod endpoints;
 pub mod render;
@@ -16,6 +18,7 @@ pub use benchrun_api::significance::{
     full_seconds, ks, ops_per_second, rank_sum, significance, STRONG, WEAK,
 };
 
+use benchrun_api::verdict::{self, Evidence, Verdict};
 use serde::Serialize;
 
 use crate::figures::{relative, Figures, Metric, Scope, Units};
@@ -35,6 +38,9 @@ pub struct Comparison {
     /// has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<endpoints::EndpointRow>,
+    /// What the rule of "slower than" needs of A and B (their seconds, counts and histograms).
+    #[serde(skip)]
+    evidence: (Evidence, Evidence),
 }
 
 /// What identifies one compared summary.
@@ -211,27 +217,31 @@ pub fn compare_in(
         b: Side::of(b_label, b),
         rows,
         endpoints: endpoints::rows(a, b),
+        evidence: (Evidence::of(a_label, a), Evidence::of(b_label, b)),
     }
 }
 
 impl Comparison {
-    /// Rows whose ops/s in B is more than `pct` percent below A's, described for a message.
+    /// The verdicts of the one rule ([`verdict::slower`]) on every op both have (and all ops,
+    /// when there are several), B against A with a tolerance of `pct` percent.
+    pub fn verdicts(&self, pct: f64) -> Vec<Verdict> {
+        let (a, b) = &self.evidence;
+        let mut ops: Vec<&String> = b.ops.keys().filter(|op| a.ops.contains_key(*op)).collect();
+        // With one op on each side (and `all`), all ops together repeat it.
+        if a.ops.len() == 2 && b.ops.len() == 2 {
+            ops.retain(|op| op.as_str() != "all");
+        }
+        ops.into_iter()
+            .flat_map(|op| verdict::slower(op, b, std::slice::from_ref(a), pct))
+            .collect()
+    }
+
+    /// The verdicts that say B is slower, described for a message (`--fail-if-slower`).
     pub fn slower_than(&self, pct: f64) -> Vec<String> {
-        self.rows
+        self.verdicts(pct)
             .iter()
-            .filter_map(|r| {
-                let d = r.deltas.iter().find(|d| d.metric == Metric::OpsPerSec)?;
-                let rel = d.relative?;
-                (rel * 100.0 < -pct).then(|| {
-                    format!(
-                        "{}: {:.1} -> {:.1} ops/s ({:+.1}%)",
-                        r.op,
-                        d.a,
-                        d.b,
-                        rel * 100.0
-                    )
-                })
-            })
+            .filter(|v| v.is_slower())
+            .map(Verdict::describe)
             .collect()
     }
 }
@@ -370,9 +380,64 @@ pub(crate) mod tests {
         assert_eq!((t.n, t.m, t.u, t.exact), (2, 2, 4.0, true));
         assert!((t.p_value - 2.0 / 6.0).abs() < 1e-12);
         assert_eq!(significance(t.p_value), "not significant");
-        assert_eq!(c.slower_than(50.0).len(), 1, "get lost 60%");
+        // The rule: ops/s 60% lower, untestable on 2 seconds each (the tolerance decides);
+        // p99 150 us against 99 us, all 50 of B's GETs above A's p99 and 1 of A's 100:
+        // p = 51 / C(150, 50). The interval: B's 47th to 50th GET over A's 96th to 100th,
+        // 147 / 100 and 150 / 96 (56.25%, written as Rust rounds a tie: to even).
+        assert_eq!(
+            c.slower_than(50.0),
+            [
+                "get ops/s 20.00 vs 50.00 (-60.0%; not tested: 2 full seconds in b.json and 2 in a.json cannot reach p < 0.01 (5 and 5 can))",
+                "get p99 0.150ms vs 0.099ms (+51.5%, 95% CI +47.0% to +56.2%; exceedance p=2.5e-39)",
+            ]
+        );
         assert!(c.slower_than(70.0).is_empty());
-        assert_eq!(c.slower_than(50.0)[0], "get: 50.0 -> 20.0 ops/s (-60.0%)");
+    }
+
+    #[test]
+    fn the_gate_is_the_shared_rule_on_every_op() {
+        // A GET-heavy mix whose PUTs halved while its GETs got faster: the PUTs are slower on
+        // their own, whatever all ops did.
+        let mix = |gets: u64, puts: u64| {
+            let rate = gets + puts;
+            let mut s = summary(
+                &(0..gets * 8).map(|i| 1000 + i % 500).collect::<Vec<_>>(),
+                &[
+                    rate,
+                    rate + 3,
+                    rate - 3,
+                    rate + 6,
+                    rate - 6,
+                    rate,
+                    rate + 3,
+                    rate - 3,
+                ],
+                8.0,
+            );
+            let mut put = OpStats::default();
+            for i in 0..puts * 8 {
+                put.count += 1;
+                put.latency.record(Duration::from_micros(3000 + i % 700));
+            }
+            s.ops.insert(OpKind::Put, put);
+            s.refresh();
+            s
+        };
+        let (a, b) = (mix(900, 100), mix(1000, 50));
+        let c = compare("old.json", &a, "new.json", &b);
+        let (ea, eb) = (Evidence::of("old.json", &a), Evidence::of("new.json", &b));
+        let want: Vec<String> = ["all", "get", "put"]
+            .iter()
+            .flat_map(|op| verdict::slower(op, &eb, std::slice::from_ref(&ea), 10.0))
+            .filter(|v| v.is_slower())
+            .map(|v| v.describe())
+            .collect();
+        assert_eq!(c.slower_than(10.0), want);
+        assert_eq!(want.len(), 1, "{want:?}");
+        assert!(
+            want[0].starts_with("put ops/s 50.00 vs 100.00 (-50.0%, 95% CI "),
+            "{want:?}"
+        );
     }
 
     #[test]

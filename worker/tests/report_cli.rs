@@ -229,7 +229,7 @@ fn compare_and_report_describe_a_slower_second_run() {
     // The gate: B is slower than 10% allows, A against itself is not.
     let gate = run_output(&["compare", &a, &b, "--fail-if-slower", "10"]);
     assert_eq!(gate.status.code(), Some(5));
-    assert!(String::from_utf8_lossy(&gate.stderr).contains("slower than allowed (10%): get: "));
+    assert!(String::from_utf8_lossy(&gate.stderr).contains("slower than allowed (10%): get ops/s "));
     ok(run_output(&["compare", &a, &a, "--fail-if-slower", "0"]));
     ok(run_output(&["compare", &b, &a, "--fail-if-slower", "10"]));
 

@@ -117,33 +117,43 @@ pub struct OpDelta {
     pub p99_percent: f64,
     /// Error rate (errors per operation) minus the baseline's, as a fraction (0.01: one point).
     pub error_rate_change: f64,
-    /// The rank-sum test of per-second throughput (of all ops: the timeline is not kept per
-    /// op), in the direction ops/s moved.
+    /// The rank-sum test of this op's per-second rates (each second's ops times the op's share
+    /// of the run's ops: the timeline is not kept per op), this run slower.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ops_per_sec_test: Option<SignificanceTest>,
-    /// The Kolmogorov-Smirnov test of this op's latency distribution, in the direction p99
-    /// moved.
+    /// The test of this op's p99: how many of this run's operations exceed the baseline's p99
+    /// against how many of the baseline's do (Fisher's exact test, this run slower).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_test: Option<SignificanceTest>,
 }
 
-/// A significance test of one figure against the baseline (the tests of `benchrun-worker
-/// compare`): one test per baseline run, so against a median, one per run of it.
+/// A significance test of one figure against the baseline (the rule of `compare
+/// --fail-if-slower` too): one test per baseline run, so against a median, one per run of it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SignificanceTest {
-    /// `rank-sum` (per-second throughput, all ops) or `ks` (the op's latency histogram).
+    /// `rank-sum` (the op's per-second rates) or `exceedance` (the op's operations above the
+    /// baseline's p99).
     pub test: String,
     /// The largest p-value of the tests (one per baseline run); absent when not tested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_value: Option<f64>,
     /// Tests made: one per baseline run (0 when not tested).
     pub runs: u32,
-    /// Every test had p < 0.01 with this run on the side the figure moved to (lower
-    /// throughput, slower latency, or the other way round when it improved).
+    /// Every test had p < 0.01 with this run on the slower side (lower throughput, more
+    /// operations above the baseline's p99).
     pub significant: bool,
     /// Why no test was made (a run without full seconds, too few samples to ever reach
     /// p < 0.01).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_tested: Option<String>,
+    /// The effect size in percent of the baseline, with its 95% confidence interval: for ops/s
+    /// the median difference of the per-second rates, for p99 the change of the p99. Absent
+    /// when the samples cannot give an interval (too few seconds). Against a median, the
+    /// interval spans every run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<benchrun_api::verdict::Effect>,
+    /// The baseline runs it was measured against.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub against: Vec<String>,
 }

@@ -20,7 +20,7 @@ impl Reconciler<'_> {
                 let mut b = baseline::compare_figures(
                     &baseline::figures(merged),
                     &base.figures,
-                    &baseline::Samples::of("this run", merged),
+                    &benchrun_api::verdict::Evidence::of("this run", merged),
                     &base.samples,
                     r.tolerance(),
                 );
@@ -90,5 +90,24 @@ fn verdict_message(b: &crate::crd::baseline::BaselineStatus) -> (&'static str, S
             b.tolerance_percent, b.source
         );
         ("WithinTolerance", msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_p99_four_times_slower_behind_a_faster_median_sets_regressed() {
+        let (now, base) = crate::baseline::tests::firmware();
+        let mut b = baseline::compare(&now, &base, "run old", 10.0);
+        b.source = "run old".into();
+        let (reason, msg) = verdict_message(&b);
+        assert_eq!(reason, "Regressed", "{msg}");
+        assert!(
+            msg.starts_with("against run old (tolerance 10%, significance p < 0.01): all p99 20.")
+                && msg.contains("; get p99 20."),
+            "{msg}"
+        );
     }
 }
