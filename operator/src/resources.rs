@@ -153,42 +153,6 @@ pub fn child_run(
     Ok(child)
 }
 
-/// The first child run a run creates, if it makes any: a matrix's first combination, a
-/// search's first probe. (The conformance suite checks they are the parent's; the others
-/// differ only in spec and number.)
-pub fn child_runs(run: &BenchmarkRun) -> Result<Vec<BenchmarkRun>> {
-    let name = run.name_any();
-    if let Some(m) = &run.spec.matrix {
-        let (planned, _) =
-            crate::sweep::plan(&run.spec, m).map_err(|e| Error::Invalid(e.join("; ")))?;
-        return planned
-            .first()
-            .map(|p| {
-                let spec = crate::sweep::child_spec(&run.spec, p);
-                child_run(
-                    run,
-                    &crate::sweep::child_name(&name, 0),
-                    spec,
-                    crate::sweep::MATRIX_LABEL,
-                )
-            })
-            .into_iter()
-            .collect();
-    }
-    if let Some(plan) = crate::search::plan(&run.spec) {
-        let plan = plan.map_err(Error::Invalid)?;
-        let spec = crate::search::probe_spec(&run.spec, 1, plan.epochs);
-        let child = child_run(
-            run,
-            &crate::search::child_name(&name, 1),
-            spec,
-            crate::search::SEARCH_LABEL,
-        )?;
-        return Ok(vec![child]);
-    }
-    Ok(vec![])
-}
-
 fn base_labels(run: &BenchmarkRun) -> BTreeMap<String, String> {
     BTreeMap::from([
         (RUN_LABEL.to_string(), run.name_any()),
@@ -292,15 +256,9 @@ pub fn worker_claim(run: &BenchmarkRun, worker: &str) -> Result<Option<Persisten
     }))
 }
 
-/// Whether the run's claims are raw block devices (`volumeMode: Block` in the template): the
-/// worker gets the device at the target's path (`volumeDevices`), not a mounted file system.
+/// Whether the run's claims are raw block devices ([`crate::crd::BenchmarkRunSpec::block_claim`]).
 pub fn is_block_claim(run: &BenchmarkRun) -> bool {
-    run.spec
-        .volume
-        .as_ref()
-        .and_then(|v| v.claim_template.as_ref())
-        .and_then(|t| t.volume_mode.as_deref())
-        == Some("Block")
+    run.spec.block_claim()
 }
 
 /// Where the data volume is mounted (or, for a Block claim, where its device appears):

@@ -11,6 +11,7 @@
 
 use benchrun_api::training_search::{Bracket, SearchFigures, SearchProbe};
 use benchrun_api::Summary;
+use kube::ResourceExt;
 
 use crate::crd::training::{ProbeRow, SearchStatus};
 use crate::crd::{BenchmarkRun, BenchmarkRunSpec, Phase};
@@ -87,6 +88,16 @@ pub fn validate(spec: &BenchmarkRunSpec, name: &str) -> Vec<String> {
 /// The name of probe `k` (1-based).
 pub fn child_name(parent: &str, k: usize) -> String {
     format!("{parent}-probe-{k}")
+}
+
+/// The first probe of a searching run, as the reconciler makes it (one accelerator per
+/// worker; the others differ only in count and name); `None` for a run that does not search.
+pub fn first_probe(run: &BenchmarkRun) -> Option<crate::Result<BenchmarkRun>> {
+    let plan = plan(&run.spec)?;
+    Some(plan.map_err(crate::Error::Invalid).and_then(|p| {
+        let spec = probe_spec(&run.spec, 1, p.epochs);
+        crate::resources::child_run(run, &child_name(&run.name_any(), 1), spec, SEARCH_LABEL)
+    }))
 }
 
 /// The spec of a probe of `n` accelerators per worker: the run's spec with that count and

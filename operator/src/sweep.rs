@@ -84,6 +84,20 @@ pub fn child_spec(parent: &BenchmarkRunSpec, p: &Planned) -> BenchmarkRunSpec {
     spec
 }
 
+/// The child run of the first combination's first slot, as the reconciler makes it (the
+/// others differ only in spec and name); `None` without a matrix.
+pub fn first_child(run: &BenchmarkRun) -> Option<crate::Result<BenchmarkRun>> {
+    let m = run.spec.matrix.as_ref()?;
+    Some((|| {
+        let (planned, _) = plan(&run.spec, m).map_err(|e| crate::Error::Invalid(e.join("; ")))?;
+        let first = planned
+            .first()
+            .ok_or_else(|| crate::Error::Invalid("spec.matrix: no combination".into()))?;
+        let name = child_name(&run.name_any(), 0);
+        crate::resources::child_run(run, &name, child_spec(&run.spec, first), MATRIX_LABEL)
+    })())
+}
+
 /// One child run of a combination: its unmeasured warm-up, or a measured repeat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {

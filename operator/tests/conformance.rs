@@ -275,7 +275,7 @@ fn refusals(kind: RunKind, patch: &str) -> Vec<String> {
         let now = chrono::DateTime::parse_from_rfc3339("2026-12-07T00:00:00Z")
             .expect("a time")
             .to_utc();
-        if let Err(e) = benchrun_operator::validate::schedule(&s.spec, &sched, now) {
+        if let Err(e) = benchrun_operator::schedule::check::check(&s.spec, &sched, now) {
             errs.push(format!("{}: {}", e.field, e.message));
         }
     }
@@ -350,7 +350,7 @@ fn objects_built(run: &BenchmarkRun) -> Result<Vec<(String, ObjectMeta)>, String
             out.push(("Pod".into(), pod.metadata));
         }
     }
-    for child in resources::child_runs(run).map_err(e("child run"))? {
+    for child in child_runs(run)? {
         out.push(("BenchmarkRun".into(), child.metadata));
     }
     Ok(out)
@@ -626,7 +626,19 @@ fn runs_made(kind: RunKind) -> Vec<BenchmarkRun> {
         r.metadata.owner_references = None;
         return vec![r];
     }
-    benchrun_operator::resources::child_runs(&run).expect("child runs")
+    child_runs(&run).expect("child runs")
+}
+
+/// The child runs a run makes (matrix combinations, search probes): the first of each.
+fn child_runs(run: &BenchmarkRun) -> Result<Vec<BenchmarkRun>, String> {
+    [
+        benchrun_operator::sweep::first_child(run),
+        benchrun_operator::search::first_probe(run),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|r| r.map_err(|e| format!("child run: {e}")))
+    .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -192,7 +192,7 @@ pub struct RunArgs {
 }
 
 /// The environment variable of `--run-seed` (the operator sets it from the run's UID).
-pub const RUN_SEED_ENV: &str = "BENCHRUN_RUN_SEED";
+pub use crate::datagen::RUN_SEED_ENV;
 
 impl RunArgs {
     /// Who writes: this run (`--run-seed`) and this worker's place in it.

@@ -86,6 +86,10 @@ pub fn stream_of(name: &str) -> u64 {
     h
 }
 
+/// The environment variable of a worker's `--run-seed` (the operator sets it from the run's
+/// UID): the run part of [`Writer`].
+pub const RUN_SEED_ENV: &str = "BENCHRUN_RUN_SEED";
+
 /// Who writes: the run and this worker's place in it. Every random choice of what a worker
 /// writes is keyed by it (see the module's docs), so no two workers of a run, and no two runs,
 /// write the same bytes.

@@ -87,7 +87,7 @@ impl RunKind {
             }
         } else if w.checkpoint.is_some() {
             RunKind::Checkpoint
-        } else if crate::resources::is_block_claim(run) {
+        } else if spec.block_claim() {
             RunKind::VolumeBlock
         } else {
             match w.target_uri() {

@@ -332,6 +332,19 @@ pub struct WorkersSpec {
 /// `spec.workers.scheduleTimeout` when the run gives none.
 pub const DEFAULT_SCHEDULE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
+impl BenchmarkRunSpec {
+    /// Whether the run's claims are raw block devices (`volumeMode: Block` in the template):
+    /// the worker gets the device at the target's path (`volumeDevices`), not a mounted file
+    /// system.
+    pub fn block_claim(&self) -> bool {
+        self.volume
+            .as_ref()
+            .and_then(|v| v.claim_template.as_ref())
+            .and_then(|t| t.volume_mode.as_deref())
+            == Some("Block")
+    }
+}
+
 impl WorkersSpec {
     /// Whether one worker runs on every eligible node.
     pub fn per_node(&self) -> bool {

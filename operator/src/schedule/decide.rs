@@ -299,7 +299,7 @@ pub fn decide(v: &View) -> Plan {
         })
     } else {
         Schedule::parse(&v.spec.schedule, v.spec.time_zone.as_deref())
-            .and_then(|s| crate::validate::schedule(v.spec, &s, v.now).map(|()| s))
+            .and_then(|s| super::check::check(v.spec, &s, v.now).map(|()| s))
     };
     match parsed {
         Err(e) => {

@@ -2,9 +2,11 @@
 //! with the schedule's last good run (docs/SCHEDULES.md).
 //!
 //! - [`cron`]: the schedule and time zone, parsed; scheduled times before and after an instant
+//! - [`check`]: what the schema cannot say about a schedule (its `Valid` condition)
 //! - [`decide`]: one pass decided without the API server (CronJob's rules), unit-tested
 //! - [`controller`]: the watch, observe and act
 
+pub mod check;
 pub mod controller;
 pub mod cron;
 pub mod decide;

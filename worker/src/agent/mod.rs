@@ -101,7 +101,7 @@ pub struct AgentArgs {
     /// workload's seed and the worker's index, so that no two workers or runs write the same
     /// data. The operator sets it from the run's UID (as an environment variable, which an
     /// older agent ignores).
-    #[arg(long, env = crate::cli::RUN_SEED_ENV, value_name = "N")]
+    #[arg(long, env = crate::datagen::RUN_SEED_ENV, value_name = "N")]
     pub run_seed: Option<u64>,
     /// After the run, serve the summary at most this long when nobody sends /v1/shutdown.
     #[arg(long, default_value = "10m")]
