@@ -6,7 +6,8 @@
 # tests/deps.txt; root): `make test` alone passes on a fresh Debian 12 machine.
 #   lint          cargo fmt --check, no import cycles between modules, clippy -D warnings, every
 #                 tool the stages call is installed by a script (tests/lint/tools.py), every
-#                 link and path named by README.md and docs/ exists (tests/lint/links.py)
+#                 link and path named by README.md and docs/ exists (tests/lint/links.py), the
+#                 operator deletes only through its one deletion module (tests/lint/deletes.py)
 #   chart         helm lint/template of charts/benchrun per ci/ overlay, schema, RBAC, dashboard
 #                 queries against the registered metric names, CRDs in sync (offline)
 #   unit          unit tests of every crate (no servers)
@@ -42,6 +43,7 @@ lint:
 	python3 tests/lint/tools.py .
 	python3 tests/lint/links.py .
 	python3 tests/lint/server_tests.py .
+	python3 tests/lint/deletes.py .
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 chart:

@@ -46,6 +46,8 @@ pub mod controller;
 pub mod crd;
 pub mod decode;
 pub mod failpoint;
+#[cfg(test)]
+mod fake_api;
 pub mod leader;
 pub mod lost;
 pub mod metrics;

@@ -138,6 +138,57 @@ fn meta(run: &BenchmarkRun, name: String) -> Result<ObjectMeta> {
     })
 }
 
+/// A child run of `parent` (a matrix combination, a search probe): in the parent's namespace,
+/// controlled by the parent's UID, labelled `label=<parent>` so `kubectl get br -l` finds it.
+pub fn child_run(
+    parent: &BenchmarkRun,
+    name: &str,
+    spec: crate::crd::BenchmarkRunSpec,
+    label: &str,
+) -> Result<BenchmarkRun> {
+    let mut child = BenchmarkRun::new(name, spec);
+    child.metadata.namespace = parent.namespace();
+    child.metadata.owner_references = Some(vec![owner(parent)?]);
+    child.metadata.labels = Some([(label.to_string(), parent.name_any())].into());
+    Ok(child)
+}
+
+/// The first child run a run creates, if it makes any: a matrix's first combination, a
+/// search's first probe. (The conformance suite checks they are the parent's; the others
+/// differ only in spec and number.)
+pub fn child_runs(run: &BenchmarkRun) -> Result<Vec<BenchmarkRun>> {
+    let name = run.name_any();
+    if let Some(m) = &run.spec.matrix {
+        let (planned, _) =
+            crate::sweep::plan(&run.spec, m).map_err(|e| Error::Invalid(e.join("; ")))?;
+        return planned
+            .first()
+            .map(|p| {
+                let spec = crate::sweep::child_spec(&run.spec, p);
+                child_run(
+                    run,
+                    &crate::sweep::child_name(&name, 0),
+                    spec,
+                    crate::sweep::MATRIX_LABEL,
+                )
+            })
+            .into_iter()
+            .collect();
+    }
+    if let Some(plan) = crate::search::plan(&run.spec) {
+        let plan = plan.map_err(Error::Invalid)?;
+        let spec = crate::search::probe_spec(&run.spec, 1, plan.epochs);
+        let child = child_run(
+            run,
+            &crate::search::child_name(&name, 1),
+            spec,
+            crate::search::SEARCH_LABEL,
+        )?;
+        return Ok(vec![child]);
+    }
+    Ok(vec![])
+}
+
 fn base_labels(run: &BenchmarkRun) -> BTreeMap<String, String> {
     BTreeMap::from([
         (RUN_LABEL.to_string(), run.name_any()),

@@ -50,7 +50,16 @@ pub fn plan(spec: &BenchmarkRunSpec) -> Option<Result<Plan, String>> {
         })?;
         Ok(Plan {
             mark,
-            cap: q.cap(shape.readers),
+            // A perNode run's worker count is known once placed: each probe's placement
+            // checks its ranks then.
+            cap: q.cap(
+                &shape,
+                spec.workers
+                    .count
+                    .filter(|_| !spec.workers.per_node())
+                    .unwrap_or(1)
+                    .max(1) as u32,
+            ),
             epochs: q.epochs(),
         })
     })())

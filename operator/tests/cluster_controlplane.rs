@@ -3,7 +3,8 @@
 //! cluster's default StorageClass (benchrun-hostpath, a real external provisioner on
 //! sig-storage-lib-external-provisioner, WaitForFirstConsumer) provisioned, attached, written
 //! once and deleted; a class nobody provisions, and a Block claim that provisioner refuses;
-//! a run deleted mid-way; control operations beside a data-plane workload; Block claims served by `local` PersistentVolumes on loop devices
+//! a run deleted mid-way; a user's pod and claim holding a lifecycle's names, left alone;
+//! control operations beside a data-plane workload; Block claims served by `local` PersistentVolumes on loop devices
 //! (the test cluster has no provisioner of Block volumes), written and read raw by the probe;
 //! snapshot, clone and expand through the real Kubernetes CSI sidecars (external-provisioner,
 //! external-resizer, csi-snapshotter) and snapshot controller, in front of benchrun's own CSI
@@ -22,7 +23,7 @@ use benchrun_operator::crd::control_plane::{ControlPlaneStatus, OPERATIONS};
 use benchrun_operator::crd::{BenchmarkRunStatus, Phase};
 use benchrun_test_support::loopdev::Loop;
 use benchrun_test_support::{ClusterScoped, NODES};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
@@ -891,4 +892,88 @@ controlPlane:
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// A user's pod `taken-cp-0` (owned by a ConfigMap of theirs) and claim `taken-cp-1` (no
+/// owner), then a run `taken` whose lifecycles would create those names: the run fails, its
+/// first error is `nameTaken` naming whose the object is, the claim its lifecycle 0 created
+/// is gone, and the user's pod and claim are still there with their UIDs.
+#[ignore = "needs the test cluster: `make cluster`, or tests/cluster/up.sh then `cargo test -- --include-ignored`"]
+#[tokio::test]
+async fn names_taken_by_a_users_objects_fail_the_run_and_leave_them_alone() {
+    let env = env("op-cp-taken").await;
+    let ns = env.ns.name().to_string();
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    let owner = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "db"}}))
+                .expect("ConfigMap"),
+        )
+        .await
+        .expect("the user's ConfigMap");
+    let owner_uid = owner.metadata.uid.clone().expect("uid");
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "taken-cp-0", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "db", "uid": owner_uid}]},
+        "spec": {"containers": [{"name": "db", "image": env.images.worker,
+                                 "command": ["sleep", "3600"]}]}
+    }))
+    .expect("pod");
+    let pod_uid = pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("the user's pod")
+        .metadata
+        .uid;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &ns);
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "taken-cp-1"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}}
+    }))
+    .expect("claim");
+    let claim_uid = claims
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("the user's claim")
+        .metadata
+        .uid;
+
+    let _op = spawn_operator(&env);
+    let api = create_run(
+        &env,
+        "taken",
+        r#"
+controlPlane:
+  operations: [provision, attach, delete]
+  count: 2
+  concurrency: 2
+  size: 16Mi
+  timeout: 20s
+"#,
+    )
+    .await;
+    let run = wait_for(&api, "taken", Duration::from_secs(90), "finished", finished).await;
+    let st = run.status.clone().expect("status");
+    assert_eq!(st.phase, Phase::Failed, "{st:#?}");
+    let first = st
+        .control_plane
+        .and_then(|cp| cp.first_error)
+        .unwrap_or_default();
+    assert!(first.contains("nameTaken"), "{first}");
+    assert!(
+        first.contains("owned by ConfigMap db") || first.contains("it has no owner"),
+        "{first}"
+    );
+    let pod = pods.get_opt("taken-cp-0").await.expect("get pod");
+    assert_eq!(pod.and_then(|p| p.metadata.uid), pod_uid, "the user's pod");
+    let claim = claims.get_opt("taken-cp-1").await.expect("get claim");
+    assert_eq!(
+        claim.and_then(|c| c.metadata.uid),
+        claim_uid,
+        "the user's claim"
+    );
+    // What the run created (it carries the run's labels; the user's objects do not) is gone.
+    assert_eq!(leftovers(&env, "taken").await, Vec::<String>::new());
 }

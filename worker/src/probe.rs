@@ -35,13 +35,20 @@ pub struct Probe {
     pub read_us: u64,
 }
 
-/// The bytes the probe writes, in an O_DIRECT-aligned buffer.
+/// The bytes the probe writes, in an O_DIRECT-aligned buffer: [`fresh`] bytes.
 fn pattern() -> AlignedBuf {
     let mut buf = AlignedBuf::new(PROBE_BYTES.max(DIRECT_ALIGN));
-    for (i, b) in buf.as_mut_slice().iter_mut().enumerate() {
-        *b = (i % 251) as u8;
-    }
+    fresh(buf.as_mut_slice());
     buf
+}
+
+/// `buf` filled with bytes no other probe, hold or run writes: random, from a generator the
+/// operating system seeds. Every claim of a control-plane run is usually on one array, and a
+/// fixed pattern (as these were) dedupes to one block on it, so the first write would be
+/// timed against a write the array never makes. Nothing reads these bytes but the probe
+/// itself, so they need no key that another worker could regenerate.
+pub fn fresh(buf: &mut [u8]) {
+    rand::RngCore::fill_bytes(&mut rand::rng(), buf);
 }
 
 /// Write then read [`PROBE_BYTES`] with O_DIRECT on `path`: a file in the directory `path`

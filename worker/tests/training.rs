@@ -503,7 +503,7 @@ fn the_datasets_page_cache_residency_is_measured_when_the_epochs_start() {
     assert!(text.contains(&pct), "{pct} in {text}");
 }
 
-/// An AU mark the run cannot meet (no compute: AU about 0) fails it with exit code 4 (thresholds missed, the table every command shares).
+/// An AU mark the run cannot meet (100%: the first batch is read before any compute) fails it with exit code 4 (thresholds missed, the table every command shares).
 #[test]
 fn a_run_below_its_au_mark_exits_4() {
     let dir = scratch();
@@ -511,7 +511,7 @@ fn a_run_below_its_au_mark_exits_4() {
         dir.path(),
         "w.yaml",
         &format!(
-            "target: file://{}\nops: [{{op: get}}]\ntraining: {{samples: 20, sampleSize: 4KiB, computeTime: 0ms, minAU: 50}}\n",
+            "target: file://{}\nops: [{{op: get}}]\ntraining: {{samples: 20, sampleSize: 4KiB, computeTime: 1ms, minAU: 100}}\n",
             dir.path().display()
         ),
     );

@@ -10,6 +10,10 @@ use super::FieldError;
 use super::{defaults, limits, Access, OpKind, TargetUri, Workload};
 use crate::units::{ByteSize, HumanDuration};
 
+/// The longest `precondition`: steady state is reached by writing a drive over about twice,
+/// and 72h does that for a 60 TB drive at 1 GB/s; a longer figure is a slip of the unit.
+pub const MAX_PRECONDITION: std::time::Duration = std::time::Duration::from_secs(72 * 3600);
+
 /// Block I/O inside large files (under a `file://` or `direct://` directory) or inside a raw
 /// block device (a `file://` or `direct://` path that is a block device). Writes overwrite in
 /// place, so the space a run uses is fixed and known before it starts.
@@ -72,6 +76,7 @@ pub struct BlockSpec {
     pub sparse: bool,
     /// Random overwrites of the whole dataset for this long after the layout and before the
     /// measured stage (SSD preconditioning: steady state, not fresh-out-of-box figures).
+    /// At most 72h (twice a 60 TB drive's capacity at 1 GB/s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precondition: Option<HumanDuration>,
     /// Block device only: write even though the device carries a file system, partition
@@ -313,10 +318,13 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
         );
     }
     if let Some(p) = b.precondition {
-        if p.0.is_zero() {
+        if p.0.is_zero() || p.0 > MAX_PRECONDITION {
             bad(
                 "block.precondition",
-                "must be greater than 0 (or left out)".into(),
+                format!(
+                    "must be more than 0 and at most {}h (got {p})",
+                    MAX_PRECONDITION.as_secs() / 3600
+                ),
             );
         }
     }
@@ -392,6 +400,21 @@ mod tests {
         has("block.fileSize", "smaller than the largest block");
         has("block.offset", "multiple of 4096");
         has("read", "do not apply");
+    }
+
+    #[test]
+    fn precondition_is_bounded() {
+        let base = "target: file:///data\nduration: 1s\nops: [{op: write}]\nblock: {fileSize: 1GiB, precondition: ";
+        assert!(errs(&format!("{base}72h}}\n")).is_empty());
+        for bad in ["0s", "73h", "1000d"] {
+            let e = errs(&format!("{base}{bad}}}\n"));
+            assert!(
+                e.iter()
+                    .any(|m| m
+                        .starts_with("block.precondition: must be more than 0 and at most 72h")),
+                "{bad}: {e:?}"
+            );
+        }
     }
 
     #[test]

@@ -146,6 +146,28 @@ fn warmup_bounds_name_the_field() {
     assert!(e.contains("warmup: needs duration"), "{e}");
 }
 
+/// A `stopWhenStable` window judged on a full window of the measured stage: one as long as
+/// `duration` could never end the run early.
+#[test]
+fn a_stable_window_is_shorter_than_the_run() {
+    let with = |window: &str| {
+        GOOD.replace(
+            "duration: 10s",
+            &format!("duration: 10s\nstopWhenStable: {{window: {window}}}"),
+        )
+    };
+    assert!(Workload::from_yaml(&with("9s")).is_ok());
+    for window in ["10s", "1h"] {
+        let e = err(&with(window));
+        assert!(
+            e.contains(&format!(
+                "stopWhenStable.window: {window} is not shorter than duration (10s)"
+            )),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn cross_field_rules() {
     let e = err(&GOOD.replace("duration: 10s", "duration: 10s\ntotalOps: 5"));

@@ -264,6 +264,36 @@ impl TrainingSpec {
     }
 }
 
+/// Why `ranks` ranks (`accelerators` per worker x `workers`) over `samples` samples is refused:
+/// each epoch's order is dealt out one sample per rank in turn, so a rank past the last
+/// sample reads nothing and its AU is 0% whatever the storage.
+fn ranks_message(accelerators: u64, workers: u64, samples: u64) -> String {
+    format!(
+        "{accelerators} accelerators per worker x {workers} workers = {} ranks, more than the {samples} samples (training.samples): a rank without a sample reads nothing and its AU is 0% whatever the storage; give at most {samples} ranks or more samples",
+        accelerators * workers
+    )
+}
+
+impl TrainingSpec {
+    /// The check that needs the run's worker count (`workers`: `workers.count`, or the
+    /// nodes of a `perNode` run, known to the operator once placed and to each worker at its
+    /// start): every rank has at least one sample. `Err` is (field, why).
+    pub fn check_workers(&self, workers: u32) -> Result<(), (&'static str, String)> {
+        let Ok(s) = self.shape() else {
+            // A missing key is named by the workload's validation.
+            return Ok(());
+        };
+        let (acc, n) = (s.accelerators as u64, workers.max(1) as u64);
+        if acc * n > s.samples {
+            return Err((
+                "training.acceleratorsPerWorker",
+                ranks_message(acc, n, s.samples),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The checks of a training workload, pushed to `bad`.
 pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMut(&str, String)) {
     let Some(t) = &w.training else {
@@ -335,6 +365,34 @@ pub(super) fn validate(w: &Workload, uri: Option<&TargetUri>, bad: &mut dyn FnMu
     }
     if s.compute > std::time::Duration::from_secs(3600) {
         bad("training.computeTime", "must be at most 1h".into());
+    }
+    if let Some(m) = s.min_au.filter(|m| *m > 0.0 && s.compute.is_zero()) {
+        bad(
+            "training.computeTime",
+            format!("0s beside an AU mark of {m}% (minAU, or the preset's): AU is compute time over step time, so with no compute every epoch's AU is 0% and the mark can never be met: give a computeTime above 0, or minAU: 0 to measure the reads alone"),
+        );
+    }
+    if s.samples < s.accelerators as u64 {
+        bad(
+            "training.acceleratorsPerWorker",
+            ranks_message(s.accelerators as u64, 1, s.samples),
+        );
+    }
+    for (given, key, ignored) in [
+        (
+            w.rate_limit.is_some(),
+            "rateLimit",
+            "its pace is set by computeTime, batchSize and the readers",
+        ),
+        (
+            w.error_budget.is_some(),
+            "errorBudget",
+            "its read errors are counted in the summary and never stop it",
+        ),
+    ] {
+        if given {
+            bad(key, format!("not applied to a training run: {ignored}"));
+        }
     }
     if let Some(q) = t.search.as_ref().filter(|q| q.max_accelerators) {
         if s.min_au.is_none() {
@@ -418,6 +476,28 @@ mod tests {
         assert_eq!((r.samples_per_file, r.files()), (1251, 1024));
     }
 
+    /// Every rank of the run (accelerators x workers) needs a sample: checked for the worker
+    /// count the run has, which the operator and each worker know.
+    #[test]
+    fn every_rank_of_the_run_has_a_sample() {
+        let t = TrainingSpec {
+            samples: Some(12),
+            sample_size: Some(ByteSize(4096)),
+            compute_time: Some(HumanDuration(std::time::Duration::from_millis(1))),
+            accelerators_per_worker: Some(4),
+            ..Default::default()
+        };
+        assert_eq!(t.check_workers(3), Ok(()));
+        let (field, why) = t.check_workers(4).unwrap_err();
+        assert_eq!(field, "training.acceleratorsPerWorker");
+        assert!(
+            why.starts_with(
+                "4 accelerators per worker x 4 workers = 16 ranks, more than the 12 samples"
+            ),
+            "{why}"
+        );
+    }
+
     #[test]
     fn without_a_preset_the_shape_is_required() {
         let e = w("target: file:///tmp/x\nops: [{op: get}]\ntraining: {samples: 10}\n")
@@ -457,6 +537,35 @@ mod tests {
             ),
         ] {
             let e = w(&format!("target: file:///tmp/x\n{yaml}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "{yaml}: {e}");
+        }
+        // A mark beside no compute can never be met; minAU: 0 measures the reads alone.
+        let zero = "ops: [{op: get}]\ntraining: {preset: unet3d, computeTime: 0s";
+        for extra in ["", ", minAU: 50"] {
+            let e = w(&format!("target: file:///tmp/x\n{zero}{extra}}}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("training.computeTime: 0s beside an AU mark"),
+                "{e}"
+            );
+        }
+        assert!(w(&format!("target: file:///tmp/x\n{zero}, minAU: 0}}\n")).is_ok());
+        // More ranks on one worker than samples; rateLimit and errorBudget are not applied.
+        for (yaml, field) in [
+            (
+                "training: {samples: 4, sampleSize: 4KiB, computeTime: 1ms, acceleratorsPerWorker: 8}",
+                "training.acceleratorsPerWorker: 8 accelerators per worker x 1 workers = 8 ranks, more than the 4 samples",
+            ),
+            ("rateLimit: 100\ntraining: {preset: unet3d}", "rateLimit: not applied to a training run"),
+            (
+                "errorBudget: {maxErrors: 5}\ntraining: {preset: unet3d}",
+                "errorBudget: not applied to a training run",
+            ),
+        ] {
+            let e = w(&format!("target: file:///tmp/x\nops: [{{op: get}}]\n{yaml}\n"))
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(field), "{yaml}: {e}");

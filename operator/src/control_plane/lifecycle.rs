@@ -6,6 +6,11 @@
 //! PersistentVolume gone (delete). Each wait ends on a watch event ([`Seen`]) or at the
 //! operation's timeout; a timeout is reported with the last Event Kubernetes recorded on the
 //! object (the provisioner's, snapshotter's or resizer's message).
+//!
+//! A lifecycle deletes only what it created, by the UID the create's answer carried (through
+//! `children`, the operator's one deletion path): a name already taken (a user's pod
+//! `<run>-cp-0`, an earlier run's claim still terminating) fails the lifecycle naming the
+//! object's owner, and that object is left as it is.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -13,13 +18,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::figures::Figures;
 use super::objects;
 use super::watch::{volume_snapshots, Attachment, Marks, Seen};
+use crate::children::{delete_owned, owned_by, whose, Deleted};
 use crate::crd::control_plane::ControlPlaneSpec;
 use crate::crd::BenchmarkRun;
 
@@ -57,6 +63,16 @@ fn api_failure<'a>(op: &'static str, what: &'a str) -> impl Fn(kube::Error) -> F
     move |e| fail(op, "api", format!("{what}: {e}"))
 }
 
+/// What one lifecycle created, each as its create's answer returned it (with its UID): all
+/// that it may delete.
+#[derive(Default)]
+struct Made {
+    claim: Option<PersistentVolumeClaim>,
+    pod: Option<Pod>,
+    snapshot: Option<DynamicObject>,
+    clone: Option<PersistentVolumeClaim>,
+}
+
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Figures> {
         self.figures.lock().unwrap_or_else(|e| e.into_inner())
@@ -67,35 +83,133 @@ impl Shared {
     pub(crate) async fn lifecycle(&self, i: usize) -> bool {
         let name = objects::name(&self.run.name_any(), i);
         self.seen.expect(&name);
-        let result = self.steps(i, &name).await;
+        let mut made = Made::default();
+        let result = self.steps(i, &name, &mut made).await;
         let ok = result.is_ok();
         if let Err(f) = result {
             tracing::info!("{}/{name}: {} {}: {}", self.ns, f.op, f.kind, f.message);
             self.lock().error(f.op, f.kind, f.message);
-            let dp = DeleteParams {
-                grace_period_seconds: Some(0),
-                ..Default::default()
-            };
-            let _ = Api::<Pod>::namespaced(self.client.clone(), &self.ns)
-                .delete(&name, &dp)
-                .await;
-            let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns);
-            let clone = objects::clone_name(&self.run.name_any(), i);
-            for c in [&name, &clone] {
-                let _ = claims.delete(c, &DeleteParams::default()).await;
-            }
-            if self.cp.measures("snapshot") {
-                let _ = self
-                    .snapshots()
-                    .delete(&name, &DeleteParams::default())
-                    .await;
-            }
+            self.delete_made(&made).await;
         }
         self.lock().lifecycle_done(ok);
         ok
     }
 
-    async fn steps(&self, i: usize, name: &str) -> Result<(), Failure> {
+    /// After a failure: delete what the lifecycle created, pod first (a claim in use waits
+    /// for it), without waiting (the run's sweep waits). An object of one of its names that
+    /// it did not create is not in `made`, so it is never touched.
+    async fn delete_made(&self, made: &Made) {
+        let pods = Api::<Pod>::namespaced(self.client.clone(), &self.ns);
+        let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns);
+        let at_once = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        let mut results = vec![];
+        if let Some(p) = &made.pod {
+            results.push(self.delete_created(&pods, p, at_once, "pod").await);
+        }
+        if let Some(c) = &made.clone {
+            results.push(
+                self.delete_created(&claims, c, DeleteParams::default(), "clone claim")
+                    .await,
+            );
+        }
+        if let Some(v) = &made.snapshot {
+            let dp = DeleteParams::default();
+            results.push(
+                self.delete_created(&self.snapshots(), v, dp, "VolumeSnapshot")
+                    .await,
+            );
+        }
+        if let Some(c) = &made.claim {
+            results.push(
+                self.delete_created(&claims, c, DeleteParams::default(), "claim")
+                    .await,
+            );
+        }
+        for f in results.into_iter().filter_map(Result::err) {
+            tracing::info!("{}: after the failure: {}", self.ns, f.message);
+        }
+    }
+
+    /// Create `obj` (a `what`: claim, pod...) for operation `op`: the API server's answer,
+    /// whose UID the lifecycle deletes it by. A name taken fails the lifecycle naming the
+    /// object's owner.
+    async fn create<K>(
+        &self,
+        api: &Api<K>,
+        obj: &K,
+        op: &'static str,
+        what: &str,
+    ) -> Result<K, Failure>
+    where
+        K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match api.create(&PostParams::default(), obj).await {
+            Ok(created) => Ok(created),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                Err(self.name_taken(api, op, what, &obj.name_any()).await)
+            }
+            Err(e) => Err(fail(op, "api", format!("creating the {what}: {e}"))),
+        }
+    }
+
+    /// The failure of a create whose name is taken, naming whose the object is. Read by a
+    /// list of that one name: the verb the operator holds on all three kinds.
+    async fn name_taken<K>(&self, api: &Api<K>, op: &'static str, what: &str, name: &str) -> Failure
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let lp = ListParams::default().fields(&format!("metadata.name={name}"));
+        let owner = match api
+            .list_metadata(&lp)
+            .await
+            .map(|l| l.items.into_iter().next())
+        {
+            // Made by a create of this run whose answer was lost: the sweep deletes it.
+            Ok(Some(o)) if owned_by(&self.run, o.owner_references()) => {
+                "it is this run's, from a create whose answer was lost".to_string()
+            }
+            Ok(Some(o)) => whose(&self.run, o.owner_references()),
+            Ok(None) => "it was deleted since".to_string(),
+            Err(e) => format!("its owner could not be read: {e}"),
+        };
+        fail(
+            op,
+            "nameTaken",
+            format!("{what} {name} exists and is not this lifecycle's ({owner}): left alone; delete or rename it, or give the run another name"),
+        )
+    }
+
+    /// Delete `obj`, which this lifecycle created (as its create answered): by its UID,
+    /// through the operator's one deletion path. One replaced under its name since is left
+    /// alone, and the lifecycle fails saying so.
+    async fn delete_created<K>(
+        &self,
+        api: &Api<K>,
+        obj: &K,
+        dp: DeleteParams,
+        what: &str,
+    ) -> Result<(), Failure>
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match delete_owned(api, obj, &self.run, dp).await {
+            Ok(Deleted::Yes | Deleted::Absent) => Ok(()),
+            Ok(Deleted::NotOurs) => Err(fail(
+                "delete",
+                "nameTaken",
+                format!(
+                    "{what} {} was replaced under its name by another object: left alone",
+                    obj.name_any()
+                ),
+            )),
+            Err(e) => Err(fail("delete", "api", format!("deleting the {what}: {e}"))),
+        }
+    }
+
+    async fn steps(&self, i: usize, name: &str, made: &mut Made) -> Result<(), Failure> {
         let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns);
         let pods = Api::<Pod>::namespaced(self.client.clone(), &self.ns);
         let timeout = self.cp.timeout();
@@ -103,10 +217,8 @@ impl Shared {
             .map_err(|e| fail("provision", "invalid", e.to_string()))?;
         // provision: the create request -> the claim Bound.
         let t0 = Instant::now();
-        let created = claims
-            .create(&PostParams::default(), &claim)
-            .await
-            .map_err(api_failure("provision", "creating the claim"))?;
+        let created = self.create(&claims, &claim, "provision", "claim").await?;
+        made.claim = Some(created.clone());
         let wffc = self.binds_on_consumer(&created).await;
         let need_pod =
             wffc || self.cp.in_use || self.cp.measures("attach") || self.cp.measures("firstIO");
@@ -116,9 +228,7 @@ impl Shared {
             let pod = objects::pod(&self.run, &self.image, i)
                 .map_err(|e| fail("attach", "invalid", e.to_string()))?;
             let tp = Instant::now();
-            pods.create(&PostParams::default(), &pod)
-                .await
-                .map_err(api_failure("attach", "creating the pod"))?;
+            made.pod = Some(self.create(&pods, &pod, "attach", "pod").await?);
             Some(tp)
         } else {
             None
@@ -180,20 +290,19 @@ impl Shared {
             }
         }
         // Without `inUse` the pod goes before the snapshot, clone and expand (offline).
-        if tp.is_some() && !self.cp.in_use {
-            self.delete_pod(name, timeout).await?;
+        if let (Some(pod), false) = (&made.pod, self.cp.in_use) {
+            self.delete_pod(pod, timeout).await?;
         }
         if self.cp.measures("snapshot") {
-            self.snapshot(i, name, timeout).await?;
+            self.snapshot(i, name, timeout, &mut made.snapshot).await?;
         }
-        let clone = objects::clone_name(&self.run.name_any(), i);
         if self.cp.measures("clone") {
-            self.clone_claim(i, &clone, wffc, timeout).await?;
+            self.clone_claim(i, wffc, timeout, &mut made.clone).await?;
         }
         if self.cp.measures("expand") {
             self.expand(name, timeout).await?;
         }
-        if tp.is_some() && self.cp.in_use {
+        if let (Some(pod), true) = (&made.pod, self.cp.in_use) {
             // The pod still holds the volume now, so it did through all three (a pod never
             // comes back): else they were not measured in use, and the run must not say so.
             let m = self.seen.get(name);
@@ -209,7 +318,7 @@ impl Shared {
                 ));
             }
             // The pod goes before the claim: its protection finalizer holds it while in use.
-            self.delete_pod(name, timeout).await?;
+            self.delete_pod(pod, timeout).await?;
             if self.cp.busy {
                 // Its last state, in the delete event, holds the hold's I/O report.
                 let report = self.seen.get(name).hold_message;
@@ -217,18 +326,16 @@ impl Shared {
             }
         }
         // The clone and the snapshot go before the claim, so that its delete is timed alone.
-        if self.cp.measures("clone") {
-            self.delete_clone(&clone, timeout).await?;
+        if let Some(clone) = &made.clone {
+            self.delete_clone(clone, timeout).await?;
         }
-        if self.cp.measures("snapshot") {
-            self.delete_snapshot(name, timeout).await?;
+        if let Some(snapshot) = &made.snapshot {
+            self.delete_snapshot(snapshot, timeout).await?;
         }
         // delete: the claim's delete request -> its PersistentVolume gone.
         let td = Instant::now();
-        claims
-            .delete(name, &DeleteParams::default())
-            .await
-            .map_err(api_failure("delete", "deleting the claim"))?;
+        self.delete_created(&claims, &created, DeleteParams::default(), "claim")
+            .await?;
         let Some(m) = self
             .seen
             .wait(name, td + timeout, |m| m.claim_gone.is_some())
@@ -289,7 +396,7 @@ impl Shared {
 
     /// Delete the lifecycle's pod and wait for it to be gone: at once (grace 0), or with
     /// `busy` gracefully, so that its hold stops its I/O and reports it.
-    async fn delete_pod(&self, name: &str, timeout: Duration) -> Result<(), Failure> {
+    async fn delete_pod(&self, pod: &Pod, timeout: Duration) -> Result<(), Failure> {
         let grace = if self.cp.busy {
             objects::BUSY_GRACE_SECONDS
         } else {
@@ -299,13 +406,12 @@ impl Shared {
             grace_period_seconds: Some(grace as u32),
             ..Default::default()
         };
-        Api::<Pod>::namespaced(self.client.clone(), &self.ns)
-            .delete(name, &dp)
-            .await
-            .map_err(api_failure("delete", "deleting the pod"))?;
+        let pods = Api::<Pod>::namespaced(self.client.clone(), &self.ns);
+        self.delete_created(&pods, pod, dp, "pod").await?;
+        let name = pod.name_any();
         if self
             .seen
-            .wait(name, Instant::now() + timeout, |m| m.pod_gone.is_some())
+            .wait(&name, Instant::now() + timeout, |m| m.pod_gone.is_some())
             .await
             .is_none()
         {
@@ -325,14 +431,21 @@ impl Shared {
     /// snapshot: the VolumeSnapshot's create request -> `readyToUse` (phase `bound`: its
     /// content bound). An error the snapshot controller reports is waited past (it retries);
     /// the last one is named if the snapshot is not ready within the timeout.
-    async fn snapshot(&self, i: usize, name: &str, timeout: Duration) -> Result<(), Failure> {
+    async fn snapshot(
+        &self,
+        i: usize,
+        name: &str,
+        timeout: Duration,
+        made: &mut Option<DynamicObject>,
+    ) -> Result<(), Failure> {
         let obj = objects::snapshot(&self.run, &self.cp, i)
             .map_err(|e| fail("snapshot", "invalid", e.to_string()))?;
         let t0 = Instant::now();
-        self.snapshots()
-            .create(&PostParams::default(), &obj)
-            .await
-            .map_err(api_failure("snapshot", "creating the VolumeSnapshot"))?;
+        let snapshots = self.snapshots();
+        *made = Some(
+            self.create(&snapshots, &obj, "snapshot", "VolumeSnapshot")
+                .await?,
+        );
         let Some(m) = self
             .seen
             .wait(name, t0 + timeout, |m| m.snapshot_ready.is_some())
@@ -361,9 +474,9 @@ impl Shared {
     async fn clone_claim(
         &self,
         i: usize,
-        clone: &str,
         wffc: bool,
         timeout: Duration,
+        made: &mut Option<PersistentVolumeClaim>,
     ) -> Result<(), Failure> {
         if wffc {
             // Bound only once a pod uses it: the figure would be the pod's, not the clone's.
@@ -375,20 +488,18 @@ impl Shared {
         }
         let claim = objects::clone_claim(&self.run, &self.cp, i)
             .map_err(|e| fail("clone", "invalid", e.to_string()))?;
-        self.seen.expect(clone);
+        let clone = claim.name_any();
+        self.seen.expect(&clone);
         let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns);
         let t0 = Instant::now();
-        claims
-            .create(&PostParams::default(), &claim)
-            .await
-            .map_err(api_failure("clone", "creating the clone claim"))?;
+        *made = Some(self.create(&claims, &claim, "clone", "clone claim").await?);
         let Some(m) = self
             .seen
-            .wait(clone, t0 + timeout, |m| m.bound.is_some())
+            .wait(&clone, t0 + timeout, |m| m.bound.is_some())
             .await
         else {
             return Err(self
-                .timed_out("clone", "PersistentVolumeClaim", clone, timeout)
+                .timed_out("clone", "PersistentVolumeClaim", &clone, timeout)
                 .await);
         };
         let bound = m.bound.unwrap_or(t0).saturating_duration_since(t0);
@@ -440,16 +551,20 @@ impl Shared {
     }
 
     /// Delete the clone claim and wait for it and its PersistentVolume to be gone.
-    async fn delete_clone(&self, clone: &str, timeout: Duration) -> Result<(), Failure> {
-        Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns)
-            .delete(clone, &DeleteParams::default())
-            .await
-            .map_err(api_failure("delete", "deleting the clone claim"))?;
+    async fn delete_clone(
+        &self,
+        made: &PersistentVolumeClaim,
+        timeout: Duration,
+    ) -> Result<(), Failure> {
+        let claims = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &self.ns);
+        self.delete_created(&claims, made, DeleteParams::default(), "clone claim")
+            .await?;
+        let clone = made.name_any();
         let gone =
             |m: &Marks| m.claim_gone.is_some() && (m.pv_name.is_none() || m.pv_gone.is_some());
         if self
             .seen
-            .wait(clone, Instant::now() + timeout, gone)
+            .wait(&clone, Instant::now() + timeout, gone)
             .await
             .is_none()
         {
@@ -466,14 +581,18 @@ impl Shared {
 
     /// Delete the VolumeSnapshot and wait for it to be gone (its content and the driver's
     /// snapshot go with it under the class's `deletionPolicy: Delete`).
-    async fn delete_snapshot(&self, name: &str, timeout: Duration) -> Result<(), Failure> {
-        self.snapshots()
-            .delete(name, &DeleteParams::default())
-            .await
-            .map_err(api_failure("delete", "deleting the VolumeSnapshot"))?;
+    async fn delete_snapshot(
+        &self,
+        made: &DynamicObject,
+        timeout: Duration,
+    ) -> Result<(), Failure> {
+        let dp = DeleteParams::default();
+        self.delete_created(&self.snapshots(), made, dp, "VolumeSnapshot")
+            .await?;
+        let name = made.name_any();
         if self
             .seen
-            .wait(name, Instant::now() + timeout, |m| {
+            .wait(&name, Instant::now() + timeout, |m| {
                 m.snapshot_gone.is_some()
             })
             .await
@@ -603,5 +722,95 @@ fn short(s: &str) -> String {
     match s.char_indices().nth(300) {
         Some((i, _)) => format!("{}...", &s[..i]),
         None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_api::FakeApi;
+    use serde_json::json;
+
+    const PODS: &str = "/api/v1/namespaces/ns/pods";
+    const CLAIMS: &str = "/api/v1/namespaces/ns/persistentvolumeclaims";
+
+    /// Run `pg`'s lifecycles (provision, attach) against `fake`.
+    fn shared(fake: &FakeApi) -> Shared {
+        let run: BenchmarkRun = serde_json::from_value(json!({
+            "apiVersion": "benchrun.dev/v1alpha1", "kind": "BenchmarkRun",
+            "metadata": {"name": "pg", "namespace": "ns", "uid": "run-uid"},
+            "spec": {"controlPlane": {"operations": ["provision", "attach"], "count": 2}}
+        }))
+        .expect("run");
+        let cp = run.spec.control_plane.clone().expect("controlPlane");
+        Shared {
+            client: fake.client(),
+            ns: "ns".into(),
+            run,
+            cp,
+            image: "probe".into(),
+            seen: Seen::new(false, false),
+            figures: Mutex::default(),
+            wait_for_consumer: OnceCell::default(),
+        }
+    }
+
+    /// A user's object: a StatefulSet's pod, or a claim of no owner.
+    fn users(kind: &str, name: &str, owners: serde_json::Value) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": kind,
+            "metadata": {"name": name, "namespace": "ns", "ownerReferences": owners}})
+    }
+
+    fn first_error(sh: &Shared) -> String {
+        let st = sh.lock().status(&sh.cp, Duration::from_secs(1));
+        st.first_error.unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn a_name_taken_fails_the_lifecycle_and_the_users_objects_are_left_alone() {
+        let fake = FakeApi::default();
+        let sts = json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "pg-cp",
+                          "uid": "sts-uid", "controller": true}]);
+        let pod_uid = fake.seed(PODS, users("Pod", "pg-cp-0", sts));
+        let claim_uid = fake.seed(CLAIMS, users("PersistentVolumeClaim", "pg-cp-1", json!([])));
+        let sh = shared(&fake);
+
+        // Lifecycle 0: its claim is created, its pod's name is the user's.
+        assert!(!sh.lifecycle(0).await, "a name taken is a failure");
+        let pod = fake
+            .object(&format!("{PODS}/pg-cp-0"))
+            .expect("the user's pod");
+        assert_eq!(pod["metadata"]["uid"], pod_uid.as_str());
+        let err = first_error(&sh);
+        for want in [
+            "nameTaken",
+            "pod pg-cp-0",
+            "owned by StatefulSet pg-cp",
+            "left alone",
+        ] {
+            assert!(err.contains(want), "{want} in {err}");
+        }
+        // What it created, its claim, is deleted: by the UID the create answered with.
+        let deletes = fake.deletes();
+        assert_eq!(deletes.len(), 1, "{deletes:?}");
+        assert_eq!(deletes[0].path, format!("{CLAIMS}/pg-cp-0"));
+        assert!(
+            deletes[0].body["preconditions"]["uid"].is_string(),
+            "{deletes:?}"
+        );
+        assert!(fake.object(&format!("{CLAIMS}/pg-cp-0")).is_none());
+
+        // Lifecycle 1: its claim's name is the user's; nothing was created, nothing deleted.
+        let sh = shared(&fake);
+        assert!(!sh.lifecycle(1).await);
+        let err = first_error(&sh);
+        for want in ["provision nameTaken", "claim pg-cp-1", "it has no owner"] {
+            assert!(err.contains(want), "{want} in {err}");
+        }
+        let claim = fake
+            .object(&format!("{CLAIMS}/pg-cp-1"))
+            .expect("the user's claim");
+        assert_eq!(claim["metadata"]["uid"], claim_uid.as_str());
+        assert_eq!(fake.deletes().len(), 1, "{:?}", fake.deletes());
     }
 }

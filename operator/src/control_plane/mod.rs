@@ -27,7 +27,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::children::owned_by;
+use crate::children::{delete_owned, owned_by};
 use crate::crd::control_plane::{CloneSource, ControlPlaneSpec, ControlPlaneStatus, DEFAULT_SIZE};
 use crate::crd::BenchmarkRun;
 use figures::{Figures, OPERATIONS};
@@ -137,6 +137,16 @@ pub fn check(cp: &ControlPlaneSpec) -> Vec<String> {
         errs.push(
             "spec.controlPlane.busy keeps I/O running on a volume in use: set inUse too".into(),
         );
+    }
+    if cp.in_use
+        && !["snapshot", "clone", "expand"]
+            .iter()
+            .any(|o| cp.measures(o))
+    {
+        errs.push("spec.controlPlane.inUse keeps the volume in use while it is snapshotted, cloned or expanded: list snapshot, clone or expand in operations, or leave inUse out".into());
+    }
+    if cp.expanded_size.is_some() && !cp.measures("expand") {
+        errs.push("spec.controlPlane.expandedSize is the request after expand: list expand in operations, or leave expandedSize out".into());
     }
     if cp.busy_iops.is_some() && !cp.busy {
         errs.push("spec.controlPlane.busyIOPS caps the I/O of busy: set busy too".into());
@@ -331,8 +341,9 @@ async fn snapshot_api(client: &Client, ns: &str) -> Result<(), String> {
 }
 
 /// Delete every claim, pod and VolumeSnapshot run `run` created (this run's: its UID among
-/// their owners, so an earlier run's of the same name are left to their own), and wait up to
-/// `bound` for them to be gone. Err names what is left.
+/// their owners, so an earlier run's of the same name are left to their own), each by the UID
+/// listed (an object that replaced it under its name is left alone), and wait up to `bound`
+/// for them to be gone. Err names what is left.
 pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Result<(), String> {
     let Some(ns) = run.namespace() else {
         return Ok(());
@@ -357,7 +368,7 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
                         ..Default::default()
                     };
                     if p.metadata.deletion_timestamp.is_none() {
-                        let _ = pods.delete(&p.name_any(), &dp).await;
+                        let _ = delete_owned(&pods, p, run, dp).await;
                     }
                     left.push(format!("pod {}", p.name_any()));
                 }
@@ -378,9 +389,7 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
                         .filter(|v| owned_by(run, v.owner_references()))
                     {
                         if v.metadata.deletion_timestamp.is_none() {
-                            let _ = snapshots
-                                .delete(&v.name_any(), &DeleteParams::default())
-                                .await;
+                            let _ = delete_owned(&snapshots, v, run, DeleteParams::default()).await;
                         }
                         left.push(format!("VolumeSnapshot {}", v.name_any()));
                     }
@@ -398,7 +407,7 @@ pub async fn sweep(client: &Client, run: &BenchmarkRun, bound: Duration) -> Resu
                     .filter(|c| owned_by(run, c.owner_references()))
                 {
                     if c.metadata.deletion_timestamp.is_none() {
-                        let _ = claims.delete(&c.name_any(), &DeleteParams::default()).await;
+                        let _ = delete_owned(&claims, c, run, DeleteParams::default()).await;
                     }
                     left.push(format!("claim {}", c.name_any()));
                 }
@@ -511,6 +520,28 @@ mod tests {
         assert_eq!(objects::expanded_bytes(&s), Some(32 << 20));
         let s = spec("{operations: [expand], count: 1}");
         assert_eq!(objects::expanded_bytes(&s), Some(2 << 30));
+    }
+
+    /// `inUse` and `expandedSize` are about operations: without one of them listed, they
+    /// would change nothing measured, and are refused naming the field.
+    #[test]
+    fn in_use_and_expanded_size_need_their_operations() {
+        let s = spec("{operations: [provision, attach, delete], count: 1, inUse: true}");
+        assert_eq!(
+            check(&s),
+            ["spec.controlPlane.inUse keeps the volume in use while it is snapshotted, cloned or expanded: list snapshot, clone or expand in operations, or leave inUse out"]
+        );
+        for op in ["snapshot", "clone", "expand"] {
+            let s = spec(&format!(
+                "{{operations: [provision, {op}], count: 1, inUse: true}}"
+            ));
+            assert_eq!(check(&s), Vec::<String>::new(), "{op}");
+        }
+        let s = spec("{operations: [provision, snapshot], count: 1, expandedSize: 4Gi}");
+        assert_eq!(
+            check(&s),
+            ["spec.controlPlane.expandedSize is the request after expand: list expand in operations, or leave expandedSize out"]
+        );
     }
 
     #[test]

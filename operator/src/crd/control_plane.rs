@@ -46,6 +46,8 @@ pub const OPERATIONS: [&str; 7] = [
 #[x_kube(validation = Rule::new("!has(self.busy) || !self.busy || (has(self.inUse) && self.inUse)").message("controlPlane.busy keeps I/O running on a volume in use: set inUse too"))]
 #[x_kube(validation = Rule::new("!has(self.busyIOPS) || (has(self.busy) && self.busy)").message("controlPlane.busyIOPS caps the I/O of busy: set busy too"))]
 #[x_kube(validation = Rule::new("!has(self.busy) || !self.busy || !('firstIO' in self.operations)").message("controlPlane.busy: the first I/O would be timed beside the pod's own I/O; measure firstIO in a run without busy"))]
+#[x_kube(validation = Rule::new("!has(self.inUse) || !self.inUse || self.operations.exists(o, o in ['snapshot', 'clone', 'expand'])").message("controlPlane.inUse keeps the volume in use while it is snapshotted, cloned or expanded: list snapshot, clone or expand in operations, or leave inUse out"))]
+#[x_kube(validation = Rule::new("!has(self.expandedSize) || 'expand' in self.operations").message("controlPlane.expandedSize is the request after expand: list expand in operations, or leave expandedSize out"))]
 #[x_kube(validation = Rule::new("!has(self.maxLate) || has(self.ratePerSecond)").message("controlPlane.maxLate limits late starts of an arrival rate: give ratePerSecond too"))]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneSpec {

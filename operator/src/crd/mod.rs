@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 pub mod baseline;
 pub mod ca;
 pub mod control_plane;
+pub mod kind;
 pub mod matrix;
 pub mod oplog;
 pub mod schedule;

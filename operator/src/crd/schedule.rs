@@ -72,6 +72,7 @@ pub const DEFAULT_FAILED_HISTORY: i32 = 1;
         json_path = ".metadata.creationTimestamp"
     )
 )]
+#[x_kube(validation = Rule::new("has(self.runTemplate.workload) || !has(self.runTemplate.controlPlane) || (has(self.baseline) && has(self.baseline.policy) && self.baseline.policy == 'None')").message("baseline.policy: a control-plane run takes no baselineRef, so every run after the first would be refused: set baseline.policy: None").reason(::kube::core::cel::Reason::FieldValueInvalid))]
 #[serde(rename_all = "camelCase")]
 pub struct BenchmarkScheduleSpec {
     /// When to run, in cron format: five fields (minute hour day-of-month month day-of-week)
@@ -93,9 +94,9 @@ pub struct BenchmarkScheduleSpec {
     pub concurrency_policy: ConcurrencyPolicy,
     /// A run not started within this many seconds of its scheduled time is skipped (counted as
     /// missed). Also bounds how far back missed times are looked for after the operator was
-    /// down. Unset: no deadline.
+    /// down. At least 1 (0 would miss every run). Unset: no deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 1))]
     pub starting_deadline_seconds: Option<i64>,
     /// Finished, succeeded runs kept (older ones are deleted). Default 3. The run that is the
     /// current baseline is kept too.

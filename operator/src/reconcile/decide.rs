@@ -94,12 +94,24 @@ fn timeout_message(run: &BenchmarkRun, status: &BenchmarkRunStatus, timeout: Dur
     format!("the run did not finish within {limit}: {at}")
 }
 
-/// Record the placement (`false`: no node fits, the run failed).
-pub(crate) fn placed(d: &mut Draft, workers: Vec<WorkerStatus>, result_cm: String) -> bool {
+/// Record the placement (`false`: no node fits, or the workload does not fit the number of
+/// nodes placed on (`misfit`, from [`crate::validate::placed`]): the run failed).
+pub(crate) fn placed(
+    d: &mut Draft,
+    workers: Vec<WorkerStatus>,
+    result_cm: String,
+    misfit: Vec<String>,
+) -> bool {
     if workers.is_empty() {
         let msg = "no Ready, schedulable node matches workers.nodeSelector, workers.affinity and workers.tolerations".to_string();
         d.condition(cond::SCHEDULED, false, "NoMatchingNodes", msg.clone());
         d.fail("NoMatchingNodes", msg);
+        return false;
+    }
+    if !misfit.is_empty() {
+        let msg = misfit.join("; ");
+        d.condition(cond::VALID, false, "InvalidForNodes", msg.clone());
+        d.fail("InvalidForNodes", msg);
         return false;
     }
     let note = workers

@@ -7,18 +7,18 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
 
-use kube::{Api, ResourceExt};
+use kube::Api;
 use tracing::warn;
 
 use super::cleanup_rules::{self as decide, TtlStep};
 use super::Reconciler;
-use crate::children::{delete_exact, delete_if_ours, Deleted};
+use crate::children::{delete_if_ours, delete_itself, Deleted};
 use crate::context::POLL;
 use crate::crd::BenchmarkRun;
 use crate::resources;
 use crate::run_rules;
 use crate::worker_cleanup;
-use crate::{Error, Result};
+use crate::Result;
 
 impl Reconciler<'_> {
     /// A matrix run's children in flight stopped; cleanup per policy; then TTL.
@@ -91,11 +91,7 @@ impl Reconciler<'_> {
             TtlStep::Delete => {
                 let api: Api<BenchmarkRun> = self.api();
                 // This run, not one applied again under its name since this pass read it.
-                let uid = self
-                    .run
-                    .uid()
-                    .ok_or_else(|| Error::Invalid("the run has no uid".into()))?;
-                delete_exact(&api, &self.name, &uid, DeleteParams::background()).await?;
+                delete_itself(&api, self.run, DeleteParams::background()).await?;
                 // Its metrics go in the pass of its deletion (the finalizer's).
             }
         }

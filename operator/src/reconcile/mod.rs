@@ -201,7 +201,8 @@ impl Reconciler<'_> {
         if self.draft.status.workers.is_empty() {
             let workers = self.place().await?;
             let result_cm = resources::result_cm_name(&self.name);
-            if !decide::placed(&mut self.draft, workers, result_cm) {
+            let misfit = validate::placed(&self.run.spec, workers.len());
+            if !decide::placed(&mut self.draft, workers, result_cm, misfit) {
                 return Ok(Action::requeue(POLL));
             }
             if !self.persist().await? {

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 
 use super::{decide, Reconciler};
 use crate::children::create_if_absent;
@@ -126,11 +126,8 @@ impl Reconciler<'_> {
 
     /// Create probe child `name` with `n` accelerators per worker.
     async fn start_probe(&self, name: &str, n: u32, epochs: u32) -> Result<()> {
-        let mut child = BenchmarkRun::new(name, search::probe_spec(&self.run.spec, n, epochs));
-        child.metadata.namespace = Some(self.ns.clone());
-        child.metadata.owner_references = self.run.controller_owner_ref(&()).map(|o| vec![o]);
-        child.metadata.labels =
-            Some([(search::SEARCH_LABEL.to_string(), self.name.clone())].into());
+        let spec = search::probe_spec(&self.run.spec, n, epochs);
+        let child = crate::resources::child_run(self.run, name, spec, search::SEARCH_LABEL)?;
         create_if_absent(&self.api(), &child, self.run).await?;
         Ok(())
     }

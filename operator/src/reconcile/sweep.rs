@@ -6,10 +6,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 
 use super::Reconciler;
-use crate::children::{create_if_absent, delete_exact, Deleted};
+use crate::children::{create_if_absent, delete_owned, Deleted};
 use crate::context::POLL;
 use crate::crd::matrix::{CombinationRow, MatrixStatus};
 use crate::crd::{BenchmarkRun, Phase};
@@ -141,7 +141,7 @@ impl Reconciler<'_> {
     }
 
     /// A finished matrix run's (or search's) children still in flight, found by `label`, are
-    /// deleted, each by its UID (their
+    /// deleted, each as listed, by its UID (their
     /// finalizer stops their workers, which remove what they created within the cleanup
     /// bound): a sweep that failed (its deadline, a spec made invalid) measures no further
     /// on the nodes. Which ones is [`sweep::children_to_stop`]'s decision.
@@ -151,7 +151,11 @@ impl Reconciler<'_> {
         let children = api.list(&lp).await?.items;
         let phase = self.draft.status.phase;
         for (name, uid) in sweep::children_to_stop(self.run, phase, &children) {
-            if delete_exact(&api, &name, &uid, DeleteParams::background()).await? == Deleted::Yes {
+            let Some(child) = children.iter().find(|c| c.uid().as_deref() == Some(&uid)) else {
+                continue;
+            };
+            let dp = DeleteParams::background();
+            if delete_owned(&api, child, self.run, dp).await? == Deleted::Yes {
                 let note = format!(
                     "deleted run {name}, in flight when this matrix run became {}: its workers stop and remove what they created",
                     phase.as_str()
@@ -169,10 +173,7 @@ impl Reconciler<'_> {
             (Slot::Warmup, Some(w)) => sweep::warmup_spec(&self.run.spec, p, w),
             _ => sweep::child_spec(&self.run.spec, p),
         };
-        let mut child = BenchmarkRun::new(name, spec);
-        child.metadata.namespace = Some(self.ns.clone());
-        child.metadata.owner_references = self.run.controller_owner_ref(&()).map(|o| vec![o]);
-        child.metadata.labels = Some([(sweep::MATRIX_LABEL.to_string(), self.name.clone())].into());
+        let child = crate::resources::child_run(self.run, name, spec, sweep::MATRIX_LABEL)?;
         create_if_absent(&self.api(), &child, self.run).await?;
         Ok(())
     }

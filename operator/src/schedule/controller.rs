@@ -18,6 +18,7 @@ use kube::runtime::{predicates, watcher, Controller, Predicate, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{warn, Instrument};
 
+use crate::children::{delete_owned, Deleted};
 use crate::crd::baseline::BaselineRef;
 use crate::crd::schedule::{BenchmarkSchedule, BenchmarkScheduleStatus};
 use crate::crd::{BenchmarkRun, BenchmarkRunStatus, Phase};
@@ -205,7 +206,7 @@ async fn reconcile(s: Arc<BenchmarkSchedule>, ctx: Arc<Ctx>) -> Result<Action> {
 
     // Act.
     let mut plan = plan;
-    act(&s, &ns, &runs_api, &mut plan, &ctx).await?;
+    act(&s, &ns, &runs_api, &owned, &mut plan, &ctx).await?;
     write_status(&ctx.client, &ns, &name, &plan.status).await?;
     publish(&ctx, &s, &plan).await;
     let last_good = views
@@ -222,19 +223,23 @@ async fn reconcile(s: Arc<BenchmarkSchedule>, ctx: Arc<Ctx>) -> Result<Action> {
 }
 
 /// Deletes, then the create; a run the API server refuses becomes a Warning event and the time
-/// counts as scheduled (no retry loop on a template it will keep refusing).
+/// counts as scheduled (no retry loop on a template it will keep refusing). The runs deleted
+/// are among `owned`, as this pass read them: each by its UID, so a run made under the same
+/// name since (by a user, or by the schedule again) is left alone.
 async fn act(
     s: &BenchmarkSchedule,
     ns: &str,
     runs_api: &Api<DynamicObject>,
+    owned: &[DynamicObject],
     plan: &mut Plan,
     ctx: &Ctx,
 ) -> Result<()> {
-    for name in &plan.delete {
-        match runs_api.delete(name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
+    for run in to_delete(&plan.delete, owned) {
+        if delete_owned(runs_api, run, s, DeleteParams::background()).await? == Deleted::NotOurs {
+            warn!(
+                "run {} changed since it was read: not deleted",
+                run.name_any()
+            );
         }
     }
     let Some(new) = &plan.create else {
@@ -294,6 +299,17 @@ async fn act(
         Err(e) => return Err(e.into()),
     }
     Ok(())
+}
+
+/// The runs of `owned` (as read) whose names the plan deletes; a name not among them is no
+/// run of this schedule's, and nothing is deleted for it.
+fn to_delete<'a>(
+    names: &'a [String],
+    owned: &'a [DynamicObject],
+) -> impl Iterator<Item = &'a DynamicObject> {
+    names
+        .iter()
+        .filter_map(|n| owned.iter().find(|r| r.metadata.name.as_ref() == Some(n)))
 }
 
 /// A run as the decision reads it, and its status (for the metrics).
@@ -501,5 +517,23 @@ mod tests {
         );
         assert_eq!(run_state(&a), run_state(&b), "progress alone is no change");
         assert_ne!(run_state(&a), run_state(&c));
+    }
+
+    #[test]
+    fn only_runs_read_as_the_schedules_are_deleted_in_the_plans_order() {
+        let named = |n: &str| {
+            let mut o = object(
+                serde_json::json!({}),
+                serde_json::json!({}),
+                serde_json::json!({}),
+            );
+            o.metadata.name = Some(n.into());
+            o
+        };
+        let owned = [named("nightly-1"), named("nightly-2"), named("nightly-3")];
+        // `user-run` is not among those read as the schedule's: nothing is deleted for it.
+        let plan = ["nightly-3", "user-run", "nightly-1"].map(String::from);
+        let names: Vec<String> = to_delete(&plan, &owned).map(|r| r.name_any()).collect();
+        assert_eq!(names, ["nightly-3", "nightly-1"]);
     }
 }

@@ -299,6 +299,7 @@ pub fn decide(v: &View) -> Plan {
         })
     } else {
         Schedule::parse(&v.spec.schedule, v.spec.time_zone.as_deref())
+            .and_then(|s| crate::validate::schedule(v.spec, &s, v.now).map(|()| s))
     };
     match parsed {
         Err(e) => {

@@ -75,13 +75,11 @@ fn region(path: &Path, bytes: u64) -> Result<Region> {
     // Written once before the loop: reads of a hole would never reach the device.
     let chunk = 256 * PROBE_BYTES;
     let mut buf = AlignedBuf::new(chunk.max(DIRECT_ALIGN));
-    for (i, b) in buf.as_mut_slice().iter_mut().enumerate() {
-        *b = (i % 253) as u8;
-    }
     let total = blocks * block;
     let mut at = 0;
     while at < total {
         let n = (total - at).min(chunk as u64) as usize;
+        super::fresh(&mut buf.as_mut_slice()[..n]);
         file.write_all_at(&buf.as_slice()[..n], at)
             .with_context(|| format!("fill {}", p.display()))?;
         at += n as u64;
@@ -111,7 +109,8 @@ pub fn run(path: &Path, bytes: u64, iops: u32, stop: &AtomicBool) -> HoldIo {
     };
     let mut latency = Latency::default();
     let mut buf = AlignedBuf::new(PROBE_BYTES.max(DIRECT_ALIGN));
-    let mut rng = SmallRng::seed_from_u64(u64::from(std::process::id()));
+    // Seeded by the operating system: a process id is the same in every pod (often 1).
+    let mut rng = SmallRng::from_rng(&mut rand::rng());
     let started = Instant::now();
     let interval = Duration::from_secs(1) / iops.max(1);
     let mut due = started;
@@ -125,6 +124,10 @@ pub fn run(path: &Path, bytes: u64, iops: u32, stop: &AtomicBool) -> HoldIo {
         let at = r.start + rng.random_range(0..r.blocks) * PROBE_BYTES as u64;
         let read = rng.random_range(0..100) < READ_PERCENT;
         let data = &mut buf.as_mut_slice()[..PROBE_BYTES];
+        if !read {
+            // Each write new bytes: never a sector this or any other hold wrote before.
+            super::fresh(data);
+        }
         let t = Instant::now();
         let result = if read {
             r.file.read_exact_at(data, at)

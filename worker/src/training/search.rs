@@ -125,7 +125,7 @@ pub async fn run(
         stop.await;
         let _ = stop_tx.send(true);
     });
-    let cap = search.cap(shape.readers);
+    let cap = search.cap(&shape, opts.count);
     let mut bracket = Bracket::new(cap);
     let mut figures = SearchFigures {
         mark,

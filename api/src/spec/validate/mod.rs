@@ -59,6 +59,31 @@ impl Workload {
         }
     }
 
+    /// The checks that need the run's worker count, which a file alone does not give: the
+    /// operator runs them for `workers.count` at admission and for a `perNode` run's nodes
+    /// once placed, and each worker at its start (`workers`: the run's workers). A training
+    /// run has a sample for every rank; a checkpoint's `restoreShift` moves every shard.
+    pub fn check_workers(&self, workers: u32) -> Result<(), Vec<FieldError>> {
+        let checks = [
+            self.training.as_ref().map(|t| t.check_workers(workers)),
+            self.checkpoint.as_ref().map(|c| c.check_workers(workers)),
+        ];
+        let errs: Vec<FieldError> = checks
+            .into_iter()
+            .flatten()
+            .filter_map(Result::err)
+            .map(|(path, message)| FieldError {
+                path: path.to_string(),
+                message,
+            })
+            .collect();
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(errs)
+        }
+    }
+
     /// `target` is a URI we know; the checks that depend on its kind get `None` if not.
     fn check_target(&self, bad: &mut impl FnMut(&str, String)) -> Option<TargetUri> {
         match self.target.parse::<TargetUri>() {

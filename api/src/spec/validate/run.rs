@@ -101,11 +101,21 @@ impl Workload {
                 format!("must be from 0.1 to 100 (got {})", st.band_percent),
             );
         }
-        if self.duration.is_none() {
-            bad(
+        match self.duration {
+            None => bad(
                 "stopWhenStable",
                 "needs duration (the longest the run may take), not totalOps".into(),
-            );
+            ),
+            // Steadiness is judged on a full window of the measured stage, so a window as
+            // long as it could only be judged as the run ends anyway.
+            Some(d) if w >= d.0 => bad(
+                "stopWhenStable.window",
+                format!(
+                    "{} is not shorter than duration ({d}): the run would end before a full window could be judged steady",
+                    st.window
+                ),
+            ),
+            Some(_) => {}
         }
     }
 
