@@ -105,6 +105,53 @@ fn a_shard_changed_after_the_save_is_caught_on_restore() {
     assert_eq!(u(&s["ops"]["get"]["errorsByKind"]["corrupt"]), 1);
 }
 
+/// Each save of a run writes another version of every shard (a deduplicating store keeps
+/// nothing of the last save for free), and a later restore-only run verifies the last one.
+#[test]
+fn every_save_writes_another_version_and_a_restore_checks_the_last() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    let shape = "checkpoint: {totalSize: 4MiB, ranks: 2, ranksPerWorker: 2";
+    let save = |repeats: u32| {
+        let (o, _) = run(
+            dir.path(),
+            &format!(
+                "target: file://{}\nops: [{{op: put}}]\n{shape}, mode: save, repeats: {repeats}}}\n",
+                data.display()
+            ),
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        walk(&data)
+            .iter()
+            .map(|p| std::fs::read(p).unwrap())
+            .collect::<Vec<_>>()
+    };
+    // The last save of any run is the same version: the one a restore-only run checks.
+    let one = save(1);
+    assert_eq!(save(3), one);
+    let (o, s) = run(
+        dir.path(),
+        &format!(
+            "target: file://{}\nops: [{{op: put}}]\n{shape}, mode: restore}}\n",
+            data.display()
+        ),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(u(&s["ops"]["get"]["bytes"]), 4 << 20);
+    // A save and restore of 2 repeats: each restore verifies the version its save wrote
+    // (that the versions differ is datagen's rekeyed-pattern test).
+    let (o, s) = run(
+        dir.path(),
+        &format!(
+            "target: file://{}\nops: [{{op: put}}]\n{shape}, repeats: 2}}\ndataset: {{cleanup: false}}\n",
+            data.display()
+        ),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(u(&s["ops"]["get"]["bytes"]), 2 * (4 << 20));
+    assert_eq!(u(&s["ops"]["get"]["errors"]), 0);
+}
+
 /// `restoreShift: 1` on one worker of 4 ranks: rank r restores the shard rank r + 1 saved
 /// (the last rank the first's), every shard once and verified; a shard changed after the
 /// save is then caught by the rank that restores it, not by the one that wrote it.

@@ -334,6 +334,41 @@ fn shards_are_read_by_range_and_a_corrupt_sample_is_caught() {
     );
 }
 
+/// A dataset of other `data` is not reused, even of the same shape and seed: a run asking for
+/// 4:1 compressible data writes its own files, and its verified reads find nothing corrupt.
+#[test]
+fn a_dataset_of_other_data_is_not_reused() {
+    let dir = scratch();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let out = dir.path().join("s.json");
+    let run = |extra: &str| {
+        let wl = write(
+            dir.path(),
+            "w.yaml",
+            &format!(
+                "target: file://{}\nops: [{{op: get}}]\nread: {{verify: true}}\n{extra}training:\n  samples: 40\n  samplesPerFile: 10\n  sampleSize: 16KiB\n  batchSize: 4\n  acceleratorsPerWorker: 1\n  computeTime: 0ms\n  epochs: 1\n",
+                data.display()
+            ),
+        );
+        ok(bin()
+            .arg("run")
+            .arg(&wl)
+            .arg("--summary")
+            .arg(&out)
+            .arg("--progress=never")
+            .output()
+            .unwrap());
+        summary(&out)
+    };
+    assert_eq!(run("")["prepare"]["objects"], 4);
+    let s = run("data: {compressRatio: 4}\n");
+    assert_eq!(s["prepare"]["objects"], 4, "written anew, not reused");
+    assert_eq!(s["ops"]["get"]["errors"], 0, "{}", s["ops"]["get"]);
+    // The same data again: reused.
+    assert_eq!(run("data: {compressRatio: 4}\n")["prepare"]["objects"], 0);
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![];
     for e in std::fs::read_dir(dir).unwrap() {
