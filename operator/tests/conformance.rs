@@ -13,8 +13,8 @@
 //!   `tests/lint/deletes.py`);
 //! - bad input refused naming the field: for each kind, a key the kind would ignore or a
 //!   value that cannot mean anything is refused, the message naming the field;
-//! - writes nothing twice: `conformance_writes.rs` runs each kind's write path on two workers
-//!   sharing one directory and hashes every 512-byte sector.
+//! - writes nothing twice: each kind's write path run by two workers of one run sharing one
+//!   directory (raw devices: one each), every 512-byte sector hashed.
 //!
 //! What only a cluster can show (an operator killed mid-run, a worker that stops answering, a
 //! foreign object under every name a run can produce) is in the cluster tests named in
