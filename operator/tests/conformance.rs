@@ -68,7 +68,7 @@ fn case(kind: RunKind) -> Case {
         RunKind::Object => Case {
             example: "benchmarkrun-s3-get.yaml",
             refused: &[
-                // A training key on a run that does not train.
+                // A block op on a run without `block`; a stability window longer than the run.
                 ("{workload: {ops: [{op: read}]}}", "block"),
                 (
                     "{workload: {stopWhenStable: {window: 2m}}}",
