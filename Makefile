@@ -7,7 +7,8 @@
 #   lint          cargo fmt --check, no import cycles between modules, clippy -D warnings, every
 #                 tool the stages call is installed by a script (tests/lint/tools.py), every
 #                 link and path named by README.md and docs/ exists (tests/lint/links.py), the
-#                 operator deletes only through its one deletion module (tests/lint/deletes.py)
+#                 operator deletes only through its one deletion module (tests/lint/deletes.py),
+#                 every crate's Layout names each of its modules and no other (tests/lint/layouts.py)
 #   chart         helm lint/template of charts/benchrun per ci/ overlay, schema, RBAC, dashboard
 #                 queries against the registered metric names, CRDs in sync (offline)
 #   unit          unit tests of every crate (no servers)
@@ -44,6 +45,7 @@ lint:
 	python3 tests/lint/links.py .
 	python3 tests/lint/server_tests.py .
 	python3 tests/lint/deletes.py .
+	python3 tests/lint/layouts.py api/src/lib.rs worker/src/lib.rs operator/src/lib.rs
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 chart:

@@ -28,6 +28,8 @@
 //! - [`matrix`]: parameter sweeps: one workload per combination of parameter values
 //! - [`stable`]: the `stopWhenStable` rule, for one worker and for a run's merged seconds
 //! - [`agent`]: the request and response bodies of the worker agent's HTTP endpoint
+//! - [`data_errors`]: the first few data errors of a run (corrupt, short), named by place
+//! - [`metric_family`]: what a process exports on `/metrics`, as data, for the chart's checks
 
 #![warn(missing_docs)]
 

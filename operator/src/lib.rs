@@ -10,8 +10,10 @@
 //! - [`reconcile`]: one pass over one run, deciding through [`run_rules`]; the RBAC it needs
 //! - [`status`]: the status a pass builds: conditions, phase, events, server-side-apply writes
 //! - [`placement`]: where the workers run (perNode: Ready nodes, taints, required affinity)
-//! - [`workers`]: the pass's calls to the agents: status and summary probes, starts, shutdowns
-//! - [`finish`]: a finished run: pods cleaned up per policy, the run deleted after its TTL
+//! - [`children`]: creating and deleting what a run owns: the one deletion path (read, owned
+//!   by the run's or schedule's UID, deleted with that UID as a precondition)
+//! - [`lost`]: when a worker is lost although its pod still says Running (pure)
+//! - [`worker_cleanup`]: how long workers get to remove what they created, on every path
 //! - [`run_rules`]: pure decisions: pod classification, phase transitions, skew, aggregation
 //! - [`resources`]: pure builders for the objects a run owns (ConfigMap, token Secret, Pods)
 //! - [`client`]: the workers' control endpoint (`/v1/start`, `/v1/status`, `/v1/summary`)
@@ -20,6 +22,7 @@
 //! - [`baseline`]: the merged result against another run's (`Regressed`)
 //! - [`schedule`]: `BenchmarkSchedule`: cron times, CronJob's rules (pure), its controller
 //! - [`sweep`]: `spec.matrix`: the combinations, their child runs' specs, and the table
+//! - [`search`]: maximum-accelerators searches: each probe a child run, planned and judged
 //! - [`decode`]: runs decoded one at a time, so one unreadable run is reported, not fatal
 //! - [`podfields`]: the Kubernetes-typed fields copied into worker pods, checked before any pod
 //! - [`oplog`]: `spec.oplog` checked, and the directory a run's workers upload their op-logs to
