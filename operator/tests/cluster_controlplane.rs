@@ -587,7 +587,9 @@ controlPlane:
     let io = &cp.operations["firstIO"];
     assert!(io.phases.contains_key("write") && io.phases.contains_key("read"));
     // Each node's device took the probe's write (8 sectors; a flush counts as an empty
-    // write) and the probe's pattern (byte i is i % 251) is at its start.
+    // write): its start, zeros before, is the probe's bytes now, and no two claims' probes
+    // wrote the same bytes (fresh ones each: one array behind every claim stores each).
+    let mut heads = Vec::new();
     for ((lo, b), node) in loops.iter().zip(&before).zip(NODES) {
         let d = b.since(lo.stat());
         assert!(d.sectors_written >= 8, "{node} {}: {d:?}", lo.dev.display());
@@ -599,11 +601,16 @@ controlPlane:
         )
         .expect("read device");
         assert!(
-            head.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8),
+            head.chunks(512).all(|s| s.iter().any(|b| *b != 0)),
             "{node}: the probe's bytes are not at the start of {}",
             lo.dev.display()
         );
+        heads.push(head);
     }
+    assert_ne!(
+        heads[0], heads[1],
+        "two claims' probes wrote the same bytes"
+    );
     assert_eq!(leftovers(&env, "blk").await, Vec::<String>::new());
 }
 
@@ -917,8 +924,14 @@ async fn names_taken_by_a_users_objects_fail_the_run_and_leave_them_alone() {
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "taken-cp-0", "ownerReferences": [
             {"apiVersion": "v1", "kind": "ConfigMap", "name": "db", "uid": owner_uid}]},
-        "spec": {"containers": [{"name": "db", "image": env.images.worker,
-                                 "command": ["sleep", "3600"]}]}
+        // Within the namespace's PodSecurity level (restricted); it need not run, only exist.
+        "spec": {
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "db", "image": env.images.worker,
+                            "command": ["sleep", "3600"],
+                            "securityContext": {"allowPrivilegeEscalation": false,
+                                                "capabilities": {"drop": ["ALL"]}}}]}
     }))
     .expect("pod");
     let pod_uid = pods
