@@ -116,15 +116,7 @@ pub async fn run(
             opts.count, spec.ranks_per_worker, model.1, model.1.div_ceil(spec.ranks_per_worker)
         )));
     }
-    // What needs the run's worker count (a perNode run's is known only at its start).
-    workload.check_workers(opts.count).map_err(|e| {
-        EngineError::Workload(
-            e.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })?;
+    crate::engine::check_workers(workload, opts.count)?;
     let data = ShardData(Arc::new(DataPattern::new(workload.seed, &workload.data())));
     let dir = shard_dir(&workload.dataset.prefix, model, workload.seed);
     let ranks: Vec<(u32, String)> = (0..spec.ranks_per_worker)

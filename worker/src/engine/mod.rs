@@ -106,6 +106,19 @@ impl From<TargetError> for EngineError {
     }
 }
 
+/// What of `workload` needs the run's worker count (a perNode run's is known only at its
+/// start), checked by a training or checkpoint worker before it does anything.
+pub(crate) fn check_workers(workload: &Workload, count: u32) -> Result<(), EngineError> {
+    workload.check_workers(count).map_err(|e| {
+        EngineError::Workload(
+            e.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })
+}
+
 /// The objects reads run against, with sizes from the prepare stage or the listing.
 #[derive(Clone, Debug, Default)]
 pub struct Dataset {

@@ -105,15 +105,7 @@ pub async fn prepare(
             opts.index, opts.count
         )));
     }
-    // What needs the run's worker count (a perNode run's is known only at its start).
-    workload.check_workers(opts.count).map_err(|e| {
-        EngineError::Workload(
-            e.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })?;
+    crate::engine::check_workers(workload, opts.count)?;
     let dataset = dataset::Shape::new(
         &shape,
         workload.seed,
